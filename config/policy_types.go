@@ -1,0 +1,53 @@
+package config
+
+import "time"
+
+// Annotation keys read from the rollout target. In Service mode they sit on the
+// Knative Service; in Route mode on the Configuration whose Revisions roll out.
+const (
+	Prefix = "sluice.dev/"
+
+	// AnnotationRollout opts the target in: "enabled" (or "true").
+	AnnotationRollout = Prefix + "rollout"
+	// AnnotationSteps lists the candidate's traffic weights, e.g. "10,25,50,100".
+	AnnotationSteps = Prefix + "steps"
+	// AnnotationHold is how long each step holds before the next one, e.g. "2m".
+	AnnotationHold = Prefix + "hold"
+	// AnnotationStepHolds overrides the hold of given steps, keyed by weight: "50=10m,100=0s".
+	AnnotationStepHolds = Prefix + "step-holds"
+	// AnnotationGates lists the weights that wait for a promote before they are set: "50,100".
+	AnnotationGates = Prefix + "gates"
+	// AnnotationProgressDeadline bounds the wait for the candidate Revision to become Ready.
+	AnnotationProgressDeadline = Prefix + "progress-deadline"
+	// AnnotationVerifyTimeout bounds the wait for a traffic change to show in the object's status.
+	AnnotationVerifyTimeout = Prefix + "verify-timeout"
+	// AnnotationDeadline bounds the whole rollout, from start to 100%.
+	AnnotationDeadline = Prefix + "deadline"
+	// AnnotationRoute names the Route that a Configuration's Revisions roll out on (Route mode).
+	AnnotationRoute = Prefix + "route"
+)
+
+// Policy is a validated rollout policy: how a candidate Revision takes traffic.
+type Policy struct {
+	Steps            []Step        `json:"steps"`
+	ProgressDeadline time.Duration `json:"progressDeadline"`
+	VerifyTimeout    time.Duration `json:"verifyTimeout"`
+	Deadline         time.Duration `json:"deadline"`
+}
+
+// Step is one stage of a rollout: the candidate's share of traffic, how long it
+// holds there, and whether a person must promote before it is applied.
+type Step struct {
+	Weight int64         `json:"weight"`
+	Hold   time.Duration `json:"hold"`
+	Gate   bool          `json:"gate,omitempty"`
+}
+
+// TotalHold is the sum of all step holds: the least time a rollout without gates takes.
+func (p Policy) TotalHold() time.Duration {
+	var total time.Duration
+	for _, s := range p.Steps {
+		total += s.Hold
+	}
+	return total
+}
