@@ -1,0 +1,384 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"knative.dev/pkg/apis"
+	"knative.dev/serving/pkg/apis/serving"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+	servingclient "knative.dev/serving/pkg/client/clientset/versioned"
+
+	"github.com/sluicehq/sluice/config"
+)
+
+// Activities reads and writes Knative objects. The workflow refers to its
+// methods through a nil *Activities; the worker registers a real one.
+type Activities struct {
+	Serving  servingclient.Interface
+	Defaults config.Defaults
+}
+
+// ResolveTarget reads the target's policy, its live traffic and its stable
+// Revision. A target that is gone, not opted in or carries an invalid policy
+// is a non-retryable error: retrying cannot fix it, the service owner can.
+func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolved, error) {
+	t := in.Target
+	var (
+		annotations map[string]string
+		res         Resolved
+	)
+	switch t.Kind {
+	case KindService:
+		svc, err := a.Serving.ServingV1().Services(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+		if err != nil {
+			return Resolved{}, readError(err, "Service "+t.Namespace+"/"+t.Name)
+		}
+		annotations = svc.Annotations
+		res.Object = ObjectRef{Namespace: t.Namespace, Kind: KindService, Name: t.Name}
+		res.Configuration = t.Name
+		res.Traffic = svc.Spec.Traffic
+	case KindConfiguration:
+		cfg, err := a.Serving.ServingV1().Configurations(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+		if err != nil {
+			return Resolved{}, readError(err, "Configuration "+t.Namespace+"/"+t.Name)
+		}
+		annotations = cfg.Annotations
+		route := annotations[config.AnnotationRoute]
+		if route == "" {
+			return Resolved{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+				"Configuration %s/%s: %s must name the Route its Revisions roll out on", t.Namespace, t.Name, config.AnnotationRoute),
+				ErrInvalidPolicy, nil)
+		}
+		r, err := a.Serving.ServingV1().Routes(t.Namespace).Get(ctx, route, metav1.GetOptions{})
+		if err != nil {
+			return Resolved{}, readError(err, "Route "+t.Namespace+"/"+route+" (named by "+config.AnnotationRoute+")")
+		}
+		res.Object = ObjectRef{Namespace: t.Namespace, Kind: KindRoute, Name: route}
+		res.Configuration = t.Name
+		res.Traffic = r.Spec.Traffic
+	default:
+		return Resolved{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("unknown target kind %q: use %s or %s", t.Kind, KindService, KindConfiguration), ErrInvalidPolicy, nil)
+	}
+
+	opted, err := config.OptedIn(annotations)
+	if err != nil {
+		return Resolved{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidPolicy, nil)
+	}
+	if !opted {
+		return Resolved{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"%s is not opted in to sluice rollouts: set the annotation %s: enabled", t, config.AnnotationRollout), ErrNotOptedIn, nil)
+	}
+	res.Policy, err = config.FromAnnotations(annotations, a.Defaults)
+	if err != nil {
+		return Resolved{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: invalid rollout policy: %v", t, err), ErrInvalidPolicy, nil)
+	}
+
+	revs, err := a.revisionsOf(ctx, t.Namespace, res.Configuration)
+	if err != nil {
+		return Resolved{}, err
+	}
+	cand, ok := revs[in.Candidate]
+	if !ok {
+		return Resolved{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"Revision %s/%s not found among the Revisions of Configuration %s", t.Namespace, in.Candidate, res.Configuration), ErrTargetNotFound, nil)
+	}
+	res.CandidateGeneration = revisionGeneration(cand)
+	res.Stable = stableRevision(res.Traffic, in.Candidate, revs)
+	return res, nil
+}
+
+// stableRevision picks the Revision that serves the most traffic besides the
+// candidate. A latestRevision target stands for the newest Ready Revision older
+// than the candidate: reading the Route's status instead would race with
+// Knative, which may already have moved it to the candidate.
+func stableRevision(traffic []servingv1.TrafficTarget, candidate string, revs map[string]*servingv1.Revision) string {
+	share := map[string]int64{}
+	for _, t := range traffic {
+		name := t.RevisionName
+		if isLatest(t) {
+			name = newestReadyBefore(revs, candidate)
+		}
+		if name != "" && name != candidate {
+			share[name] += percent(t)
+		}
+	}
+	best, bestShare := "", int64(-1)
+	names := make([]string, 0, len(share))
+	for n := range share {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if share[n] > bestShare {
+			best, bestShare = n, share[n]
+		}
+	}
+	if best == "" {
+		best = newestReadyBefore(revs, candidate)
+	}
+	return best
+}
+
+func newestReadyBefore(revs map[string]*servingv1.Revision, candidate string) string {
+	limit := int64(1<<62 - 1)
+	if c, ok := revs[candidate]; ok {
+		limit = revisionGeneration(c)
+	}
+	best, bestGen := "", int64(-1)
+	for name, r := range revs {
+		g := revisionGeneration(r)
+		if name == candidate || g >= limit || !r.Status.GetCondition(apis.ConditionReady).IsTrue() {
+			continue
+		}
+		if g > bestGen || (g == bestGen && name > best) {
+			best, bestGen = name, g
+		}
+	}
+	return best
+}
+
+func (a *Activities) revisionsOf(ctx context.Context, namespace, configuration string) (map[string]*servingv1.Revision, error) {
+	sel := labels.SelectorFromSet(labels.Set{serving.ConfigurationLabelKey: configuration}).String()
+	list, err := a.Serving.ServingV1().Revisions(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, fmt.Errorf("list Revisions of Configuration %s/%s: %w", namespace, configuration, err)
+	}
+	out := make(map[string]*servingv1.Revision, len(list.Items))
+	for i := range list.Items {
+		out[list.Items[i].Name] = &list.Items[i]
+	}
+	return out, nil
+}
+
+func revisionGeneration(r *servingv1.Revision) int64 {
+	g, err := strconv.ParseInt(r.Labels[serving.ConfigurationGenerationLabelKey], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return g
+}
+
+// ReadRevision reports a Revision's readiness. A missing Revision is reported,
+// not returned as an error: the workflow decides what that means.
+func (a *Activities) ReadRevision(ctx context.Context, ref RevisionRef) (RevisionState, error) {
+	r, err := a.Serving.ServingV1().Revisions(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return RevisionState{Name: ref.Name}, nil
+	}
+	if err != nil {
+		return RevisionState{}, fmt.Errorf("read Revision %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	return revisionState(r), nil
+}
+
+func revisionState(r *servingv1.Revision) RevisionState {
+	st := RevisionState{Name: r.Name, Found: true, Generation: revisionGeneration(r)}
+	if c := r.Status.GetCondition(apis.ConditionReady); c != nil {
+		st.Ready = c.IsTrue() && r.Status.ObservedGeneration == r.Generation
+		st.Failed = c.IsFalse()
+		st.Reason, st.Message = c.Reason, c.Message
+	}
+	return st
+}
+
+// SetTraffic writes Desired as the object's traffic with a JSON merge patch
+// that carries the resourceVersion it was computed from, so a concurrent edit
+// makes the API server answer 409 instead of being overwritten. It is
+// idempotent: if Desired is already live it writes nothing.
+func (a *Activities) SetTraffic(ctx context.Context, in SetTrafficInput) (SetTrafficResult, error) {
+	if err := ValidateTraffic(in.Object.Kind, in.Desired); err != nil {
+		return SetTrafficResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("refusing to write invalid traffic to %s: %v", in.Object, err), ErrInvalidTraffic, nil)
+	}
+	if err := a.checkRevisionsReady(ctx, in.Object.Namespace, in.Desired); err != nil {
+		return SetTrafficResult{}, err
+	}
+	const attempts = 5
+	for i := 0; i < attempts; i++ {
+		live, err := a.readTraffic(ctx, in.Object)
+		if err != nil {
+			return SetTrafficResult{}, err
+		}
+		if SameTraffic(live.spec, in.Desired) {
+			return SetTrafficResult{Generation: live.generation}, nil
+		}
+		if !in.Force && !SameTraffic(live.spec, in.Expected) {
+			return SetTrafficResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+				"traffic on %s was changed outside sluice: expected %s, found %s; resume to take the live traffic as the new starting point, or abort to roll back",
+				in.Object, FormatTraffic(in.Expected), FormatTraffic(live.spec)), ErrDrift, nil)
+		}
+		gen, err := a.patchTraffic(ctx, in.Object, live.resourceVersion, in.Desired)
+		if apierrors.IsConflict(err) {
+			activity.GetLogger(ctx).Info("traffic write conflicted, re-reading", "object", in.Object.String())
+			continue
+		}
+		if err != nil {
+			return SetTrafficResult{}, writeError(err, in.Object)
+		}
+		return SetTrafficResult{Generation: gen, Changed: true}, nil
+	}
+	return SetTrafficResult{}, fmt.Errorf("write traffic to %s: still conflicting after %d attempts", in.Object, attempts)
+}
+
+// checkRevisionsReady refuses a list that names a Revision that is not Ready:
+// Knative would freeze the whole Route until it becomes Ready.
+func (a *Activities) checkRevisionsReady(ctx context.Context, namespace string, traffic []servingv1.TrafficTarget) error {
+	for i, t := range traffic {
+		if t.RevisionName == "" {
+			continue
+		}
+		st, err := a.ReadRevision(ctx, RevisionRef{Namespace: namespace, Name: t.RevisionName})
+		if err != nil {
+			return err
+		}
+		if !st.Ready {
+			why := "not found"
+			if st.Found {
+				why = "not Ready"
+				if st.Message != "" {
+					why += ": " + st.Message
+				}
+			}
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+				"refusing to write traffic: spec.traffic[%d] names Revision %s/%s, which is %s", i, namespace, t.RevisionName, why),
+				ErrInvalidTraffic, nil)
+		}
+	}
+	return nil
+}
+
+// VerifyTraffic succeeds once the object's status shows Desired at the
+// generation sluice wrote. Until then it fails with a retryable error that
+// says what is missing; the workflow's retry policy and timeout bound the wait.
+func (a *Activities) VerifyTraffic(ctx context.Context, in VerifyInput) error {
+	live, err := a.readTraffic(ctx, in.Object)
+	if err != nil {
+		return err
+	}
+	switch {
+	case live.observedGeneration < in.Generation || live.observedGeneration != live.generation:
+		return temporal.NewApplicationError(fmt.Sprintf("%s: status is at generation %d, waiting for %d",
+			in.Object, live.observedGeneration, live.generation), ErrNotVisible)
+	case !live.ready:
+		return temporal.NewApplicationError(fmt.Sprintf("%s: traffic not ready: %s", in.Object, live.notReady), ErrNotVisible)
+	case !statusShows(in.Desired, live.status):
+		return temporal.NewApplicationError(fmt.Sprintf("%s: status shows %s, waiting for %s",
+			in.Object, FormatTraffic(live.status), FormatTraffic(in.Desired)), ErrNotVisible)
+	}
+	return nil
+}
+
+type liveTraffic struct {
+	spec, status       []servingv1.TrafficTarget
+	resourceVersion    string
+	generation         int64
+	observedGeneration int64
+	ready              bool
+	notReady           string
+}
+
+func (a *Activities) readTraffic(ctx context.Context, o ObjectRef) (liveTraffic, error) {
+	switch o.Kind {
+	case KindService:
+		svc, err := a.Serving.ServingV1().Services(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+		if err != nil {
+			return liveTraffic{}, readError(err, o.String())
+		}
+		lt := liveTraffic{spec: svc.Spec.Traffic, status: svc.Status.Traffic, resourceVersion: svc.ResourceVersion,
+			generation: svc.Generation, observedGeneration: svc.Status.ObservedGeneration}
+		lt.ready, lt.notReady = conditionTrue(svc.Status.GetCondition(servingv1.ServiceConditionRoutesReady), "RoutesReady")
+		return lt, nil
+	case KindRoute:
+		r, err := a.Serving.ServingV1().Routes(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+		if err != nil {
+			return liveTraffic{}, readError(err, o.String())
+		}
+		lt := liveTraffic{spec: r.Spec.Traffic, status: r.Status.Traffic, resourceVersion: r.ResourceVersion,
+			generation: r.Generation, observedGeneration: r.Status.ObservedGeneration}
+		lt.ready, lt.notReady = conditionTrue(r.Status.GetCondition(servingv1.RouteConditionAllTrafficAssigned), "AllTrafficAssigned")
+		if lt.ready {
+			lt.ready, lt.notReady = conditionTrue(r.Status.GetCondition(apis.ConditionReady), "Ready")
+		}
+		return lt, nil
+	}
+	return liveTraffic{}, temporal.NewNonRetryableApplicationError("cannot write traffic to a "+o.Kind, ErrInvalidTraffic, nil)
+}
+
+func conditionTrue(c *apis.Condition, name string) (bool, string) {
+	if c == nil {
+		return false, name + " not reported yet"
+	}
+	if c.IsTrue() {
+		return true, ""
+	}
+	return false, fmt.Sprintf("%s=%s %s %s", name, c.Status, c.Reason, c.Message)
+}
+
+// patchTraffic sends a JSON merge patch. Custom resources do not support
+// strategic merge patch on a real API server (415), and a merge patch replaces
+// the traffic list whole, which is what sluice means.
+func (a *Activities) patchTraffic(ctx context.Context, o ObjectRef, resourceVersion string, traffic []servingv1.TrafficTarget) (int64, error) {
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": resourceVersion},
+		"spec":     map[string]any{"traffic": stripStatus(traffic)},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("encode traffic patch: %w", err)
+	}
+	switch o.Kind {
+	case KindService:
+		svc, err := a.Serving.ServingV1().Services(o.Namespace).Patch(ctx, o.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "sluice"})
+		if err != nil {
+			return 0, err
+		}
+		return svc.Generation, nil
+	default:
+		r, err := a.Serving.ServingV1().Routes(o.Namespace).Patch(ctx, o.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "sluice"})
+		if err != nil {
+			return 0, err
+		}
+		return r.Generation, nil
+	}
+}
+
+// stripStatus drops the status-only URL so a list copied from status can be written to spec.
+func stripStatus(traffic []servingv1.TrafficTarget) []servingv1.TrafficTarget {
+	out := make([]servingv1.TrafficTarget, len(traffic))
+	for i, t := range traffic {
+		t.URL = nil
+		out[i] = t
+	}
+	return out
+}
+
+func readError(err error, what string) error {
+	if apierrors.IsNotFound(err) {
+		return temporal.NewNonRetryableApplicationError(what+" not found: it was deleted or never existed", ErrTargetNotFound, err)
+	}
+	return fmt.Errorf("read %s: %w", what, err)
+}
+
+func writeError(err error, o ObjectRef) error {
+	var status apierrors.APIStatus
+	switch {
+	case apierrors.IsNotFound(err):
+		return temporal.NewNonRetryableApplicationError(o.String()+" was deleted during the rollout", ErrTargetNotFound, err)
+	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) || apierrors.IsUnsupportedMediaType(err):
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("write traffic to %s: %v", o, err), ErrInvalidTraffic, err)
+	case errors.As(err, &status):
+		return fmt.Errorf("write traffic to %s: %w", o, err)
+	}
+	return fmt.Errorf("write traffic to %s: %w", o, err)
+}

@@ -1,0 +1,116 @@
+// Package activities holds sluice's side effects: reading Knative objects and
+// writing traffic through the typed Knative Serving clientset. Every activity
+// is idempotent, so Temporal may retry it after a crash at any point.
+package activities
+
+import (
+	"strings"
+
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sluicehq/sluice/config"
+)
+
+// Kinds of objects sluice works with.
+const (
+	// KindService is a Knative Service: the target and the traffic object (Service mode).
+	KindService = "Service"
+	// KindConfiguration is a Knative Configuration whose Revisions roll out on a Route (Route mode).
+	KindConfiguration = "Configuration"
+	// KindRoute is the traffic object in Route mode.
+	KindRoute = "Route"
+)
+
+// Error types carried by non-retryable activity errors; the workflow branches on them.
+const (
+	ErrTargetNotFound = "TargetNotFound"
+	ErrNotOptedIn     = "NotOptedIn"
+	ErrInvalidPolicy  = "InvalidPolicy"
+	ErrInvalidTraffic = "InvalidTraffic"
+	ErrDrift          = "TrafficDrift"
+	ErrNotVisible     = "TrafficNotVisible"
+)
+
+// TargetRef names the object a service owner opted in: a Service, or a
+// Configuration paired with a Route.
+type TargetRef struct {
+	Namespace string `json:"namespace"`
+	Kind      string `json:"kind"`
+	Name      string `json:"name"`
+}
+
+func (t TargetRef) String() string {
+	return t.Namespace + "/" + strings.ToLower(t.Kind) + "/" + t.Name
+}
+
+// ObjectRef names the object whose traffic sluice writes: the Service itself,
+// or the Route in Route mode.
+type ObjectRef struct {
+	Namespace string `json:"namespace"`
+	Kind      string `json:"kind"`
+	Name      string `json:"name"`
+}
+
+func (o ObjectRef) String() string { return o.Kind + " " + o.Namespace + "/" + o.Name }
+
+// ResolveInput asks for a target's policy and traffic ahead of a rollout of Candidate.
+type ResolveInput struct {
+	Target    TargetRef `json:"target"`
+	Candidate string    `json:"candidate"`
+}
+
+// Resolved is what a rollout needs to know about its target before it starts.
+type Resolved struct {
+	Object        ObjectRef                 `json:"object"`
+	Configuration string                    `json:"configuration"`
+	Policy        config.Policy             `json:"policy"`
+	Traffic       []servingv1.TrafficTarget `json:"traffic"`
+	// Stable is the Revision that carried the traffic before the candidate,
+	// empty when the candidate is the target's first Revision.
+	Stable string `json:"stable,omitempty"`
+	// CandidateGeneration orders Revisions of one Configuration, so an old
+	// Revision's late event cannot supersede a newer candidate.
+	CandidateGeneration int64 `json:"candidateGeneration"`
+}
+
+// RevisionRef names one Revision.
+type RevisionRef struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+// RevisionState is a Revision's readiness as last read.
+type RevisionState struct {
+	Name       string `json:"name"`
+	Found      bool   `json:"found"`
+	Ready      bool   `json:"ready"`
+	Failed     bool   `json:"failed"`
+	Reason     string `json:"reason,omitempty"`
+	Message    string `json:"message,omitempty"`
+	Generation int64  `json:"generation"`
+}
+
+// SetTrafficInput asks to change Object's traffic from Expected to Desired.
+// Expected is what sluice believes is live; if the object shows something else
+// someone changed it, and unless Force is set sluice stops instead of
+// overwriting their change.
+type SetTrafficInput struct {
+	Object   ObjectRef                 `json:"object"`
+	Expected []servingv1.TrafficTarget `json:"expected"`
+	Desired  []servingv1.TrafficTarget `json:"desired"`
+	Force    bool                      `json:"force,omitempty"`
+}
+
+// SetTrafficResult reports the object's generation after the write, which
+// verification waits for.
+type SetTrafficResult struct {
+	Generation int64 `json:"generation"`
+	Changed    bool  `json:"changed"`
+}
+
+// VerifyInput asks whether Object's status shows Desired at Generation or later.
+type VerifyInput struct {
+	Object     ObjectRef                 `json:"object"`
+	Desired    []servingv1.TrafficTarget `json:"desired"`
+	Generation int64                     `json:"generation"`
+}

@@ -1,0 +1,208 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+)
+
+// setup registers the status query, the command updates (with validators)
+// and the goroutine that applies signals.
+func (r *rollout) setup(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return r.status(ctx), nil }); err != nil {
+		return fmt.Errorf("register status query: %w", err)
+	}
+	for _, name := range []string{CommandPromote, CommandPromoteFull, CommandPause, CommandResume, CommandAbort} {
+		err := workflow.SetUpdateHandlerWithOptions(ctx, name,
+			func(ctx workflow.Context, cmd Command) (string, error) {
+				return r.apply(ctx, name, cmd, "update"), nil
+			},
+			workflow.UpdateHandlerOptions{
+				Validator:   func(ctx workflow.Context, cmd Command) error { return r.validate(name, cmd) },
+				Description: commandDescriptions[name],
+			})
+		if err != nil {
+			return fmt.Errorf("register %s update: %w", name, err)
+		}
+	}
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			r.signals(ctx).Select(ctx)
+		}
+	})
+	return nil
+}
+
+var commandDescriptions = map[string]string{
+	CommandPromote:     "End the current hold, or pass the current gate.",
+	CommandPromoteFull: "Skip the remaining steps and send the candidate 100% now.",
+	CommandPause:       "Stop before the next step; the hold's remaining time is kept.",
+	CommandResume:      "Continue a paused rollout (after drift: take the live traffic as the new starting point).",
+	CommandAbort:       "Roll back to the traffic from before the rollout. A reason is required.",
+}
+
+// signals builds a selector over every signal channel, so each signal is
+// applied where it arrives and in the order Temporal recorded it.
+func (r *rollout) signals(ctx workflow.Context) workflow.Selector {
+	sel := workflow.NewSelector(ctx)
+	for _, name := range []string{CommandPromote, CommandPromoteFull, CommandPause, CommandResume, CommandAbort} {
+		sel.AddReceive(workflow.GetSignalChannel(ctx, name), func(c workflow.ReceiveChannel, _ bool) {
+			var cmd Command
+			c.Receive(ctx, &cmd)
+			r.applySignal(ctx, name, cmd)
+		})
+	}
+	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalCandidate), func(c workflow.ReceiveChannel, _ bool) {
+		var s CandidateSignal
+		c.Receive(ctx, &s)
+		r.noteCandidate(s)
+	})
+	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalRevisionHint), func(c workflow.ReceiveChannel, _ bool) {
+		var h RevisionHint
+		c.Receive(ctx, &h)
+		if h.Revision == r.st.Candidate {
+			r.st.Hints++
+		}
+	})
+	return sel
+}
+
+// drainSignals applies every signal that has arrived but not been read, so
+// none is lost when the run ends or continues as new. It returns the pending
+// candidate, if any.
+func (r *rollout) drainSignals(ctx workflow.Context) string {
+	for {
+		progressed := false
+		for _, name := range []string{CommandPromote, CommandPromoteFull, CommandPause, CommandResume, CommandAbort} {
+			var cmd Command
+			for workflow.GetSignalChannel(ctx, name).ReceiveAsync(&cmd) {
+				r.applySignal(ctx, name, cmd)
+				progressed = true
+			}
+		}
+		var s CandidateSignal
+		for workflow.GetSignalChannel(ctx, SignalCandidate).ReceiveAsync(&s) {
+			r.noteCandidate(s)
+			progressed = true
+		}
+		var h RevisionHint
+		for workflow.GetSignalChannel(ctx, SignalRevisionHint).ReceiveAsync(&h) {
+			progressed = true
+		}
+		if !progressed {
+			return r.st.PendingCandidate
+		}
+	}
+}
+
+func (r *rollout) noteCandidate(s CandidateSignal) {
+	if s.Revision == "" || s.Revision == r.st.Candidate {
+		return
+	}
+	r.st.PendingCandidate = s.Revision
+}
+
+func (r *rollout) applySignal(ctx workflow.Context, name string, cmd Command) {
+	if err := r.validate(name, cmd); err != nil {
+		r.st.Commands = append(r.st.Commands, CommandRecord{Name: name, By: cmd.By, Reason: cmd.Reason,
+			At: workflow.Now(ctx), Via: "signal", Rejected: err.Error()})
+		return
+	}
+	r.apply(ctx, name, cmd, "signal")
+}
+
+// validate says whether a command makes sense now. Its message is shown to
+// the caller as is, so it says what the rollout is doing and what would work.
+func (r *rollout) validate(name string, cmd Command) error {
+	st := &r.st
+	if cmd.By == "" {
+		return fmt.Errorf("%s: say who is sending it (by)", name)
+	}
+	if st.Phase.Done() {
+		return fmt.Errorf("%s rejected: the rollout of %s has finished (%s: %s)", name, st.Candidate, st.Outcome, st.Reason)
+	}
+	if st.Phase == PhaseRollingBack {
+		return fmt.Errorf("%s rejected: the rollout is rolling back (%s)", name, st.Reason)
+	}
+	switch name {
+	case CommandPromote:
+		switch {
+		case st.Paused:
+			return fmt.Errorf("promote rejected: the rollout is paused (%s); resume it first", st.PauseReason)
+		case st.Phase == PhaseResolving || st.Phase == PhaseWaitingReady:
+			return fmt.Errorf("promote rejected: candidate %s is not Ready yet; promote --full to go to 100%% once it is, or abort", st.Candidate)
+		case st.PromoteRequested:
+			return fmt.Errorf("promote rejected: a promote is already pending")
+		case st.PromoteFull:
+			return fmt.Errorf("promote rejected: already promoting to 100%%")
+		}
+	case CommandPromoteFull:
+		if st.PromoteFull {
+			return fmt.Errorf("promote-full rejected: already promoting to 100%%")
+		}
+	case CommandPause:
+		if st.Paused {
+			return fmt.Errorf("pause rejected: already paused (%s)", st.PauseReason)
+		}
+	case CommandResume:
+		if !st.Paused {
+			return fmt.Errorf("resume rejected: the rollout is not paused (phase %s)", st.Phase)
+		}
+	case CommandAbort:
+		if cmd.Reason == "" {
+			return fmt.Errorf("abort rejected: give a reason; it is kept in the rollout's history")
+		}
+	default:
+		return fmt.Errorf("unknown command %q", name)
+	}
+	return nil
+}
+
+// apply changes the state for an accepted command and records it.
+func (r *rollout) apply(ctx workflow.Context, name string, cmd Command, via string) string {
+	st := &r.st
+	now := workflow.Now(ctx)
+	st.Commands = append(st.Commands, CommandRecord{Name: name, By: cmd.By, Reason: cmd.Reason, At: now, Via: via})
+	switch name {
+	case CommandPromote:
+		st.PromoteRequested = true
+		return fmt.Sprintf("promoted %s past step %d of %d", st.Candidate, st.Step+1, len(st.Steps))
+	case CommandPromoteFull:
+		st.PromoteFull = true
+		if st.Paused {
+			r.resume(now)
+		}
+		return fmt.Sprintf("promoting %s to 100%%", st.Candidate)
+	case CommandPause:
+		st.Paused = true
+		st.PauseReason = "paused by " + cmd.By
+		if cmd.Reason != "" {
+			st.PauseReason += ": " + cmd.Reason
+		}
+		if st.Phase == PhaseHolding {
+			st.HoldLeft = max(st.HoldUntil.Sub(now), 0)
+		}
+		return fmt.Sprintf("paused the rollout of %s at %d%%", st.Candidate, st.Weight)
+	case CommandResume:
+		r.resume(now)
+		return fmt.Sprintf("resumed the rollout of %s at %d%%", st.Candidate, st.Weight)
+	case CommandAbort:
+		st.Abort = &cmd
+		return fmt.Sprintf("aborting the rollout of %s: rolling back to %s", st.Candidate, st.Stable)
+	}
+	return ""
+}
+
+// resume lifts a pause. The hold continues with the time it had left; after
+// drift, the next write may replace the traffic someone else set, since an
+// operator has looked at it and chosen to go on.
+func (r *rollout) resume(now time.Time) {
+	st := &r.st
+	if st.Phase == PhaseHolding {
+		st.HoldUntil = now.Add(st.HoldLeft)
+	}
+	st.HoldLeft = 0
+	st.ForceNext = st.ForceNext || st.Drifted
+	st.Paused, st.Drifted, st.PauseReason = false, false, ""
+}

@@ -1,0 +1,91 @@
+// Package workflows holds the Rollout workflow: one durable workflow per
+// rollout target that walks a candidate Revision through its policy's traffic
+// steps, and the messages (updates, signals, queries) that steer and read it.
+//
+// Everything here is deterministic: decisions are plain Go over the workflow's
+// state, time comes from workflow.Now, and every side effect is an activity.
+package workflows
+
+import (
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/activities"
+)
+
+// WorkflowName is the registered name of the Rollout workflow.
+const WorkflowName = "Rollout"
+
+// Command names, used both as update names (the caller learns at once whether
+// the command was accepted) and as signal names (fire and forget).
+const (
+	CommandPromote     = "promote"
+	CommandPromoteFull = "promote-full"
+	CommandPause       = "pause"
+	CommandResume      = "resume"
+	CommandAbort       = "abort"
+)
+
+// Other messages.
+const (
+	// SignalCandidate announces a new candidate Revision for a running rollout.
+	SignalCandidate = "candidate"
+	// SignalRevisionHint says a Revision's readiness may have changed; the
+	// workflow re-reads it rather than trusting the hint.
+	SignalRevisionHint = "revision-hint"
+	// QueryStatus returns the rollout's full Status.
+	QueryStatus = "status"
+)
+
+// WorkflowID is the one workflow ID per target: at most one rollout of a
+// target runs at a time.
+func WorkflowID(t activities.TargetRef) string {
+	return "rollout/" + t.Namespace + "/" + strings.ToLower(t.Kind) + "/" + t.Name
+}
+
+// Input starts a rollout of Candidate on Target. Carry is set only when the
+// workflow continues as new: it holds the state to resume from.
+type Input struct {
+	Target    activities.TargetRef `json:"target"`
+	Candidate string               `json:"candidate"`
+	// RequestedBy names who or what asked for the rollout (a user, an event source).
+	RequestedBy string `json:"requestedBy,omitempty"`
+	Carry       *State `json:"carry,omitempty"`
+}
+
+// Command is the payload of every steering command: who sent it and why.
+type Command struct {
+	By     string `json:"by"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// CandidateSignal names a newer Revision that should supersede the current candidate.
+type CandidateSignal struct {
+	Revision string `json:"revision"`
+	By       string `json:"by,omitempty"`
+}
+
+// RevisionHint says a Revision's readiness changed. It is only a hint.
+type RevisionHint struct {
+	Revision string `json:"revision"`
+}
+
+// Outcome is how a rollout of one candidate ended.
+type Outcome string
+
+const (
+	OutcomeSucceeded  Outcome = "Succeeded"
+	OutcomeRolledBack Outcome = "RolledBack"
+	OutcomeAborted    Outcome = "Aborted"
+	OutcomeSuperseded Outcome = "Superseded"
+	OutcomeFailed     Outcome = "Failed"
+)
+
+// Result is the workflow's result: the outcome, why, and what was live at the end.
+type Result struct {
+	Outcome   Outcome   `json:"outcome"`
+	Reason    string    `json:"reason,omitempty"`
+	Candidate string    `json:"candidate"`
+	Stable    string    `json:"stable,omitempty"`
+	EndedAt   time.Time `json:"endedAt"`
+}

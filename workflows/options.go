@@ -1,0 +1,40 @@
+package workflows
+
+import (
+	"time"
+
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+type servingTraffic = servingv1.TrafficTarget
+
+// readOptions suit a single API-server read: short, retried a few times with
+// backoff, so a brief API-server outage is ridden out.
+func readOptions(ctx workflow.Context, summary string) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		Summary:                summary,
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: 5 * time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+	})
+}
+
+// writeOptions suit a traffic write. The activity is idempotent, so retries
+// after a lost answer are safe.
+func writeOptions(ctx workflow.Context, summary string) workflow.Context {
+	return readOptions(ctx, summary)
+}
+
+// verifyOptions retry the status check quickly until the verify timeout: the
+// retries cost no history events, and the first one usually succeeds.
+func verifyOptions(ctx workflow.Context, timeout time.Duration, summary string) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		Summary:                summary,
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: timeout,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 1.5, MaximumInterval: 3 * time.Second},
+	})
+}

@@ -1,0 +1,383 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/config"
+)
+
+// ReadinessPoll is how often the workflow re-reads the candidate while it
+// waits for readiness. Events usually wake it sooner; the poll only bounds
+// what a lost event costs.
+const ReadinessPoll = 10 * time.Second
+
+// a is the nil receiver the workflow names activities by.
+var a *activities.Activities
+
+// Rollout is the workflow: resolve the target, wait for the candidate to be
+// Ready, then for each step set traffic, verify it, and hold or wait at a
+// gate, until the candidate has 100% — or roll back.
+func Rollout(ctx workflow.Context, in Input) (Result, error) {
+	if in.Target.Namespace == "" || in.Target.Name == "" || in.Candidate == "" {
+		return Result{}, temporal.NewNonRetryableApplicationError(
+			"rollout input needs target namespace, name and a candidate Revision", "InvalidInput", nil)
+	}
+	r := &rollout{}
+	if in.Carry != nil {
+		r.st = *in.Carry
+		r.st.Runs++
+	} else {
+		r.st = State{Target: in.Target, Candidate: in.Candidate, Phase: PhaseResolving, StartedAt: workflow.Now(ctx), Runs: 1}
+		if in.RequestedBy != "" {
+			r.st.Commands = append(r.st.Commands, CommandRecord{Name: "start", By: in.RequestedBy, At: workflow.Now(ctx), Via: "start"})
+		}
+	}
+	if err := r.setup(ctx); err != nil {
+		return Result{}, err
+	}
+	return r.run(ctx)
+}
+
+type rollout struct {
+	st State
+}
+
+func (r *rollout) run(ctx workflow.Context) (Result, error) {
+	for !r.st.Phase.Done() {
+		r.publish(ctx)
+		if err := r.continueAsNewIfSuggested(ctx); err != nil {
+			return Result{}, err
+		}
+		now := workflow.Now(ctx)
+		switch {
+		case r.st.Phase == PhaseRollingBack:
+			r.rollback(ctx)
+		case r.st.Abort != nil:
+			r.startRollback(OutcomeAborted, fmt.Sprintf("aborted by %s: %s", r.st.Abort.By, r.st.Abort.Reason))
+		case r.st.PendingCandidate != "":
+			if err := r.supersede(ctx); err != nil {
+				return Result{}, err
+			}
+		case r.st.Phase != PhaseResolving && !now.Before(r.st.Deadline):
+			r.startRollback(OutcomeRolledBack, fmt.Sprintf("rollout deadline of %s passed before the candidate reached 100%%", r.st.Policy.Deadline))
+		case r.st.Paused:
+			r.awaitInterrupt(ctx, func() bool { return !r.st.Paused }, "paused")
+		default:
+			switch r.st.Phase {
+			case PhaseResolving:
+				r.resolve(ctx)
+			case PhaseWaitingReady:
+				r.waitReady(ctx)
+			case PhaseStepping, PhaseGate:
+				r.applyStep(ctx)
+			case PhaseHolding:
+				r.hold(ctx)
+			}
+		}
+	}
+	r.publish(ctx)
+	// Let running update handlers answer before the workflow closes.
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return Result{}, err
+	}
+	if next := r.drainSignals(ctx); next != "" && r.st.Phase != PhaseSuperseded {
+		// A newer Revision arrived as this rollout ended: roll it out next
+		// rather than lose it.
+		return Result{}, workflow.NewContinueAsNewError(ctx, WorkflowName, Input{Target: r.st.Target, Candidate: next, RequestedBy: "sluice (arrived while finishing)"})
+	}
+	return Result{Outcome: r.st.Outcome, Reason: r.st.Reason, Candidate: r.st.Candidate, Stable: r.st.Stable, EndedAt: r.st.EndedAt}, nil
+}
+
+func (r *rollout) resolve(ctx workflow.Context) {
+	var res activities.Resolved
+	err := workflow.ExecuteActivity(readOptions(ctx, "resolve target and policy"), a.ResolveTarget,
+		activities.ResolveInput{Target: r.st.Target, Candidate: r.st.Candidate}).Get(ctx, &res)
+	if err != nil {
+		r.finish(ctx, OutcomeFailed, "cannot resolve the rollout target: "+errorMessage(err))
+		return
+	}
+	now := workflow.Now(ctx)
+	r.st.Object, r.st.Configuration, r.st.Policy = res.Object, res.Configuration, res.Policy
+	r.st.CandidateGeneration = res.CandidateGeneration
+	if r.st.Original == nil {
+		// The first candidate of this rollout: what is live now is the
+		// pre-rollout traffic. A superseding candidate keeps the first one's.
+		r.st.Original = cloneTraffic(res.Traffic)
+		r.st.Stable = res.Stable
+		r.st.Baseline = pinLatest(res.Traffic, res.Stable)
+		r.st.Live = cloneTraffic(res.Traffic)
+	}
+	if r.st.Stable == "" {
+		// The target's first Revision: there is no traffic to shift from.
+		r.st.Policy.Steps = []config.Step{{Weight: 100}}
+	}
+	r.st.Steps = make([]StepStatus, len(r.st.Policy.Steps))
+	for i, s := range r.st.Policy.Steps {
+		r.st.Steps[i] = StepStatus{Weight: s.Weight, Hold: s.Hold, Gate: s.Gate}
+	}
+	r.st.Step, r.st.Weight = 0, 0
+	r.st.ReadyDeadline = now.Add(r.st.Policy.ProgressDeadline)
+	r.st.Deadline = now.Add(r.st.Policy.Deadline)
+	if !r.writeTraffic(ctx, r.st.Baseline, "pin traffic to "+r.st.Stable) {
+		return
+	}
+	r.st.Phase = PhaseWaitingReady
+}
+
+func (r *rollout) waitReady(ctx workflow.Context) {
+	var rev activities.RevisionState
+	err := workflow.ExecuteActivity(readOptions(ctx, "read "+r.st.Candidate), a.ReadRevision,
+		activities.RevisionRef{Namespace: r.st.Target.Namespace, Name: r.st.Candidate}).Get(ctx, &rev)
+	switch {
+	case err != nil:
+		r.startRollback(OutcomeFailed, "cannot read the candidate Revision: "+errorMessage(err))
+		return
+	case !rev.Found:
+		r.startRollback(OutcomeFailed, "candidate Revision "+r.st.Candidate+" was deleted")
+		return
+	case rev.Ready:
+		r.st.CandidateReady = true
+		r.st.Phase = PhaseStepping
+		return
+	case rev.Failed:
+		r.startRollback(OutcomeRolledBack, fmt.Sprintf("candidate Revision %s failed: %s: %s", r.st.Candidate, rev.Reason, rev.Message))
+		return
+	}
+	left := r.st.ReadyDeadline.Sub(workflow.Now(ctx))
+	if left <= 0 {
+		r.startRollback(OutcomeRolledBack, fmt.Sprintf("candidate Revision %s was not Ready within the progress deadline of %s", r.st.Candidate, r.st.Policy.ProgressDeadline))
+		return
+	}
+	hints := r.st.Hints
+	r.awaitFor(ctx, min(left, ReadinessPoll), "re-read "+r.st.Candidate, func() bool { return r.st.Hints != hints })
+}
+
+func (r *rollout) applyStep(ctx workflow.Context) {
+	if r.st.PromoteFull {
+		r.st.Step = len(r.st.Steps) - 1
+	}
+	i := r.st.Step
+	step := &r.st.Steps[i]
+	if step.Gate && !step.GatePassed && !r.st.PromoteFull {
+		r.st.Phase = PhaseGate
+		if !r.st.PromoteRequested {
+			r.awaitInterrupt(ctx, func() bool { return r.st.PromoteRequested || r.st.PromoteFull }, fmt.Sprintf("gate before %d%%", step.Weight))
+			return
+		}
+		r.st.PromoteRequested = false
+		step.GatePassed = true
+	}
+	r.st.Phase = PhaseStepping
+	desired := trafficAt(r.st.Baseline, r.st.Stable, r.st.Candidate, step.Weight)
+	step.StartedAt = workflow.Now(ctx)
+	if !r.writeTraffic(ctx, desired, fmt.Sprintf("set traffic %d%%", step.Weight)) {
+		return
+	}
+	r.st.Weight = step.Weight
+	r.st.Phase = PhaseHolding
+	r.st.HoldUntil = workflow.Now(ctx).Add(step.Hold)
+	r.st.HoldLeft = 0
+}
+
+func (r *rollout) hold(ctx workflow.Context) {
+	i := r.st.Step
+	step := &r.st.Steps[i]
+	last := i == len(r.st.Steps)-1
+	if !last && !r.st.PromoteFull {
+		left := r.st.HoldUntil.Sub(workflow.Now(ctx))
+		if r.st.PromoteRequested {
+			r.st.PromoteRequested = false
+			left = 0
+		}
+		if left > 0 {
+			r.awaitFor(ctx, left, fmt.Sprintf("hold %s at %d%%", step.Hold, step.Weight),
+				func() bool { return r.st.PromoteRequested || r.st.PromoteFull })
+			return
+		}
+	}
+	step.EndedAt = workflow.Now(ctx)
+	if last {
+		r.finish(ctx, OutcomeSucceeded, fmt.Sprintf("%s has 100%% of the traffic that %s had", r.st.Candidate, r.st.Stable))
+		return
+	}
+	r.st.Step++
+	r.st.Phase = PhaseStepping
+}
+
+// writeTraffic sets and verifies a traffic list. It reports whether the list
+// is live; if not, it has already decided what happens next (pause on drift,
+// roll back or fail otherwise).
+func (r *rollout) writeTraffic(ctx workflow.Context, desired []servingTraffic, summary string) bool {
+	if activities.SameTraffic(r.st.Live, desired) {
+		return true
+	}
+	var res activities.SetTrafficResult
+	err := workflow.ExecuteActivity(writeOptions(ctx, summary), a.SetTraffic, activities.SetTrafficInput{
+		Object: r.st.Object, Expected: r.st.Live, Desired: desired, Force: r.st.ForceNext || r.st.Phase == PhaseRollingBack,
+	}).Get(ctx, &res)
+	if err != nil {
+		var appErr *temporal.ApplicationError
+		errors.As(err, &appErr)
+		switch {
+		case appErr != nil && appErr.Type() == activities.ErrDrift:
+			r.st.Paused, r.st.Drifted, r.st.PauseReason = true, true, errorMessage(err)
+		case appErr != nil && appErr.Type() == activities.ErrTargetNotFound:
+			r.finish(ctx, OutcomeFailed, errorMessage(err))
+		case r.st.Phase == PhaseRollingBack:
+			r.finish(ctx, OutcomeFailed, fmt.Sprintf("rollback failed (%s); traffic may be mixed: %s", r.st.Reason, errorMessage(err)))
+		default:
+			r.startRollback(OutcomeRolledBack, summary+" failed: "+errorMessage(err))
+		}
+		return false
+	}
+	r.st.Live = cloneTraffic(desired)
+	r.st.ForceNext = false
+	err = workflow.ExecuteActivity(verifyOptions(ctx, r.st.Policy.VerifyTimeout, "verify "+summary), a.VerifyTraffic,
+		activities.VerifyInput{Object: r.st.Object, Desired: desired, Generation: res.Generation}).Get(ctx, nil)
+	if err != nil {
+		msg := fmt.Sprintf("%s: traffic did not show in %s status within the verify timeout of %s: %s", summary, r.st.Object, r.st.Policy.VerifyTimeout, errorMessage(err))
+		if r.st.Phase == PhaseRollingBack {
+			r.finish(ctx, OutcomeFailed, fmt.Sprintf("rollback written but not verified (%s): %s", r.st.Reason, msg))
+		} else {
+			r.startRollback(OutcomeRolledBack, msg)
+		}
+		return false
+	}
+	return true
+}
+
+// startRollback records why the rollout ends; the next turn of the loop
+// restores the pre-rollout traffic.
+func (r *rollout) startRollback(outcome Outcome, reason string) {
+	r.st.Outcome, r.st.Reason = outcome, reason
+	r.st.Phase = PhaseRollingBack
+	r.st.Paused = false
+}
+
+func (r *rollout) rollback(ctx workflow.Context) {
+	if !r.writeTraffic(ctx, rollbackTraffic(&r.st), "roll back to "+r.st.Stable) {
+		return
+	}
+	r.st.Weight = 0
+	phase := PhaseRolledBack
+	switch r.st.Outcome {
+	case OutcomeAborted:
+		phase = PhaseAborted
+	case OutcomeFailed:
+		phase = PhaseFailed
+	}
+	r.end(ctx, phase)
+}
+
+// supersede sends the current candidate's traffic back to stable and
+// continues as new with the newer candidate. Late events of older Revisions
+// are ignored.
+func (r *rollout) supersede(ctx workflow.Context) error {
+	next := r.st.PendingCandidate
+	r.st.PendingCandidate = ""
+	var rev activities.RevisionState
+	err := workflow.ExecuteActivity(readOptions(ctx, "read "+next), a.ReadRevision,
+		activities.RevisionRef{Namespace: r.st.Target.Namespace, Name: next}).Get(ctx, &rev)
+	if err != nil || !rev.Found || rev.Generation <= r.st.CandidateGeneration {
+		workflow.GetLogger(ctx).Info("ignoring candidate that is not newer", "candidate", next, "current", r.st.Candidate)
+		return nil
+	}
+	if r.st.Phase != PhaseResolving && !r.writeTraffic(ctx, r.st.Baseline, "return "+r.st.Candidate+"'s traffic to "+r.st.Stable) {
+		return nil
+	}
+	r.st.Outcome, r.st.Reason = OutcomeSuperseded, "superseded by "+next
+	r.end(ctx, PhaseSuperseded)
+	r.publish(ctx)
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return err
+	}
+	r.drainSignals(ctx)
+	carry := State{
+		Target: r.st.Target, Candidate: next, Phase: PhaseResolving, StartedAt: workflow.Now(ctx),
+		Original: r.st.Original, Baseline: r.st.Baseline, Live: r.st.Live, Stable: r.st.Stable,
+		Commands: r.st.Commands, Superseded: append(r.st.Superseded, r.st.Candidate), Visible: r.st.Visible, Runs: r.st.Runs,
+	}
+	return workflow.NewContinueAsNewError(ctx, WorkflowName, Input{Target: r.st.Target, Candidate: next, Carry: &carry})
+}
+
+func (r *rollout) finish(ctx workflow.Context, outcome Outcome, reason string) {
+	r.st.Outcome, r.st.Reason = outcome, reason
+	phase := PhaseSucceeded
+	if outcome == OutcomeFailed {
+		phase = PhaseFailed
+	}
+	r.end(ctx, phase)
+}
+
+func (r *rollout) end(ctx workflow.Context, phase Phase) {
+	r.st.Phase = phase
+	r.st.Paused = false
+	r.st.EndedAt = workflow.Now(ctx)
+	r.st.HoldUntil = time.Time{}
+}
+
+// interrupted reports whether something outside the current phase needs the
+// main loop's attention.
+func (r *rollout) interrupted() bool {
+	return r.st.Abort != nil || r.st.PendingCandidate != "" || r.st.Phase == PhaseRollingBack
+}
+
+// awaitInterrupt waits, bounded by the overall deadline, until cond holds or
+// the rollout is interrupted.
+func (r *rollout) awaitInterrupt(ctx workflow.Context, cond func() bool, why string) {
+	left := r.st.Deadline.Sub(workflow.Now(ctx))
+	if r.st.Deadline.IsZero() {
+		left = 0
+	}
+	r.awaitFor(ctx, left, why+" (deadline)", cond)
+}
+
+// awaitFor waits up to d (forever when d is 0) for cond, an interruption,
+// a pause or a suggestion to continue as new.
+func (r *rollout) awaitFor(ctx workflow.Context, d time.Duration, summary string, cond func() bool) {
+	paused := r.st.Paused
+	wake := func() bool {
+		return cond() || r.interrupted() || r.st.Paused != paused || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
+	}
+	if d <= 0 {
+		_ = workflow.Await(ctx, wake)
+		return
+	}
+	_, _ = workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{Timeout: d, TimerOptions: workflow.TimerOptions{Summary: summary}}, wake)
+}
+
+func errorMessage(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.Message()
+	}
+	var timeoutErr *temporal.TimeoutError
+	if errors.As(err, &timeoutErr) {
+		if cause := errors.Unwrap(timeoutErr); cause != nil {
+			return "timed out; last error: " + errorMessage(cause)
+		}
+		return "timed out"
+	}
+	return err.Error()
+}
+
+// continueAsNewIfSuggested starts a fresh run carrying the whole state when
+// Temporal says the history is getting long. Signals that arrived are applied
+// first and running update handlers finish, so nothing is lost on the way.
+func (r *rollout) continueAsNewIfSuggested(ctx workflow.Context) error {
+	if !workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+		return nil
+	}
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return err
+	}
+	r.drainSignals(ctx)
+	carry := r.st
+	return workflow.NewContinueAsNewError(ctx, WorkflowName, Input{Target: r.st.Target, Candidate: r.st.Candidate, Carry: &carry})
+}

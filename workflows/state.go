@@ -1,0 +1,137 @@
+package workflows
+
+import (
+	"time"
+
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/config"
+)
+
+// Phase is where a rollout stands.
+type Phase string
+
+const (
+	PhaseResolving    Phase = "Resolving"
+	PhaseWaitingReady Phase = "WaitingReady"
+	PhaseStepping     Phase = "Stepping"
+	PhaseGate         Phase = "AwaitingPromotion"
+	PhaseHolding      Phase = "Holding"
+	PhaseRollingBack  Phase = "RollingBack"
+	PhaseSucceeded    Phase = "Succeeded"
+	PhaseRolledBack   Phase = "RolledBack"
+	PhaseAborted      Phase = "Aborted"
+	PhaseSuperseded   Phase = "Superseded"
+	PhaseFailed       Phase = "Failed"
+	// PhasePaused is reported while the rollout is paused; the phase it will
+	// resume in stays in State.Phase.
+	PhasePaused Phase = "Paused"
+)
+
+// Done reports whether the phase is final.
+func (p Phase) Done() bool {
+	switch p {
+	case PhaseSucceeded, PhaseRolledBack, PhaseAborted, PhaseSuperseded, PhaseFailed:
+		return true
+	}
+	return false
+}
+
+// State is everything a rollout knows. It is the status query's answer and is
+// carried whole through continue-as-new, so it must hold every decision the
+// workflow has made.
+type State struct {
+	Target        activities.TargetRef `json:"target"`
+	Object        activities.ObjectRef `json:"object"`
+	Configuration string               `json:"configuration,omitempty"`
+	Policy        config.Policy        `json:"policy"`
+	Phase         Phase                `json:"phase"`
+
+	Candidate           string `json:"candidate"`
+	CandidateGeneration int64  `json:"candidateGeneration,omitempty"`
+	CandidateReady      bool   `json:"candidateReady"`
+	Stable              string `json:"stable,omitempty"`
+
+	// Original is the exact traffic list before sluice's first write.
+	Original []servingv1.TrafficTarget `json:"original,omitempty"`
+	// Baseline is Original with latestRevision targets pinned to Stable: the
+	// list every step is computed from.
+	Baseline []servingv1.TrafficTarget `json:"baseline,omitempty"`
+	// Live is what sluice last wrote, or read before writing: what it expects
+	// to find on the object next time.
+	Live []servingv1.TrafficTarget `json:"live,omitempty"`
+	// Weight is the candidate's current share of the stable traffic, in percent.
+	Weight int64 `json:"weight"`
+
+	Step  int          `json:"step"`
+	Steps []StepStatus `json:"steps"`
+
+	StartedAt     time.Time     `json:"startedAt"`
+	ReadyDeadline time.Time     `json:"readyDeadline"`
+	Deadline      time.Time     `json:"deadline"`
+	HoldUntil     time.Time     `json:"holdUntil,omitzero"`
+	HoldLeft      time.Duration `json:"holdLeft,omitempty"` // frozen while paused
+
+	Paused      bool   `json:"paused"`
+	PauseReason string `json:"pauseReason,omitempty"`
+	// Drifted is set while paused because traffic was changed outside sluice.
+	Drifted bool `json:"drifted,omitempty"`
+	// ForceNext lets the next traffic write replace a list changed outside
+	// sluice: set when an operator resumes after drift.
+	ForceNext bool `json:"forceNext,omitempty"`
+
+	PromoteRequested bool     `json:"promoteRequested,omitempty"`
+	PromoteFull      bool     `json:"promoteFull,omitempty"`
+	Abort            *Command `json:"abort,omitempty"`
+	// PendingCandidate is a newer Revision waiting to supersede Candidate.
+	PendingCandidate string `json:"pendingCandidate,omitempty"`
+	// Hints counts readiness hints; a change wakes the readiness wait.
+	Hints int `json:"hints"`
+
+	Commands   []CommandRecord `json:"commands,omitempty"`
+	Superseded []string        `json:"superseded,omitempty"`
+
+	Outcome Outcome   `json:"outcome,omitempty"`
+	Reason  string    `json:"reason,omitempty"`
+	EndedAt time.Time `json:"endedAt,omitzero"`
+
+	// Visible is what was last upserted as search attributes, so unchanged
+	// values cost no history event.
+	Visible map[string]string `json:"visible,omitempty"`
+	// Runs counts the runs this rollout took through continue-as-new.
+	Runs int `json:"runs"`
+}
+
+// StepStatus is one step of the plan and how it went.
+type StepStatus struct {
+	Weight     int64         `json:"weight"`
+	Hold       time.Duration `json:"hold"`
+	Gate       bool          `json:"gate,omitempty"`
+	GatePassed bool          `json:"gatePassed,omitempty"`
+	StartedAt  time.Time     `json:"startedAt,omitzero"`
+	EndedAt    time.Time     `json:"endedAt,omitzero"`
+}
+
+// CommandRecord is one command as received: who, when, why, and whether it was applied.
+type CommandRecord struct {
+	Name     string    `json:"name"`
+	By       string    `json:"by"`
+	Reason   string    `json:"reason,omitempty"`
+	At       time.Time `json:"at"`
+	Via      string    `json:"via"` // "update" or "signal"
+	Rejected string    `json:"rejected,omitempty"`
+}
+
+// Status is the answer to the status query: the state plus figures derived at
+// the time of asking.
+type Status struct {
+	State
+	// Shown is the phase to show a person: Paused while paused.
+	Shown Phase `json:"shown"`
+	// StepNumber counts from 1; zero before the first step.
+	StepNumber int           `json:"stepNumber"`
+	StepCount  int           `json:"stepCount"`
+	HoldLeftAt time.Duration `json:"holdRemaining"`
+	AsOf       time.Time     `json:"asOf"`
+}

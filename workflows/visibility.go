@@ -1,0 +1,168 @@
+package workflows
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluicehq/sluice/activities"
+)
+
+// Search attributes sluice keeps on every rollout, so the Temporal UI and
+// `sluice` can list rollouts by target, phase and revision.
+var (
+	AttrTarget    = temporal.NewSearchAttributeKeyKeyword("SluiceTarget")
+	AttrNamespace = temporal.NewSearchAttributeKeyKeyword("SluiceNamespace")
+	AttrPhase     = temporal.NewSearchAttributeKeyKeyword("SluicePhase")
+	AttrCandidate = temporal.NewSearchAttributeKeyKeyword("SluiceCandidate")
+	AttrStable    = temporal.NewSearchAttributeKeyKeyword("SluiceStable")
+	AttrOutcome   = temporal.NewSearchAttributeKeyKeyword("SluiceOutcome")
+	AttrStep      = temporal.NewSearchAttributeKeyInt64("SluiceStep")
+	AttrWeight    = temporal.NewSearchAttributeKeyInt64("SluiceWeight")
+)
+
+// SearchAttributes lists every attribute with its type name as the Temporal
+// CLI takes it (`--search-attribute Name=Type`).
+func SearchAttributes() map[string]string {
+	out := map[string]string{}
+	for _, k := range []temporal.SearchAttributeKeyKeyword{AttrTarget, AttrNamespace, AttrPhase, AttrCandidate, AttrStable, AttrOutcome} {
+		out[k.GetName()] = "Keyword"
+	}
+	for _, k := range []temporal.SearchAttributeKeyInt64{AttrStep, AttrWeight} {
+		out[k.GetName()] = "Int"
+	}
+	return out
+}
+
+// TargetAttr is the SluiceTarget value of a target: namespace/kind/name.
+func TargetAttr(t activities.TargetRef) string { return t.String() }
+
+// StaticSummary is the one line the Temporal UI shows for a rollout.
+func StaticSummary(t activities.TargetRef, candidate string) string {
+	return fmt.Sprintf("%s: roll out %s", t.Name, candidate)
+}
+
+// status answers the status query.
+func (r *rollout) status(ctx workflow.Context) Status {
+	now := workflow.Now(ctx)
+	s := Status{State: r.st, Shown: r.st.Phase, StepCount: len(r.st.Steps), AsOf: now}
+	if r.st.Paused {
+		s.Shown = PhasePaused
+	}
+	if r.st.Phase == PhaseHolding || r.st.Phase == PhaseGate || r.st.Phase == PhaseStepping || r.st.Weight > 0 {
+		s.StepNumber = r.st.Step + 1
+	}
+	switch {
+	case r.st.Paused && r.st.Phase == PhaseHolding:
+		s.HoldLeftAt = r.st.HoldLeft
+	case r.st.Phase == PhaseHolding && r.st.HoldUntil.After(now):
+		s.HoldLeftAt = r.st.HoldUntil.Sub(now)
+	}
+	return s
+}
+
+// publish upserts the search attributes that changed and refreshes the
+// current details shown in the UI. Unchanged attributes cost nothing.
+func (r *rollout) publish(ctx workflow.Context) {
+	shown := r.st.Phase
+	if r.st.Paused {
+		shown = PhasePaused
+	}
+	want := map[string]string{
+		AttrTarget.GetName():    TargetAttr(r.st.Target),
+		AttrNamespace.GetName(): r.st.Target.Namespace,
+		AttrPhase.GetName():     string(shown),
+		AttrCandidate.GetName(): r.st.Candidate,
+		AttrStable.GetName():    r.st.Stable,
+		AttrOutcome.GetName():   string(r.st.Outcome),
+		AttrStep.GetName():      strconv.Itoa(r.st.Step + 1),
+		AttrWeight.GetName():    strconv.FormatInt(r.st.Weight, 10),
+	}
+	names := make([]string, 0, len(want))
+	for n := range want {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var updates []temporal.SearchAttributeUpdate
+	for _, n := range names {
+		v := want[n]
+		if old, ok := r.st.Visible[n]; ok && old == v {
+			continue
+		}
+		updates = append(updates, attrUpdate(n, v))
+	}
+	if len(updates) > 0 {
+		if err := workflow.UpsertTypedSearchAttributes(ctx, updates...); err != nil {
+			workflow.GetLogger(ctx).Warn("cannot upsert search attributes", "error", err)
+		} else {
+			r.st.Visible = want
+		}
+	}
+	workflow.SetCurrentDetails(ctx, r.details(workflow.Now(ctx)))
+}
+
+func attrUpdate(name, value string) temporal.SearchAttributeUpdate {
+	switch name {
+	case AttrStep.GetName(), AttrWeight.GetName():
+		n, _ := strconv.ParseInt(value, 10, 64)
+		return temporal.NewSearchAttributeKeyInt64(name).ValueSet(n)
+	}
+	if value == "" {
+		return temporal.NewSearchAttributeKeyKeyword(name).ValueUnset()
+	}
+	return temporal.NewSearchAttributeKeyKeyword(name).ValueSet(value)
+}
+
+// details renders the rollout as Markdown for the Temporal UI: a headline and
+// the step table.
+func (r *rollout) details(now time.Time) string {
+	st := &r.st
+	var b strings.Builder
+	phase := string(st.Phase)
+	if st.Paused {
+		phase = "Paused — " + st.PauseReason
+	}
+	fmt.Fprintf(&b, "**%s** %s → %s: %s", st.Target.Name, orDash(st.Stable), st.Candidate, phase)
+	if st.Reason != "" {
+		fmt.Fprintf(&b, " (%s)", st.Reason)
+	}
+	b.WriteString("\n\n| step | weight | hold | gate | started | ended |\n|---|---|---|---|---|---|\n")
+	for i, s := range st.Steps {
+		marker := ""
+		if i == st.Step && !st.Phase.Done() && st.Phase != PhaseWaitingReady && st.Phase != PhaseResolving {
+			marker = " ◀"
+		}
+		gate := ""
+		if s.Gate {
+			gate = "manual"
+			if s.GatePassed {
+				gate += " (passed)"
+			}
+		}
+		fmt.Fprintf(&b, "| %d%s | %d%% | %s | %s | %s | %s |\n", i+1, marker, s.Weight, s.Hold, gate, clock(s.StartedAt), clock(s.EndedAt))
+	}
+	if st.Phase == PhaseHolding && !st.Paused && st.HoldUntil.After(now) {
+		fmt.Fprintf(&b, "\nHold ends in %s.", st.HoldUntil.Sub(now).Round(time.Second))
+	}
+	fmt.Fprintf(&b, "\nLive traffic: %s", activities.FormatTraffic(st.Live))
+	return b.String()
+}
+
+func clock(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("15:04:05")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
