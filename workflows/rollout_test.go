@@ -1,0 +1,518 @@
+package workflows
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/test/knativefake"
+)
+
+const ns = "default"
+
+var helloTarget = activities.TargetRef{Namespace: ns, Kind: activities.KindService, Name: "hello"}
+
+// harness runs the Rollout workflow in Temporal's test environment (its
+// clock skips ahead over timers) with the real activities over a fake
+// Knative cluster.
+type harness struct {
+	t   *testing.T
+	env *testsuite.TestWorkflowEnvironment
+	k   *knativefake.Cluster
+}
+
+func newHarness(t *testing.T, objs ...runtime.Object) *harness {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	env := s.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(30 * time.Second)
+	k := knativefake.New(objs...)
+	env.RegisterWorkflowWithOptions(Rollout, workflow.RegisterOptions{Name: WorkflowName})
+	env.RegisterActivity(&activities.Activities{Serving: k, Defaults: config.BuiltinDefaults()})
+	return &harness{t: t, env: env, k: k}
+}
+
+// helloService is a Service on hello-00001 with a tagged extra target and a
+// 0% preview tag; the candidate hello-00002 is Ready unless said otherwise.
+func helloObjects(ann map[string]string, candidateReady bool) []runtime.Object {
+	base := map[string]string{config.AnnotationSteps: "25,50,100", config.AnnotationHold: "1m"}
+	for k, v := range ann {
+		base[k] = v
+	}
+	return []runtime.Object{
+		knativefake.Service(ns, "hello", base,
+			knativefake.Target("hello-00001", 90, ""),
+			knativefake.Target("hello-00000", 10, "legacy"),
+			knativefake.Target("hello-00001", 0, "current")),
+		knativefake.Revision(ns, "hello", 0, true),
+		knativefake.Revision(ns, "hello", 1, true),
+		knativefake.Revision(ns, "hello", 2, candidateReady),
+	}
+}
+
+func (h *harness) run(candidate string) {
+	h.env.ExecuteWorkflow(Rollout, Input{Target: helloTarget, Candidate: candidate, RequestedBy: "test"})
+	if !h.env.IsWorkflowCompleted() {
+		h.t.Fatal("workflow did not complete")
+	}
+}
+
+func (h *harness) result() Result {
+	h.t.Helper()
+	var res Result
+	if err := h.env.GetWorkflowResult(&res); err != nil {
+		h.t.Fatalf("workflow error: %v", err)
+	}
+	return res
+}
+
+func (h *harness) status() Status {
+	h.t.Helper()
+	v, err := h.env.QueryWorkflow(QueryStatus)
+	if err != nil {
+		h.t.Fatalf("status query: %v", err)
+	}
+	var st Status
+	if err := v.Get(&st); err != nil {
+		h.t.Fatalf("decode status: %v", err)
+	}
+	return st
+}
+
+// updateResult is filled in when the workflow has handled an update.
+type updateResult struct {
+	accepted bool
+	rejected error
+}
+
+func (u *updateResult) rejectedWith(want string) bool {
+	return u != nil && u.rejected != nil && strings.Contains(u.rejected.Error(), want)
+}
+
+// update sends a command as an update; the result is known once the
+// workflow has handled it.
+func (h *harness) update(name string, cmd Command) *updateResult {
+	u := &updateResult{}
+	h.env.UpdateWorkflow(name, "", &testsuite.TestUpdateCallback{
+		OnReject:   func(err error) { u.rejected = err },
+		OnAccept:   func() { u.accepted = true },
+		OnComplete: func(any, error) {},
+	}, cmd)
+	return u
+}
+
+// at schedules f at d after the workflow starts.
+func (h *harness) at(d time.Duration, f func()) { h.env.RegisterDelayedCallback(f, d) }
+
+func (h *harness) traffic(name string) []servingv1.TrafficTarget {
+	h.t.Helper()
+	svc, err := h.k.ServingV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatalf("get service: %v", err)
+	}
+	return svc.Spec.Traffic
+}
+
+func wantTraffic(t *testing.T, got []servingv1.TrafficTarget, want ...servingv1.TrafficTarget) {
+	t.Helper()
+	if !activities.SameTraffic(got, want) {
+		t.Fatalf("traffic = %s\nwant      %s", activities.FormatTraffic(got), activities.FormatTraffic(want))
+	}
+}
+
+var tgt = knativefake.Target
+
+func TestHappyPathWalksEveryStep(t *testing.T) {
+	h := newHarness(t, helloObjects(nil, true)...)
+	var seen []string
+	for _, d := range []time.Duration{30 * time.Second, 90 * time.Second} {
+		h.at(d, func() { seen = append(seen, activities.FormatTraffic(h.traffic("hello"))) })
+	}
+	h.run("hello-00002")
+	res := h.result()
+	if res.Outcome != OutcomeSucceeded || res.Stable != "hello-00001" {
+		t.Fatalf("result = %+v", res)
+	}
+	seen = append(seen, activities.FormatTraffic(h.traffic("hello")))
+	want := []string{
+		"hello-00001=68%, hello-00000=10% (tag legacy), hello-00001=0% (tag current), hello-00002=22%",
+		"hello-00001=45%, hello-00000=10% (tag legacy), hello-00001=0% (tag current), hello-00002=45%",
+		"hello-00000=10% (tag legacy), hello-00001=0% (tag current), hello-00002=90%",
+	}
+	if strings.Join(seen, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("traffic over time:\n%s\nwant\n%s", strings.Join(seen, "\n"), strings.Join(want, "\n"))
+	}
+	st := h.status()
+	if st.Phase != PhaseSucceeded || st.StepCount != 3 || st.Weight != 100 {
+		t.Fatalf("status = phase %s steps %d weight %d", st.Phase, st.StepCount, st.Weight)
+	}
+	for i, s := range st.Steps {
+		if s.StartedAt.IsZero() || s.EndedAt.Before(s.StartedAt) {
+			t.Errorf("step %d times: %v .. %v", i, s.StartedAt, s.EndedAt)
+		}
+	}
+	if d := st.Steps[1].StartedAt.Sub(st.Steps[0].StartedAt); d < time.Minute || d > time.Minute+5*time.Second {
+		t.Errorf("step 1 held %s, want 1m", d)
+	}
+	if n := h.k.WriteCount("hello"); n != 3 {
+		t.Errorf("traffic writes = %d, want 3 (one per step)", n)
+	}
+}
+
+func TestReadinessByHintSignal(t *testing.T) {
+	h := newHarness(t, helloObjects(nil, false)...)
+	h.at(3*time.Second, func() {
+		_ = h.k.SetRevisionReady(ns, "hello-00002", "True", "", "")
+		h.env.SignalWorkflow(SignalRevisionHint, RevisionHint{Revision: "hello-00002"})
+	})
+	h.run("hello-00002")
+	st := h.status()
+	if h.result().Outcome != OutcomeSucceeded {
+		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
+	}
+	if wait := st.Steps[0].StartedAt.Sub(st.StartedAt); wait >= ReadinessPoll {
+		t.Fatalf("first step started %s after start; a hint should beat the %s poll", wait, ReadinessPoll)
+	}
+}
+
+func TestReadinessByReRead(t *testing.T) {
+	h := newHarness(t, helloObjects(nil, false)...)
+	h.at(25*time.Second, func() { _ = h.k.SetRevisionReady(ns, "hello-00002", "True", "", "") })
+	h.run("hello-00002")
+	st := h.status()
+	if h.result().Outcome != OutcomeSucceeded {
+		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
+	}
+	if wait := st.Steps[0].StartedAt.Sub(st.StartedAt); wait < 25*time.Second || wait > 25*time.Second+ReadinessPoll {
+		t.Fatalf("first step started %s after start, want within one poll of 25s", wait)
+	}
+}
+
+func TestProgressDeadlineRollsBack(t *testing.T) {
+	h := newHarness(t, helloObjects(map[string]string{config.AnnotationProgressDeadline: "2m"}, false)...)
+	h.run("hello-00002")
+	res := h.result()
+	if res.Outcome != OutcomeRolledBack || !strings.Contains(res.Reason, "progress deadline of 2m0s") {
+		t.Fatalf("result = %+v", res)
+	}
+	wantTraffic(t, h.traffic("hello"), tgt("hello-00001", 90, ""), tgt("hello-00000", 10, "legacy"), tgt("hello-00001", 0, "current"))
+}
+
+func TestFailedRevisionRollsBack(t *testing.T) {
+	h := newHarness(t, helloObjects(nil, false)...)
+	h.at(20*time.Second, func() {
+		_ = h.k.SetRevisionReady(ns, "hello-00002", "False", "ContainerHealthy", "container exited with code 1")
+	})
+	h.run("hello-00002")
+	res := h.result()
+	if res.Outcome != OutcomeRolledBack || !strings.Contains(res.Reason, "container exited with code 1") {
+		t.Fatalf("result = %+v", res)
+	}
+}
+
+func TestVerifyTimeoutRollsBack(t *testing.T) {
+	h := newHarness(t, helloObjects(map[string]string{config.AnnotationVerifyTimeout: "30s"}, true)...)
+	h.k.Stall = "hello-00002"
+	h.run("hello-00002")
+	res := h.result()
+	if res.Outcome != OutcomeRolledBack || !strings.Contains(res.Reason, "verify timeout of 30s") {
+		t.Fatalf("result = %+v", res)
+	}
+	wantTraffic(t, h.traffic("hello"), tgt("hello-00001", 90, ""), tgt("hello-00000", 10, "legacy"), tgt("hello-00001", 0, "current"))
+}
+
+func TestAbortRestoresExactTraffic(t *testing.T) {
+	h := newHarness(t, helloObjects(nil, true)...)
+	var noReason, abort *updateResult
+	h.at(70*time.Second, func() {
+		noReason = h.update(CommandAbort, Command{By: "alice"})
+		abort = h.update(CommandAbort, Command{By: "alice", Reason: "p99 latency doubled"})
+	})
+	h.run("hello-00002")
+	if !noReason.rejectedWith("give a reason") || !abort.accepted {
+		t.Fatalf("abort without reason: %+v; with a reason: %+v", noReason, abort)
+	}
+	res := h.result()
+	if res.Outcome != OutcomeAborted || res.Reason != "aborted by alice: p99 latency doubled" {
+		t.Fatalf("result = %+v", res)
+	}
+	wantTraffic(t, h.traffic("hello"), tgt("hello-00001", 90, ""), tgt("hello-00000", 10, "legacy"), tgt("hello-00001", 0, "current"))
+	st := h.status()
+	last := st.Commands[len(st.Commands)-1]
+	if last.Name != CommandAbort || last.By != "alice" || last.Reason != "p99 latency doubled" || last.Via != "update" || last.At.IsZero() {
+		t.Fatalf("command history: %+v", st.Commands)
+	}
+}
+
+func TestRollbackPinsLatestRevision(t *testing.T) {
+	objs := []runtime.Object{
+		knativefake.Service(ns, "hello", map[string]string{config.AnnotationSteps: "50,100", config.AnnotationHold: "1m"},
+			tgt("@latest", 100, "")),
+		knativefake.Revision(ns, "hello", 1, true),
+		knativefake.Revision(ns, "hello", 2, true),
+	}
+	h := newHarness(t, objs...)
+	h.at(30*time.Second, func() { h.update(CommandAbort, Command{By: "bob", Reason: "errors"}) })
+	h.run("hello-00002")
+	if h.result().Outcome != OutcomeAborted {
+		t.Fatalf("outcome = %s", h.result().Outcome)
+	}
+	if b := h.status().Baseline; len(b) != 1 || b[0].RevisionName != "hello-00001" {
+		t.Fatalf("baseline = %s, want latestRevision pinned to hello-00001", activities.FormatTraffic(b))
+	}
+	// latestRevision would now resolve to the Ready candidate: the rollback
+	// pins it to the stable Revision instead.
+	wantTraffic(t, h.traffic("hello"), servingv1.TrafficTarget{RevisionName: "hello-00001", Percent: ptr(int64(100))})
+}
+
+func TestGateWaitsForPromote(t *testing.T) {
+	h := newHarness(t, helloObjects(map[string]string{config.AnnotationGates: "50"}, true)...)
+	var atGate Status
+	var resume, promote *updateResult
+	h.at(10*time.Minute, func() {
+		atGate = h.status()
+		resume = h.update(CommandResume, Command{By: "carol"})
+		promote = h.update(CommandPromote, Command{By: "carol", Reason: "dashboards look good"})
+	})
+	h.run("hello-00002")
+	if atGate.Phase != PhaseGate || atGate.Weight != 25 {
+		t.Fatalf("at 10m: phase %s weight %d, want waiting at the gate with 25%%", atGate.Phase, atGate.Weight)
+	}
+	if !resume.rejectedWith("not paused") {
+		t.Errorf("resume when not paused: %+v", resume)
+	}
+	if !promote.accepted {
+		t.Errorf("promote: %+v", promote)
+	}
+	st := h.status()
+	if h.result().Outcome != OutcomeSucceeded || !st.Steps[1].GatePassed {
+		t.Fatalf("outcome %s, gate passed %v", st.Outcome, st.Steps[1].GatePassed)
+	}
+	if started := st.Steps[1].StartedAt.Sub(st.StartedAt); started < 10*time.Minute {
+		t.Fatalf("50%% step started %s after start, before the promote at 10m", started)
+	}
+}
+
+func TestPromoteRejectedBeforeReadyAndAfterEnd(t *testing.T) {
+	h := newHarness(t, helloObjects(map[string]string{config.AnnotationProgressDeadline: "1m"}, false)...)
+	var early *updateResult
+	h.at(5*time.Second, func() { early = h.update(CommandPromote, Command{By: "dan"}) })
+	h.run("hello-00002")
+	if !early.rejectedWith("not Ready yet") {
+		t.Fatalf("promote while waiting for readiness: %+v", early)
+	}
+	r := &rollout{st: h.status().State}
+	if err := r.validate(CommandPromote, Command{By: "dan"}); err == nil || !strings.Contains(err.Error(), "has finished") {
+		t.Fatalf("promote after the end: %v", err)
+	}
+}
+
+func TestPauseFreezesHoldAndResumeContinues(t *testing.T) {
+	h := newHarness(t, helloObjects(nil, true)...)
+	var paused Status
+	var pause, promote, resume *updateResult
+	h.at(40*time.Second, func() { pause = h.update(CommandPause, Command{By: "erin", Reason: "checking logs"}) })
+	h.at(5*time.Minute, func() {
+		paused = h.status()
+		promote = h.update(CommandPromote, Command{By: "erin"})
+		resume = h.update(CommandResume, Command{By: "erin"})
+	})
+	h.run("hello-00002")
+	if !pause.accepted || !promote.rejectedWith("paused") || !resume.accepted {
+		t.Fatalf("pause %+v, promote while paused %+v, resume %+v", pause, promote, resume)
+	}
+	if paused.Shown != PhasePaused || paused.Weight != 25 || paused.HoldLeftAt < 15*time.Second || paused.HoldLeftAt > 25*time.Second {
+		t.Fatalf("while paused: shown %s weight %d hold left %s (want ~20s kept)", paused.Shown, paused.Weight, paused.HoldLeftAt)
+	}
+	st := h.status()
+	if h.result().Outcome != OutcomeSucceeded {
+		t.Fatalf("outcome %s", st.Outcome)
+	}
+	if d := st.Steps[1].StartedAt.Sub(st.StartedAt); d < 5*time.Minute+15*time.Second || d > 5*time.Minute+25*time.Second {
+		t.Fatalf("second step started %s after start, want the kept ~20s after resume at 5m", d)
+	}
+}
+
+func TestPromoteFullSkipsToHundred(t *testing.T) {
+	h := newHarness(t, helloObjects(map[string]string{config.AnnotationGates: "50,100"}, true)...)
+	h.at(30*time.Second, func() {
+		h.update(CommandPromoteFull, Command{By: "frank", Reason: "hotfix"})
+	})
+	h.run("hello-00002")
+	st := h.status()
+	if h.result().Outcome != OutcomeSucceeded {
+		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
+	}
+	if d := st.EndedAt.Sub(st.StartedAt); d > time.Minute {
+		t.Fatalf("promote-full took %s", d)
+	}
+	if !st.Steps[1].StartedAt.IsZero() {
+		t.Fatalf("the 50%% step ran despite promote-full")
+	}
+}
+
+func TestDriftPausesThenResumeTakesLiveTraffic(t *testing.T) {
+	h := newHarness(t, helloObjects(nil, true)...)
+	var paused Status
+	h.at(30*time.Second, func() {
+		svc, _ := h.k.ServingV1().Services(ns).Get(context.Background(), "hello", metav1.GetOptions{})
+		svc.Spec.Traffic = append(svc.Spec.Traffic, tgt("hello-00001", 0, "debug"))
+		if _, err := h.k.ServingV1().Services(ns).Update(context.Background(), svc, metav1.UpdateOptions{}); err != nil {
+			t.Errorf("outside edit: %v", err)
+		}
+	})
+	h.at(3*time.Minute, func() {
+		paused = h.status()
+		h.update(CommandResume, Command{By: "gina", Reason: "debug tag is fine to drop"})
+	})
+	h.run("hello-00002")
+	if paused.Shown != PhasePaused || !strings.Contains(paused.PauseReason, "changed outside sluice") || !strings.Contains(paused.PauseReason, "debug") {
+		t.Fatalf("after drift: shown %s reason %q", paused.Shown, paused.PauseReason)
+	}
+	if paused.Weight != 25 {
+		t.Fatalf("after drift the weight moved to %d", paused.Weight)
+	}
+	if res := h.result(); res.Outcome != OutcomeSucceeded {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+func TestSupersedeReturnsTrafficAndContinuesWithNewer(t *testing.T) {
+	objs := append(helloObjects(nil, true), knativefake.Revision(ns, "hello", 3, true))
+	h := newHarness(t, objs...)
+	h.at(90*time.Second, func() {
+		// An old Revision's late event must not supersede.
+		h.env.SignalWorkflow(SignalCandidate, CandidateSignal{Revision: "hello-00001"})
+	})
+	h.at(100*time.Second, func() {
+		h.env.SignalWorkflow(SignalCandidate, CandidateSignal{Revision: "hello-00003", By: "ci"})
+	})
+	h.run("hello-00002")
+	var can *workflow.ContinueAsNewError
+	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("workflow error = %v, want continue-as-new with the newer candidate", err)
+	}
+	var next Input
+	if err := decodeInput(can, &next); err != nil {
+		t.Fatal(err)
+	}
+	if next.Candidate != "hello-00003" || next.Carry == nil || next.Carry.Superseded[0] != "hello-00002" || next.Carry.Stable != "hello-00001" {
+		t.Fatalf("continued with %+v", next)
+	}
+	wantTraffic(t, h.traffic("hello"), tgt("hello-00001", 90, ""), tgt("hello-00000", 10, "legacy"), tgt("hello-00001", 0, "current"))
+
+	// The next run rolls hello-00003 out from the same stable Revision and
+	// still restores the original traffic on abort.
+	h2 := newHarness(t, objs...)
+	h2.k = h.k
+	h2.env.RegisterActivity(&activities.Activities{Serving: h.k, Defaults: config.BuiltinDefaults()})
+	h2.env.ExecuteWorkflow(Rollout, next)
+	var res Result
+	if err := h2.env.GetWorkflowResult(&res); err != nil || res.Outcome != OutcomeSucceeded || res.Candidate != "hello-00003" {
+		t.Fatalf("second run: %+v, %v", res, err)
+	}
+}
+
+func TestContinueAsNewCarriesState(t *testing.T) {
+	h := newHarness(t, helloObjects(nil, true)...)
+	h.at(70*time.Second, func() {
+		h.update(CommandPause, Command{By: "hal", Reason: "long pause"})
+	})
+	h.at(80*time.Second, func() { h.env.SetContinueAsNewSuggested(true) })
+	h.run("hello-00002")
+	var can *workflow.ContinueAsNewError
+	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("workflow error = %v, want continue-as-new", err)
+	}
+	var next Input
+	if err := decodeInput(can, &next); err != nil {
+		t.Fatal(err)
+	}
+	c := next.Carry
+	if c == nil || c.Step != 1 || c.Weight != 50 || !c.Paused || c.Runs != 1 || len(c.Commands) != 2 {
+		t.Fatalf("carried state: %+v", c)
+	}
+
+	h2 := newHarness(t)
+	h2.env.RegisterActivity(&activities.Activities{Serving: h.k, Defaults: config.BuiltinDefaults()})
+	h2.env.RegisterDelayedCallback(func() { h2.update(CommandResume, Command{By: "hal"}) }, time.Minute)
+	h2.env.ExecuteWorkflow(Rollout, next)
+	var res Result
+	if err := h2.env.GetWorkflowResult(&res); err != nil || res.Outcome != OutcomeSucceeded {
+		t.Fatalf("resumed run: %+v, %v", res, err)
+	}
+	if n := h.k.WriteCount("hello"); n != 3 {
+		t.Fatalf("traffic writes across both runs = %d, want 3: no step repeated", n)
+	}
+}
+
+func TestTargetDeletedMidRollout(t *testing.T) {
+	h := newHarness(t, helloObjects(nil, true)...)
+	h.at(30*time.Second, func() {
+		_ = h.k.ServingV1().Services(ns).Delete(context.Background(), "hello", metav1.DeleteOptions{})
+	})
+	h.run("hello-00002")
+	res := h.result()
+	if res.Outcome != OutcomeFailed || !strings.Contains(res.Reason, "not found") {
+		t.Fatalf("result = %+v", res)
+	}
+}
+
+func TestNotOptedInFails(t *testing.T) {
+	objs := helloObjects(nil, true)
+	objs[0].(*servingv1.Service).Annotations[config.AnnotationRollout] = "disabled"
+	h := newHarness(t, objs...)
+	h.run("hello-00002")
+	if res := h.result(); res.Outcome != OutcomeFailed || !strings.Contains(res.Reason, "sluice.dev/rollout: enabled") {
+		t.Fatalf("result = %+v", res)
+	}
+	if n := h.k.WriteCount("hello"); n != 0 {
+		t.Fatalf("wrote traffic %d times to a target that did not opt in", n)
+	}
+}
+
+func TestSignalledCommandsAreValidatedAndRecorded(t *testing.T) {
+	h := newHarness(t, helloObjects(nil, true)...)
+	h.at(30*time.Second, func() {
+		h.env.SignalWorkflow(CommandResume, Command{By: "ivy"})
+		h.env.SignalWorkflow(CommandPromote, Command{By: "ivy", Reason: "skip the hold"})
+	})
+	h.run("hello-00002")
+	st := h.status()
+	var resume, promote *CommandRecord
+	for i := range st.Commands {
+		switch st.Commands[i].Name {
+		case CommandResume:
+			resume = &st.Commands[i]
+		case CommandPromote:
+			promote = &st.Commands[i]
+		}
+	}
+	if resume == nil || !strings.Contains(resume.Rejected, "not paused") || resume.Via != "signal" {
+		t.Fatalf("resume signal record: %+v", resume)
+	}
+	if promote == nil || promote.Rejected != "" {
+		t.Fatalf("promote signal record: %+v", promote)
+	}
+	if d := st.Steps[1].StartedAt.Sub(st.StartedAt); d > 45*time.Second {
+		t.Fatalf("promote by signal did not end the hold: step 2 started after %s", d)
+	}
+}
+
+func decodeInput(can *workflow.ContinueAsNewError, into *Input) error {
+	return converterDecode(can, into)
+}
