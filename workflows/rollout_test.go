@@ -2,9 +2,9 @@ package workflows
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
-	"errors"
 	"strings"
 	"testing"
 	"time"
