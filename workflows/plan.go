@@ -43,7 +43,9 @@ func trafficAt(baseline []servingv1.TrafficTarget, stable, candidate string, wei
 			}
 		}
 	}
-	move := stableShare * weight / 100
+	// Round to the nearest percent, so a small first step on a partial
+	// share still sends the candidate some traffic.
+	move := min((stableShare*weight+50)/100, stableShare)
 	out := make([]servingv1.TrafficTarget, 0, len(baseline)+1)
 	left := move
 	for _, t := range baseline {

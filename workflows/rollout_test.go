@@ -149,7 +149,7 @@ func TestHappyPathWalksEveryStep(t *testing.T) {
 	}
 	seen = append(seen, activities.FormatTraffic(h.traffic("hello")))
 	want := []string{
-		"hello-00001=68%, hello-00000=10% (tag legacy), hello-00001=0% (tag current), hello-00002=22%",
+		"hello-00001=67%, hello-00000=10% (tag legacy), hello-00001=0% (tag current), hello-00002=23%",
 		"hello-00001=45%, hello-00000=10% (tag legacy), hello-00001=0% (tag current), hello-00002=45%",
 		"hello-00000=10% (tag legacy), hello-00001=0% (tag current), hello-00002=90%",
 	}

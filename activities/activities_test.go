@@ -1,0 +1,294 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/test/knativefake"
+)
+
+// These tests run the activities over knativefake, the generated fake
+// clientset. The fake accepts strategic-merge patches, runs no validation and
+// ignores stale resourceVersions: the tests below assert the patch type and
+// body sluice sends, and the integration tests repeat the writes against a
+// real API server.
+
+const ns = "default"
+
+var tgt = knativefake.Target
+
+type fixture struct {
+	t   *testing.T
+	k   *knativefake.Cluster
+	a   *Activities
+	env *testsuite.TestActivityEnvironment
+}
+
+func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
+	var s testsuite.WorkflowTestSuite
+	k := knativefake.New(objs...)
+	a := &Activities{Serving: k, Defaults: config.BuiltinDefaults()}
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(a)
+	return &fixture{t: t, k: k, a: a, env: env}
+}
+
+func helloObjects() []runtime.Object {
+	return []runtime.Object{
+		knativefake.Service(ns, "hello", nil, tgt("hello-00001", 100, ""), tgt("hello-00001", 0, "current")),
+		knativefake.Revision(ns, "hello", 1, true),
+		knativefake.Revision(ns, "hello", 2, true),
+		knativefake.Revision(ns, "hello", 3, false),
+	}
+}
+
+func (f *fixture) setTraffic(in SetTrafficInput) (SetTrafficResult, error) {
+	v, err := f.env.ExecuteActivity(f.a.SetTraffic, in)
+	if err != nil {
+		return SetTrafficResult{}, err
+	}
+	var res SetTrafficResult
+	return res, v.Get(&res)
+}
+
+func (f *fixture) liveTraffic() []servingv1.TrafficTarget {
+	svc, err := f.k.ServingV1().Services(ns).Get(context.Background(), "hello", metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return svc.Spec.Traffic
+}
+
+func errType(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.Type()
+	}
+	return ""
+}
+
+var helloRef = ObjectRef{Namespace: ns, Kind: KindService, Name: "hello"}
+
+func TestSetTrafficSendsMergePatchWithResourceVersion(t *testing.T) {
+	f := newFixture(t, helloObjects()...)
+	desired := []servingv1.TrafficTarget{tgt("hello-00001", 80, ""), tgt("hello-00001", 0, "current"), tgt("hello-00002", 20, "")}
+	res, err := f.setTraffic(SetTrafficInput{Object: helloRef, Expected: f.liveTraffic(), Desired: desired})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Changed || !SameTraffic(f.liveTraffic(), desired) {
+		t.Fatalf("result %+v, live %s", res, FormatTraffic(f.liveTraffic()))
+	}
+	var patches []k8stesting.PatchAction
+	for _, act := range f.k.Actions() {
+		if p, ok := act.(k8stesting.PatchAction); ok {
+			patches = append(patches, p)
+		}
+	}
+	if len(patches) != 1 || patches[0].GetPatchType() != types.MergePatchType {
+		t.Fatalf("patches = %v, want one JSON merge patch", patches)
+	}
+	if body := string(patches[0].GetPatch()); !strings.Contains(body, `"resourceVersion":"`) || !strings.Contains(body, `"traffic":[`) {
+		t.Fatalf("patch body %s lacks resourceVersion or traffic", body)
+	}
+
+	// Idempotent: the same write again changes nothing and sends nothing.
+	res, err = f.setTraffic(SetTrafficInput{Object: helloRef, Expected: desired, Desired: desired})
+	if err != nil || res.Changed || f.k.WriteCount("hello") != 1 {
+		t.Fatalf("repeat write: %+v, %v, writes %d", res, err, f.k.WriteCount("hello"))
+	}
+}
+
+func TestSetTrafficStopsOnDrift(t *testing.T) {
+	f := newFixture(t, helloObjects()...)
+	stale := []servingv1.TrafficTarget{tgt("hello-00001", 100, "")}
+	desired := []servingv1.TrafficTarget{tgt("hello-00001", 50, ""), tgt("hello-00002", 50, "")}
+	_, err := f.setTraffic(SetTrafficInput{Object: helloRef, Expected: stale, Desired: desired})
+	if errType(err) != ErrDrift || !strings.Contains(err.Error(), "changed outside sluice") || !strings.Contains(err.Error(), "tag current") {
+		t.Fatalf("error = %v, want drift naming what changed", err)
+	}
+	if f.k.WriteCount("hello") != 0 {
+		t.Fatal("drift must not write")
+	}
+	if _, err := f.setTraffic(SetTrafficInput{Object: helloRef, Expected: stale, Desired: desired, Force: true}); err != nil {
+		t.Fatalf("forced write: %v", err)
+	}
+}
+
+func TestSetTrafficRefusesBadLists(t *testing.T) {
+	f := newFixture(t, helloObjects()...)
+	live := f.liveTraffic()
+	for name, tc := range map[string]struct {
+		desired []servingv1.TrafficTarget
+		want    string
+	}{
+		"not ready revision": {[]servingv1.TrafficTarget{tgt("hello-00001", 50, ""), tgt("hello-00003", 50, "")}, "hello-00003, which is not Ready"},
+		"zero-percent not ready tag freezes the route too": {[]servingv1.TrafficTarget{tgt("hello-00001", 100, ""), tgt("hello-00003", 0, "next")}, "not Ready"},
+		"missing revision": {[]servingv1.TrafficTarget{tgt("hello-00009", 100, "")}, "which is not found"},
+		"bad sum":          {[]servingv1.TrafficTarget{tgt("hello-00001", 50, "")}, "must sum to 100"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := f.setTraffic(SetTrafficInput{Object: helloRef, Expected: live, Desired: tc.desired})
+			if errType(err) != ErrInvalidTraffic || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v, want InvalidTraffic containing %q", err, tc.want)
+			}
+		})
+	}
+	if f.k.WriteCount("hello") != 0 {
+		t.Fatal("a refused list must not be written")
+	}
+}
+
+func TestSetTrafficRereadsOnConflict(t *testing.T) {
+	f := newFixture(t, helloObjects()...)
+	conflicts := 1
+	f.k.PrependReactor("patch", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if conflicts > 0 {
+			conflicts--
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "serving.knative.dev", Resource: "services"}, "hello", errors.New("stale resourceVersion"))
+		}
+		return false, nil, nil
+	})
+	desired := []servingv1.TrafficTarget{tgt("hello-00001", 90, ""), tgt("hello-00002", 10, "")}
+	if _, err := f.setTraffic(SetTrafficInput{Object: helloRef, Expected: f.liveTraffic(), Desired: desired}); err != nil {
+		t.Fatalf("write after a conflict: %v", err)
+	}
+	if !SameTraffic(f.liveTraffic(), desired) {
+		t.Fatalf("live = %s", FormatTraffic(f.liveTraffic()))
+	}
+}
+
+func TestSetTrafficOnDeletedTarget(t *testing.T) {
+	f := newFixture(t, helloObjects()[1:]...)
+	_, err := f.setTraffic(SetTrafficInput{Object: helloRef, Desired: []servingv1.TrafficTarget{tgt("hello-00001", 100, "")}})
+	if errType(err) != ErrTargetNotFound {
+		t.Fatalf("error = %v, want TargetNotFound", err)
+	}
+}
+
+func TestVerifyTraffic(t *testing.T) {
+	f := newFixture(t, helloObjects()...)
+	desired := []servingv1.TrafficTarget{tgt("hello-00001", 90, ""), tgt("hello-00002", 10, "")}
+	f.k.SetFrozen(true)
+	res, err := f.setTraffic(SetTrafficInput{Object: helloRef, Expected: f.liveTraffic(), Desired: desired})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.env.ExecuteActivity(f.a.VerifyTraffic, VerifyInput{Object: helloRef, Desired: desired, Generation: res.Generation})
+	if errType(err) != ErrNotVisible || !strings.Contains(err.Error(), "waiting for") {
+		t.Fatalf("verify before status caught up: %v", err)
+	}
+	f.k.SetFrozen(false)
+	if _, err := f.env.ExecuteActivity(f.a.VerifyTraffic, VerifyInput{Object: helloRef, Desired: desired, Generation: res.Generation}); err != nil {
+		t.Fatalf("verify after status caught up: %v", err)
+	}
+}
+
+func (f *fixture) resolve(target TargetRef, candidate string) (Resolved, error) {
+	v, err := f.env.ExecuteActivity(f.a.ResolveTarget, ResolveInput{Target: target, Candidate: candidate})
+	if err != nil {
+		return Resolved{}, err
+	}
+	var res Resolved
+	return res, v.Get(&res)
+}
+
+func TestResolveServiceTarget(t *testing.T) {
+	objs := []runtime.Object{
+		knativefake.Service(ns, "hello", map[string]string{config.AnnotationSteps: "50,100"}, tgt("@latest", 100, "")),
+		knativefake.Revision(ns, "hello", 1, true),
+		knativefake.Revision(ns, "hello", 2, true),
+	}
+	f := newFixture(t, objs...)
+	res, err := f.resolve(TargetRef{Namespace: ns, Kind: KindService, Name: "hello"}, "hello-00002")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// latestRevision already resolves to the Ready candidate; the stable one
+	// is the newest Ready Revision before it.
+	if res.Stable != "hello-00001" || res.CandidateGeneration != 2 || res.Object != helloRef || len(res.Policy.Steps) != 2 {
+		t.Fatalf("resolved %+v", res)
+	}
+}
+
+func TestResolveRouteTarget(t *testing.T) {
+	cfg := &servingv1.Configuration{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api",
+		Annotations: map[string]string{config.AnnotationRollout: "enabled", config.AnnotationRoute: "api-route"}}}
+	route := &servingv1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api-route"},
+		Spec: servingv1.RouteSpec{Traffic: []servingv1.TrafficTarget{tgt("api-00001", 100, "")}}}
+	f := newFixture(t, cfg, route, knativefake.Revision(ns, "api", 1, true), knativefake.Revision(ns, "api", 2, false))
+	res, err := f.resolve(TargetRef{Namespace: ns, Kind: KindConfiguration, Name: "api"}, "api-00002")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Object != (ObjectRef{Namespace: ns, Kind: KindRoute, Name: "api-route"}) || res.Stable != "api-00001" || res.Configuration != "api" {
+		t.Fatalf("resolved %+v", res)
+	}
+}
+
+func TestResolveErrors(t *testing.T) {
+	bad := knativefake.Service(ns, "bad", map[string]string{config.AnnotationSteps: "50,20"}, tgt("bad-00001", 100, ""))
+	off := knativefake.Service(ns, "off", nil, tgt("off-00001", 100, ""))
+	off.Annotations[config.AnnotationRollout] = "disabled"
+	noRoute := &servingv1.Configuration{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api",
+		Annotations: map[string]string{config.AnnotationRollout: "enabled"}}}
+	f := newFixture(t, bad, off, noRoute, knativefake.Service(ns, "hello", nil, tgt("hello-00001", 100, "")), knativefake.Revision(ns, "hello", 1, true))
+	for _, tc := range []struct {
+		target    TargetRef
+		candidate string
+		errType   string
+		want      string
+	}{
+		{TargetRef{ns, KindService, "gone"}, "gone-00002", ErrTargetNotFound, "Service default/gone not found"},
+		{TargetRef{ns, KindService, "bad"}, "bad-00002", ErrInvalidPolicy, `sluice.dev/steps: weights must increase and end at 100, got "50,20"`},
+		{TargetRef{ns, KindService, "off"}, "off-00002", ErrNotOptedIn, "set the annotation sluice.dev/rollout: enabled"},
+		{TargetRef{ns, KindConfiguration, "api"}, "api-00002", ErrInvalidPolicy, "sluice.dev/route must name the Route"},
+		{TargetRef{ns, KindService, "hello"}, "hello-00007", ErrTargetNotFound, "Revision default/hello-00007 not found"},
+		{TargetRef{ns, "Deployment", "x"}, "x", ErrInvalidPolicy, `unknown target kind "Deployment"`},
+	} {
+		_, err := f.resolve(tc.target, tc.candidate)
+		if errType(err) != tc.errType || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error = %v, want %s containing %q", tc.target, err, tc.errType, tc.want)
+		}
+	}
+}
+
+func TestReadRevision(t *testing.T) {
+	f := newFixture(t, helloObjects()...)
+	if err := f.k.SetRevisionReady(ns, "hello-00003", "False", "ContainerMissing", "image not found"); err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) RevisionState {
+		v, err := f.env.ExecuteActivity(f.a.ReadRevision, RevisionRef{Namespace: ns, Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st RevisionState
+		if err := v.Get(&st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if st := read("hello-00002"); !st.Found || !st.Ready || st.Generation != 2 {
+		t.Errorf("ready revision: %+v", st)
+	}
+	if st := read("hello-00003"); !st.Failed || st.Ready || st.Message != "image not found" {
+		t.Errorf("failed revision: %+v", st)
+	}
+	if st := read("hello-00042"); st.Found {
+		t.Errorf("missing revision: %+v", st)
+	}
+}

@@ -1,0 +1,63 @@
+package workflows
+
+import (
+	"testing"
+
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sluicehq/sluice/activities"
+)
+
+func TestTrafficAt(t *testing.T) {
+	base := []servingv1.TrafficTarget{tgt("s", 70, ""), tgt("x", 30, "extra"), tgt("s", 0, "current")}
+	tests := []struct {
+		name     string
+		baseline []servingv1.TrafficTarget
+		stable   string
+		weight   int64
+		want     string
+	}{
+		{"10% of stable's 70", base, "s", 10, "s=63%, x=30% (tag extra), s=0% (tag current), c=7%"},
+		{"50%", base, "s", 50, "s=35%, x=30% (tag extra), s=0% (tag current), c=35%"},
+		{"100% drops the untagged stable, keeps its tag", base, "s", 100, "x=30% (tag extra), s=0% (tag current), c=70%"},
+		{"1% of 70 rounds to 1", base, "s", 1, "s=69%, x=30% (tag extra), s=0% (tag current), c=1%"},
+		{"25% of 70 rounds to 18", base, "s", 25, "s=52%, x=30% (tag extra), s=0% (tag current), c=18%"},
+		{"stable split over two entries", []servingv1.TrafficTarget{tgt("s", 50, ""), tgt("s", 50, "blue")}, "s", 75, "s=25% (tag blue), c=75%"},
+		{"first revision", []servingv1.TrafficTarget{tgt("@latest", 100, "")}, "", 100, "c=100%"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := trafficAt(tt.baseline, tt.stable, "c", tt.weight)
+			if s := activities.FormatTraffic(got); s != tt.want {
+				t.Fatalf("trafficAt = %s\nwant        %s", s, tt.want)
+			}
+			if err := activities.ValidateTraffic(activities.KindService, got); err != nil {
+				t.Fatalf("trafficAt produced an invalid list %s: %v", activities.FormatTraffic(got), err)
+			}
+		})
+	}
+}
+
+func TestTrafficAtNeverChangesBaseline(t *testing.T) {
+	base := []servingv1.TrafficTarget{tgt("s", 100, "")}
+	_ = trafficAt(base, "s", "c", 50)
+	if *base[0].Percent != 100 {
+		t.Fatal("trafficAt modified its input")
+	}
+}
+
+func TestPinAndRollbackTraffic(t *testing.T) {
+	orig := []servingv1.TrafficTarget{tgt("@latest", 90, ""), tgt("old", 10, "legacy")}
+	pinned := pinLatest(orig, "s")
+	if got := activities.FormatTraffic(pinned); got != "s=90%, old=10% (tag legacy)" {
+		t.Fatalf("pinLatest = %s", got)
+	}
+	st := &State{Original: orig, Stable: "s"}
+	if got := rollbackTraffic(st); !activities.SameTraffic(got, orig) {
+		t.Fatalf("rollback before the candidate is Ready must restore the exact list, got %s", activities.FormatTraffic(got))
+	}
+	st.CandidateReady = true
+	if got := rollbackTraffic(st); !activities.SameTraffic(got, pinned) {
+		t.Fatalf("rollback with a Ready candidate must pin latestRevision, got %s", activities.FormatTraffic(got))
+	}
+}
