@@ -1,0 +1,148 @@
+// Package control is the client side of sluice's rollouts: start one, read
+// its status, send it commands. The CLI uses it today; the receiver and
+// operator tooling build on it.
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/workflows"
+)
+
+// Client starts and steers rollouts through Temporal.
+type Client struct {
+	Temporal  client.Client
+	TaskQueue string
+	// Identity is recorded with every command: who sent it.
+	Identity string
+}
+
+// ErrNoRollout means the target has no rollout, running or finished, in Temporal.
+var ErrNoRollout = errors.New("no rollout found")
+
+// ParseTarget reads a target as the CLI takes it: NAME (a Service),
+// service/NAME or configuration/NAME.
+func ParseTarget(namespace, arg string) (activities.TargetRef, error) {
+	kind, name, found := strings.Cut(arg, "/")
+	if !found {
+		kind, name = "service", arg
+	}
+	t := activities.TargetRef{Namespace: namespace, Name: name}
+	switch strings.ToLower(kind) {
+	case "service", "services", "ksvc":
+		t.Kind = activities.KindService
+	case "configuration", "configurations", "config":
+		t.Kind = activities.KindConfiguration
+	default:
+		return t, fmt.Errorf("target %q: kind must be service or configuration, e.g. service/hello", arg)
+	}
+	if name == "" || namespace == "" {
+		return t, fmt.Errorf("target %q: needs a name and a namespace", arg)
+	}
+	return t, nil
+}
+
+// Start begins a rollout of candidate on target, or hands the candidate to
+// the rollout already running there (which then supersedes its candidate).
+// It reports the run that received it.
+func (c *Client) Start(ctx context.Context, target activities.TargetRef, candidate, reason string) (string, error) {
+	opts := client.StartWorkflowOptions{
+		ID:                    workflows.WorkflowID(target),
+		TaskQueue:             c.TaskQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		StaticSummary:         workflows.StaticSummary(target, candidate),
+		StaticDetails:         fmt.Sprintf("Requested by %s. %s", c.Identity, reason),
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.AttrTarget.ValueSet(workflows.TargetAttr(target)),
+			workflows.AttrNamespace.ValueSet(target.Namespace),
+			workflows.AttrCandidate.ValueSet(candidate),
+			workflows.AttrPhase.ValueSet(string(workflows.PhaseResolving)),
+		),
+	}
+	run, err := c.Temporal.SignalWithStartWorkflow(ctx, opts.ID, workflows.SignalCandidate,
+		workflows.CandidateSignal{Revision: candidate, By: c.Identity}, opts, workflows.WorkflowName,
+		workflows.Input{Target: target, Candidate: candidate, RequestedBy: c.Identity})
+	if err != nil {
+		return "", fmt.Errorf("start rollout of %s on %s: %w", candidate, target, err)
+	}
+	return run.GetRunID(), nil
+}
+
+// Status reads the rollout's state through the status query. It works on a
+// finished rollout too: Temporal replays it to answer.
+func (c *Client) Status(ctx context.Context, target activities.TargetRef) (workflows.Status, error) {
+	v, err := c.Temporal.QueryWorkflow(ctx, workflows.WorkflowID(target), "", workflows.QueryStatus)
+	if err != nil {
+		return workflows.Status{}, c.explain(err, target)
+	}
+	var st workflows.Status
+	if err := v.Get(&st); err != nil {
+		return workflows.Status{}, fmt.Errorf("decode status of %s: %w", target, err)
+	}
+	return st, nil
+}
+
+// Send delivers a command as an update and waits for the workflow's answer.
+// A command the rollout rejects returns a *RejectedError with the reason.
+func (c *Client) Send(ctx context.Context, target activities.TargetRef, command, reason string) (string, error) {
+	h, err := c.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   workflows.WorkflowID(target),
+		UpdateName:   command,
+		Args:         []any{workflows.Command{By: c.Identity, Reason: reason}},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return "", c.explain(err, target)
+	}
+	var msg string
+	if err := h.Get(ctx, &msg); err != nil {
+		return "", c.explain(err, target)
+	}
+	return msg, nil
+}
+
+// Signal delivers a command without waiting: the rollout validates it when
+// it arrives and records a rejection in its command history.
+func (c *Client) Signal(ctx context.Context, target activities.TargetRef, command, reason string) error {
+	err := c.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(target), "", command, workflows.Command{By: c.Identity, Reason: reason})
+	return c.explain(err, target)
+}
+
+// Wait blocks until the rollout ends (following continue-as-new) and returns its result.
+func (c *Client) Wait(ctx context.Context, target activities.TargetRef) (workflows.Result, error) {
+	var res workflows.Result
+	err := c.Temporal.GetWorkflow(ctx, workflows.WorkflowID(target), "").Get(ctx, &res)
+	return res, c.explain(err, target)
+}
+
+// RejectedError is a command the rollout refused, with its reason.
+type RejectedError struct{ Reason string }
+
+func (e *RejectedError) Error() string { return e.Reason }
+
+func (c *Client) explain(err error, target activities.TargetRef) error {
+	if err == nil {
+		return nil
+	}
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) && strings.Contains(notFound.Error(), "completed") {
+		return &RejectedError{Reason: fmt.Sprintf("the rollout on %s has finished; `sluice status` shows how it ended", target)}
+	}
+	if errors.As(err, &notFound) {
+		return fmt.Errorf("%w for %s (workflow %s)", ErrNoRollout, target, workflows.WorkflowID(target))
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return &RejectedError{Reason: appErr.Message()}
+	}
+	return fmt.Errorf("%s: %w", target, err)
+}

@@ -1,0 +1,45 @@
+// Command sluice runs and steers durable progressive rollouts for Knative
+// Serving: `sluice worker` runs them, the other verbs start, watch and steer them.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sluicehq/sluice/cmd/sluice/control"
+)
+
+// Exit codes, documented in the README so scripts can branch on them.
+const (
+	exitOK       = 0
+	exitError    = 1 // could not do what was asked (bad flags, unreachable Temporal or cluster)
+	exitRejected = 3 // the rollout refused the command; the reason is printed
+	exitNotFound = 4 // the target has no rollout
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := newRootCommand().ExecuteContext(ctx)
+	os.Exit(exitCode(err))
+}
+
+func exitCode(err error) int {
+	var rejected *control.RejectedError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &rejected):
+		fmt.Fprintln(os.Stderr, "rejected:", rejected.Reason)
+		return exitRejected
+	case errors.Is(err, control.ErrNoRollout):
+		fmt.Fprintln(os.Stderr, "error:", err)
+		return exitNotFound
+	}
+	fmt.Fprintln(os.Stderr, "error:", err)
+	return exitError
+}

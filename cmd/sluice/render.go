@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/workflows"
+)
+
+// renderStatus prints a rollout for a person: where it stands first, then
+// the step table, then who did what.
+func renderStatus(w io.Writer, st workflows.Status) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "Rollout:\t%s\t(workflow %s)\n", st.Target, workflows.WorkflowID(st.Target))
+	phase := string(st.Shown)
+	if st.StepCount > 0 && st.StepNumber > 0 && !st.Phase.Done() {
+		phase += fmt.Sprintf(" — step %d of %d, candidate at %d%%", st.StepNumber, st.StepCount, st.Weight)
+	}
+	fmt.Fprintf(tw, "Phase:\t%s\n", phase)
+	if st.Paused {
+		fmt.Fprintf(tw, "Paused:\t%s\n", st.PauseReason)
+	}
+	if st.Outcome != "" {
+		fmt.Fprintf(tw, "Outcome:\t%s: %s\n", st.Outcome, st.Reason)
+	}
+	ready := "not Ready yet"
+	if st.CandidateReady {
+		ready = "Ready"
+	}
+	fmt.Fprintf(tw, "Revisions:\t%s (stable) -> %s (candidate, %s)\n", orNone(st.Stable), st.Candidate, ready)
+	if len(st.Superseded) > 0 {
+		fmt.Fprintf(tw, "Superseded:\t%s\n", strings.Join(st.Superseded, ", "))
+	}
+	fmt.Fprintf(tw, "Traffic:\t%s\n", activities.FormatTraffic(st.Live))
+	if st.HoldLeftAt > 0 {
+		fmt.Fprintf(tw, "Hold:\t%s left\n", st.HoldLeftAt.Round(time.Second))
+	}
+	if !st.Deadline.IsZero() {
+		fmt.Fprintf(tw, "Deadlines:\tReady by %s, 100%% by %s\n", stamp(st.ReadyDeadline), stamp(st.Deadline))
+	}
+	tw.Flush()
+
+	if len(st.Steps) > 0 {
+		fmt.Fprintln(w, "\nSteps:")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  #\tWEIGHT\tHOLD\tGATE\tSTARTED\tENDED\t")
+		for i, s := range st.Steps {
+			mark := ""
+			if i == st.Step && st.StepNumber > 0 && !st.Phase.Done() {
+				mark = "<- now"
+			}
+			gate := "-"
+			if s.Gate {
+				gate = "manual"
+				if s.GatePassed {
+					gate = "passed"
+				}
+			}
+			fmt.Fprintf(tw, "  %d\t%d%%\t%s\t%s\t%s\t%s\t%s\n", i+1, s.Weight, s.Hold, gate, stamp(s.StartedAt), stamp(s.EndedAt), mark)
+		}
+		tw.Flush()
+	}
+	if len(st.Commands) > 0 {
+		fmt.Fprintln(w, "\nCommands:")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, c := range st.Commands {
+			line := fmt.Sprintf("  %s\t%s\tby %s\tvia %s", stamp(c.At), c.Name, c.By, c.Via)
+			if c.Reason != "" {
+				line += "\t" + c.Reason
+			}
+			if c.Rejected != "" {
+				line += "\t(rejected: " + c.Rejected + ")"
+			}
+			fmt.Fprintln(tw, line)
+		}
+		tw.Flush()
+	}
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/user"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/cmd/sluice/control"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/worker"
+)
+
+// globals are the flags every verb shares.
+type globals struct {
+	namespace string
+	address   string
+	temporalN string
+	taskQueue string
+	as        string
+	output    string
+}
+
+func newRootCommand() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "sluice",
+		Short: "Durable progressive rollouts for Knative Serving, on Temporal",
+		Long: `sluice rolls new Knative Revisions out step by step — traffic weights, holds,
+manual gates, deadlines, automatic rollback — as durable Temporal workflows.
+
+Targets are Knative Services (NAME or service/NAME) or Configurations rolled out
+on a Route (configuration/NAME). Temporal is found through TEMPORAL_ADDRESS,
+TEMPORAL_NAMESPACE and the Temporal config file, or the flags below.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	pf := root.PersistentFlags()
+	pf.StringVarP(&g.namespace, "namespace", "n", "default", "Kubernetes namespace of the target")
+	pf.StringVar(&g.address, "address", "", "Temporal frontend host:port (default: TEMPORAL_ADDRESS or localhost:7233)")
+	pf.StringVar(&g.temporalN, "temporal-namespace", "", "Temporal namespace (default: TEMPORAL_NAMESPACE or default)")
+	pf.StringVar(&g.taskQueue, "task-queue", envOr(config.EnvTaskQueue, config.DefaultTaskQueue), "Temporal task queue of the sluice workers")
+	pf.StringVar(&g.as, "as", defaultIdentity(), "who you are, recorded with every command")
+	pf.StringVarP(&g.output, "output", "o", "text", "output format of read verbs: text or json")
+
+	root.AddCommand(
+		newWorkerCommand(),
+		newStartCommand(g),
+		newStatusCommand(g),
+		newPromoteCommand(g),
+		newSimpleCommand(g, "pause", "Pause a rollout before its next step; the hold keeps its remaining time", "pause"),
+		newSimpleCommand(g, "resume", "Resume a paused rollout", "resume"),
+		newAbortCommand(g),
+	)
+	return root
+}
+
+// dial connects to Temporal for a CLI verb.
+func (g *globals) dial(ctx context.Context) (*control.Client, func(), error) {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	opts, err := worker.TemporalOptions(log, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if g.address != "" {
+		opts.HostPort = g.address
+	}
+	if g.temporalN != "" {
+		opts.Namespace = g.temporalN
+	}
+	opts.Identity = g.as
+	c, err := worker.DialTemporal(ctx, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &control.Client{Temporal: c, TaskQueue: g.taskQueue, Identity: g.as}, c.Close, nil
+}
+
+func defaultIdentity() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	if host == "" {
+		return name
+	}
+	return name + "@" + host
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func validateOutput(o string) error {
+	if o != "text" && o != "json" {
+		return fmt.Errorf("--output %q: use text or json", o)
+	}
+	return nil
+}

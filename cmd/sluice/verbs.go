@@ -1,0 +1,155 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/cmd/sluice/control"
+	"github.com/sluicehq/sluice/workflows"
+)
+
+func newStartCommand(g *globals) *cobra.Command {
+	var reason string
+	var wait bool
+	cmd := &cobra.Command{
+		Use:   "start TARGET REVISION",
+		Short: "Start a rollout of REVISION on TARGET by hand (or supersede the running one's candidate)",
+		Example: `  sluice start hello hello-00002
+  sluice start configuration/api api-00007 -n shop --reason "hotfix #123" --wait`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			target, err := control.ParseTarget(g.namespace, args[0])
+			if err != nil {
+				return err
+			}
+			c, closeFn, err := g.dial(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			runID, err := c.Start(cmd.Context(), target, args[1], reason)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "rollout of %s on %s: workflow %s (run %s)\n", args[1], target, workflows.WorkflowID(target), runID)
+			if !wait {
+				return nil
+			}
+			res, err := c.Wait(cmd.Context(), target)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", res.Outcome, res.Reason)
+			if res.Outcome != workflows.OutcomeSucceeded {
+				return &control.RejectedError{Reason: fmt.Sprintf("rollout ended %s", res.Outcome)}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the rollout's details")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the rollout to end; exit non-zero unless it succeeded")
+	return cmd
+}
+
+func newStatusCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:     "status TARGET",
+		Aliases: []string{"get"},
+		Short:   "Show a rollout: phase, step, traffic, holds, deadlines and command history",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := validateOutput(g.output); err != nil {
+				return err
+			}
+			target, err := control.ParseTarget(g.namespace, args[0])
+			if err != nil {
+				return err
+			}
+			c, closeFn, err := g.dial(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			st, err := c.Status(cmd.Context(), target)
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			renderStatus(cmd.OutOrStdout(), st)
+			return nil
+		},
+	}
+}
+
+func newPromoteCommand(g *globals) *cobra.Command {
+	var full bool
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "promote TARGET",
+		Short: "End the current hold or pass the current gate; with --full, go to 100% now",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := workflows.CommandPromote
+			if full {
+				name = workflows.CommandPromoteFull
+			}
+			return sendCommand(cmd, g, args[0], name, reason)
+		},
+	}
+	cmd.Flags().BoolVar(&full, "full", false, "skip the remaining steps and send the candidate 100%")
+	cmd.Flags().StringVar(&reason, "reason", "", "why, kept in the rollout's history")
+	return cmd
+}
+
+func newSimpleCommand(g *globals, use, short, name string) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   use + " TARGET",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return sendCommand(cmd, g, args[0], name, reason)
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, kept in the rollout's history")
+	return cmd
+}
+
+func newAbortCommand(g *globals) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "abort TARGET --reason TEXT",
+		Short: "Abort a rollout: restore the traffic from before it started",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return sendCommand(cmd, g, args[0], workflows.CommandAbort, reason)
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why (required), kept in the rollout's history")
+	_ = cmd.MarkFlagRequired("reason")
+	return cmd
+}
+
+func sendCommand(cmd *cobra.Command, g *globals, arg, name, reason string) error {
+	target, err := control.ParseTarget(g.namespace, arg)
+	if err != nil {
+		return err
+	}
+	c, closeFn, err := g.dial(cmd.Context())
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	msg, err := c.Send(cmd.Context(), target, name, reason)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), msg)
+	return nil
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/worker"
+)
+
+func newWorkerCommand() *cobra.Command {
+	var httpAddr, kubeconfig string
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Run rollouts: poll Temporal for Rollout workflows and their activities",
+		Long: `Run a sluice worker. Run as many as you like against one Temporal cluster:
+Temporal spreads the rollouts over them, and a rollout survives any of them dying.
+
+Settings come from the environment: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
+TEMPORAL_API_KEY, TEMPORAL_TLS* (Temporal's conventions); SLUICE_TASK_QUEUE,
+SLUICE_HTTP_ADDR (health and metrics, default :9090), KUBECONFIG, and the policy
+defaults SLUICE_DEFAULT_STEPS, SLUICE_DEFAULT_HOLD, SLUICE_DEFAULT_PROGRESS_DEADLINE,
+SLUICE_DEFAULT_VERIFY_TIMEOUT, SLUICE_DEFAULT_DEADLINE.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+			settings, err := config.LoadSettings(os.LookupEnv)
+			if err != nil {
+				return err
+			}
+			if httpAddr != "" {
+				settings.HTTPAddr = httpAddr
+			}
+			if kubeconfig != "" {
+				settings.Kubeconfig = kubeconfig
+			}
+			if tq := cmd.Flag("task-queue"); tq != nil && tq.Changed {
+				settings.TaskQueue = tq.Value.String()
+			}
+			reg, metrics := worker.NewRegistry(log)
+			opts, err := worker.TemporalOptions(log, metrics)
+			if err != nil {
+				return err
+			}
+			if a := cmd.Flag("address"); a != nil && a.Value.String() != "" {
+				opts.HostPort = a.Value.String()
+			}
+			if n := cmd.Flag("temporal-namespace"); n != nil && n.Value.String() != "" {
+				opts.Namespace = n.Value.String()
+			}
+			tc, err := worker.DialTemporal(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			defer tc.Close()
+			kc, err := worker.KubeConfig(settings.Kubeconfig)
+			if err != nil {
+				return err
+			}
+			serving, err := worker.ServingClient(kc)
+			if err != nil {
+				return err
+			}
+			w := &worker.Worker{Settings: settings, Temporal: tc, Serving: serving, Log: log, Registry: reg,
+				Listening: func(addr string) { fmt.Fprintf(cmd.ErrOrStderr(), "health and metrics on http://%s\n", addr) }}
+			return w.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVar(&httpAddr, "http-addr", "", "address for /healthz, /readyz and /metrics (default SLUICE_HTTP_ADDR or :9090)")
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default KUBECONFIG, in-cluster, then ~/.kube/config)")
+	return cmd
+}

@@ -1,0 +1,96 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Settings are the worker's runtime settings. They come from the
+// environment (SLUICE_*), so the same binary runs from a shell, a test and a
+// Deployment. Temporal's own connection settings (TEMPORAL_ADDRESS,
+// TEMPORAL_NAMESPACE, TLS, API key) follow the Temporal SDK's environment
+// conventions and are read by the worker package.
+type Settings struct {
+	// TaskQueue is the Temporal task queue rollouts run on.
+	TaskQueue string
+	// HTTPAddr serves /healthz, /readyz and /metrics.
+	HTTPAddr string
+	// Kubeconfig is a kubeconfig file; empty means in-cluster, then ~/.kube/config.
+	Kubeconfig string
+	// Defaults fill in what a target's annotations leave out.
+	Defaults Defaults
+}
+
+// Environment variable names.
+const (
+	EnvTaskQueue        = "SLUICE_TASK_QUEUE"
+	EnvHTTPAddr         = "SLUICE_HTTP_ADDR"
+	EnvKubeconfig       = "KUBECONFIG"
+	EnvSteps            = "SLUICE_DEFAULT_STEPS"
+	EnvHold             = "SLUICE_DEFAULT_HOLD"
+	EnvProgressDeadline = "SLUICE_DEFAULT_PROGRESS_DEADLINE"
+	EnvVerifyTimeout    = "SLUICE_DEFAULT_VERIFY_TIMEOUT"
+	EnvDeadline         = "SLUICE_DEFAULT_DEADLINE"
+)
+
+// DefaultTaskQueue is where rollouts run unless SLUICE_TASK_QUEUE says otherwise.
+const DefaultTaskQueue = "sluice-rollouts"
+
+// LoadSettings reads settings through lookup (os.LookupEnv in production).
+// Invalid values are errors that name the variable, never silently ignored.
+func LoadSettings(lookup func(string) (string, bool)) (Settings, error) {
+	s := Settings{TaskQueue: DefaultTaskQueue, HTTPAddr: ":9090", Defaults: BuiltinDefaults()}
+	get := func(key string) (string, bool) {
+		v, ok := lookup(key)
+		v = strings.TrimSpace(v)
+		return v, ok && v != ""
+	}
+	if v, ok := get(EnvTaskQueue); ok {
+		s.TaskQueue = v
+	}
+	if v, ok := get(EnvHTTPAddr); ok {
+		s.HTTPAddr = v
+	}
+	if v, ok := get(EnvKubeconfig); ok {
+		s.Kubeconfig = v
+	}
+	var errs []error
+	if v, ok := get(EnvSteps); ok {
+		w, err := parseWeights(EnvSteps, v)
+		if err == nil {
+			err = validateSteps(EnvSteps, v, w)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			s.Defaults.Steps = w
+		}
+	}
+	for _, d := range []struct {
+		key    string
+		into   *time.Duration
+		zeroOK bool
+	}{
+		{EnvHold, &s.Defaults.Hold, true},
+		{EnvProgressDeadline, &s.Defaults.ProgressDeadline, false},
+		{EnvVerifyTimeout, &s.Defaults.VerifyTimeout, false},
+		{EnvDeadline, &s.Defaults.Deadline, false},
+	} {
+		if v, ok := get(d.key); ok {
+			parsed, err := parseDuration(d.key, v, d.zeroOK)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			*d.into = parsed
+		}
+	}
+	if len(errs) == 0 {
+		if _, err := FromAnnotations(nil, s.Defaults); err != nil {
+			errs = append(errs, fmt.Errorf("the default policy from SLUICE_DEFAULT_* is invalid: %w", err))
+		}
+	}
+	return s, errors.Join(errs...)
+}

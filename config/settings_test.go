@@ -1,0 +1,45 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func lookupFrom(env map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+}
+
+func TestLoadSettings(t *testing.T) {
+	s, err := LoadSettings(lookupFrom(nil))
+	if err != nil || s.TaskQueue != DefaultTaskQueue || s.HTTPAddr != ":9090" || s.Defaults.Hold != time.Minute {
+		t.Fatalf("defaults: %+v, %v", s, err)
+	}
+	s, err = LoadSettings(lookupFrom(map[string]string{
+		EnvTaskQueue: "q", EnvSteps: "20,100", EnvHold: "30s", EnvDeadline: "1h", EnvHTTPAddr: "127.0.0.1:0",
+	}))
+	if err != nil || s.TaskQueue != "q" || len(s.Defaults.Steps) != 2 || s.Defaults.Hold != 30*time.Second || s.Defaults.Deadline != time.Hour {
+		t.Fatalf("from env: %+v, %v", s, err)
+	}
+}
+
+func TestLoadSettingsErrors(t *testing.T) {
+	for env, want := range map[string]string{
+		EnvSteps:            `SLUICE_DEFAULT_STEPS: weights must increase and end at 100, got "30,20"`,
+		EnvHold:             `SLUICE_DEFAULT_HOLD: is not a duration`,
+		EnvProgressDeadline: `SLUICE_DEFAULT_PROGRESS_DEADLINE: is not a duration`,
+	} {
+		value := map[string]string{EnvSteps: "30,20"}[env]
+		if value == "" {
+			value = "soon"
+		}
+		_, err := LoadSettings(lookupFrom(map[string]string{env: value}))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s=%s: error %v, want %q", env, value, err, want)
+		}
+	}
+	_, err := LoadSettings(lookupFrom(map[string]string{EnvHold: "1h", EnvDeadline: "2h"}))
+	if err == nil || !strings.Contains(err.Error(), "sum of all holds") {
+		t.Errorf("holds longer than the deadline: %v", err)
+	}
+}

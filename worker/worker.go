@@ -1,0 +1,107 @@
+// Package worker wires sluice's worker: the Temporal client, the Kubernetes
+// client, the registration of the Rollout workflow and its activities, and
+// the HTTP endpoints that a platform team probes and scrapes.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	servingclient "knative.dev/serving/pkg/client/clientset/versioned"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/workflows"
+)
+
+// Worker runs rollouts: it polls the task queue and serves health and metrics.
+type Worker struct {
+	Settings config.Settings
+	Temporal client.Client
+	Serving  servingclient.Interface
+	Log      *slog.Logger
+	// Registry receives sluice's and the SDK's metrics; it must be the one
+	// the Temporal client's metrics handler writes to.
+	Registry *prometheus.Registry
+	// Listening, if set, is told the HTTP address once it is bound.
+	Listening func(addr string)
+}
+
+// NewRegistry returns a Prometheus registry with the Go and process
+// collectors, and a Temporal metrics handler that writes into it.
+func NewRegistry(log *slog.Logger) (*prometheus.Registry, client.MetricsHandler) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg, newPromMetrics(reg, log)
+}
+
+// Register adds the Rollout workflow and the activities to a Temporal worker.
+func Register(w sdkworker.Registry, acts *activities.Activities) {
+	w.RegisterWorkflowWithOptions(workflows.Rollout, workflow.RegisterOptions{Name: workflows.WorkflowName})
+	w.RegisterActivity(acts)
+}
+
+// Run polls for rollouts until ctx is done, then stops gracefully: activities
+// in flight get time to finish, and whatever does not is retried by Temporal
+// on another worker.
+func (w *Worker) Run(ctx context.Context) error {
+	tw := sdkworker.New(w.Temporal, w.Settings.TaskQueue, sdkworker.Options{
+		WorkerStopTimeout: 10 * time.Second,
+	})
+	Register(tw, &activities.Activities{Serving: w.Serving, Defaults: w.Settings.Defaults})
+
+	ln, err := net.Listen("tcp", w.Settings.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen for health and metrics on %s: %w", w.Settings.HTTPAddr, err)
+	}
+	srv := &http.Server{Handler: w.routes(), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			w.Log.Error("health server stopped", "error", err)
+		}
+	}()
+	if w.Listening != nil {
+		w.Listening(ln.Addr().String())
+	}
+	if err := tw.Start(); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("start Temporal worker on task queue %s: %w", w.Settings.TaskQueue, err)
+	}
+	w.Log.Info("worker started", "taskQueue", w.Settings.TaskQueue, "http", ln.Addr().String())
+	<-ctx.Done()
+	w.Log.Info("worker stopping")
+	tw.Stop()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdownCtx)
+}
+
+func (w *Worker) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) {
+		rw.WriteHeader(http.StatusOK)
+		_, _ = rw.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(rw http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+		defer cancel()
+		if _, err := w.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+			http.Error(rw, "Temporal unreachable: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = rw.Write([]byte("ok\n"))
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(w.Registry, promhttp.HandlerOpts{}))
+	return mux
+}
