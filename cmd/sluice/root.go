@@ -54,6 +54,7 @@ TEMPORAL_NAMESPACE and the Temporal config file, or the flags below.`,
 		newSimpleCommand(g, "pause", "Pause a rollout before its next step; the hold keeps its remaining time", "pause"),
 		newSimpleCommand(g, "resume", "Resume a paused rollout", "resume"),
 		newAbortCommand(g),
+		newSetupCommand(g),
 	)
 	return root
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -152,4 +153,33 @@ func sendCommand(cmd *cobra.Command, g *globals, arg, name, reason string) error
 	}
 	fmt.Fprintln(cmd.OutOrStdout(), msg)
 	return nil
+}
+
+func newSetupCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "setup",
+		Short: "Register sluice's search attributes in the Temporal namespace (idempotent)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, closeFn, err := g.dial(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			ns := g.temporalN
+			if ns == "" {
+				ns = envOr("TEMPORAL_NAMESPACE", "default")
+			}
+			added, err := c.Setup(cmd.Context(), ns)
+			if err != nil {
+				return err
+			}
+			if len(added) == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "search attributes already registered in %s\n", ns)
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "registered in %s: %s\n", ns, strings.Join(added, ", "))
+			return nil
+		},
+	}
 }

@@ -7,9 +7,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -145,4 +147,38 @@ func (c *Client) explain(err error, target activities.TargetRef) error {
 		return &RejectedError{Reason: appErr.Message()}
 	}
 	return fmt.Errorf("%s: %w", target, err)
+}
+
+// Setup registers sluice's search attributes in the Temporal namespace. It
+// is idempotent: attributes already there are left alone, so it is safe to
+// run on every deploy.
+func (c *Client) Setup(ctx context.Context, namespace string) ([]string, error) {
+	have, err := c.Temporal.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+	if err != nil {
+		return nil, fmt.Errorf("list search attributes of Temporal namespace %s: %w", namespace, err)
+	}
+	want := map[string]enumspb.IndexedValueType{}
+	for name, typ := range workflows.SearchAttributes() {
+		if _, ok := have.CustomAttributes[name]; ok {
+			continue
+		}
+		want[name] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
+		if typ == "Int" {
+			want[name] = enumspb.INDEXED_VALUE_TYPE_INT
+		}
+	}
+	if len(want) == 0 {
+		return nil, nil
+	}
+	if _, err := c.Temporal.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+		Namespace: namespace, SearchAttributes: want,
+	}); err != nil {
+		return nil, fmt.Errorf("add search attributes to Temporal namespace %s: %w", namespace, err)
+	}
+	added := make([]string, 0, len(want))
+	for n := range want {
+		added = append(added, n)
+	}
+	sort.Strings(added)
+	return added, nil
 }

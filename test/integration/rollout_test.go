@@ -1,0 +1,263 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/cmd/sluice/control"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/test/knativefake"
+	"github.com/sluicehq/sluice/worker"
+	"github.com/sluicehq/sluice/workflows"
+)
+
+const ns = "default"
+
+// stack is a real Temporal dev server with a real sluice worker over a fake
+// Knative cluster (the real API server comes with the local stack).
+type stack struct {
+	t        *testing.T
+	temporal client.Client
+	k        *knativefake.Cluster
+	ctl      *control.Client
+	httpAddr string
+}
+
+func startStack(t *testing.T, objs ...runtime.Object) *stack {
+	t.Helper()
+	opts := temporalServer(t)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	reg, metrics := worker.NewRegistry(log)
+	wopts, err := worker.TemporalOptions(log, metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wopts.HostPort, wopts.Namespace = opts.HostPort, opts.Namespace
+	ctx, cancel := context.WithCancel(context.Background())
+	tc, err := worker.DialTemporal(ctx, wopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := knativefake.New(objs...)
+	settings, err := config.LoadSettings(func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings.TaskQueue = "sluice-it-" + strings.ReplaceAll(t.Name(), "/", "-")
+	settings.HTTPAddr = "127.0.0.1:0"
+	addr := make(chan string, 1)
+	w := &worker.Worker{Settings: settings, Temporal: tc, Serving: k, Log: log, Registry: reg, Listening: func(a string) { addr <- a }}
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	s := &stack{t: t, temporal: tc, k: k, ctl: &control.Client{Temporal: tc, TaskQueue: settings.TaskQueue, Identity: "it@test"}}
+	// Register the search attributes the way an operator does, twice: the
+	// second run must find them all and add nothing.
+	added, err := s.ctl.Setup(ctx, opts.Namespace)
+	if err != nil || len(added) != len(workflows.SearchAttributes()) {
+		t.Fatalf("setup: added %v, %v", added, err)
+	}
+	if again, err := s.ctl.Setup(ctx, opts.Namespace); err != nil || len(again) != 0 {
+		t.Fatalf("second setup: added %v, %v", again, err)
+	}
+	select {
+	case s.httpAddr = <-addr:
+	case err := <-done:
+		t.Fatalf("worker stopped at start: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("worker shutdown: %v", err)
+		}
+		tc.Close()
+	})
+	return s
+}
+
+func helloService(ann map[string]string) []runtime.Object {
+	return []runtime.Object{
+		knativefake.Service(ns, "hello", ann,
+			knativefake.Target("hello-00001", 100, ""),
+			knativefake.Target("hello-00001", 0, "current")),
+		knativefake.Revision(ns, "hello", 1, true),
+		knativefake.Revision(ns, "hello", 2, true),
+	}
+}
+
+var hello = activities.TargetRef{Namespace: ns, Kind: activities.KindService, Name: "hello"}
+
+func (s *stack) status() workflows.Status {
+	s.t.Helper()
+	st, err := s.ctl.Status(context.Background(), hello)
+	if err != nil {
+		s.t.Fatalf("status: %v", err)
+	}
+	return st
+}
+
+func (s *stack) liveTraffic() []servingv1.TrafficTarget {
+	svc, err := s.k.ServingV1().Services(ns).Get(context.Background(), "hello", metav1.GetOptions{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return svc.Spec.Traffic
+}
+
+// TestRolloutDrivenByUpdates walks a full rollout on a real Temporal server:
+// a gate passed with a promote update, a rejected command, the status query,
+// and the search attributes a visibility query finds it by.
+func TestRolloutDrivenByUpdates(t *testing.T) {
+	s := startStack(t, helloService(map[string]string{
+		config.AnnotationSteps: "20,50,100", config.AnnotationHold: "1s", config.AnnotationGates: "50",
+	})...)
+	ctx := context.Background()
+	if _, err := s.ctl.Start(ctx, hello, "hello-00002", "integration test"); err != nil {
+		t.Fatal(err)
+	}
+
+	eventually(t, 30*time.Second, "the rollout to wait at the 50% gate", func() bool {
+		st, err := s.ctl.Status(ctx, hello)
+		return err == nil && st.Phase == workflows.PhaseGate
+	})
+	st := s.status()
+	if st.Weight != 20 || st.StepNumber != 2 || st.Stable != "hello-00001" || !st.CandidateReady {
+		t.Fatalf("at the gate: weight %d step %d stable %q ready %v", st.Weight, st.StepNumber, st.Stable, st.CandidateReady)
+	}
+	if got := activities.FormatTraffic(s.liveTraffic()); got != "hello-00001=80%, hello-00001=0% (tag current), hello-00002=20%" {
+		t.Fatalf("traffic at the gate: %s", got)
+	}
+
+	// A command that makes no sense is refused by the validator, with its reason.
+	_, err := s.ctl.Send(ctx, hello, workflows.CommandResume, "")
+	var rejected *control.RejectedError
+	if !errors.As(err, &rejected) || !strings.Contains(rejected.Reason, "not paused") {
+		t.Fatalf("resume when not paused: %v", err)
+	}
+
+	msg, err := s.ctl.Send(ctx, hello, workflows.CommandPromote, "metrics look fine")
+	if err != nil || !strings.Contains(msg, "promoted") {
+		t.Fatalf("promote: %q, %v", msg, err)
+	}
+
+	res, err := s.ctl.Wait(ctx, hello)
+	if err != nil || res.Outcome != workflows.OutcomeSucceeded {
+		t.Fatalf("result: %+v, %v", res, err)
+	}
+	if got := activities.FormatTraffic(s.liveTraffic()); got != "hello-00001=0% (tag current), hello-00002=100%" {
+		t.Fatalf("final traffic: %s", got)
+	}
+	st = s.status()
+	var promote *workflows.CommandRecord
+	for i := range st.Commands {
+		if st.Commands[i].Name == workflows.CommandPromote {
+			promote = &st.Commands[i]
+		}
+	}
+	if promote == nil || promote.By != "it@test" || promote.Reason != "metrics look fine" || promote.Via != "update" {
+		t.Fatalf("promote not recorded: %+v", st.Commands)
+	}
+
+	// The visibility store finds the rollout by its target and outcome.
+	query := fmt.Sprintf("%s = '%s' AND %s = 'Succeeded' AND %s = 'hello-00002'",
+		workflows.AttrTarget.GetName(), workflows.TargetAttr(hello), workflows.AttrOutcome.GetName(), workflows.AttrCandidate.GetName())
+	eventually(t, 15*time.Second, "the visibility query to find the rollout", func() bool {
+		resp, err := s.temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query})
+		return err == nil && len(resp.Executions) == 1 && resp.Executions[0].Execution.WorkflowId == workflows.WorkflowID(hello)
+	})
+
+	// The worker's endpoints answer, and /metrics carries the SDK's metrics.
+	for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ok", "/metrics": "temporal_"} {
+		body := httpGet(t, "http://"+s.httpAddr+path)
+		if !strings.Contains(body, want) {
+			t.Errorf("GET %s: %.200q does not contain %q", path, body, want)
+		}
+	}
+	recordHistory(t, s.temporal, "rollout-gate-promote.json")
+}
+
+// TestAbortRestoresTrafficOnRealServer aborts mid-rollout through an update
+// and checks that the pre-rollout traffic, tag included, is back.
+func TestAbortRestoresTrafficOnRealServer(t *testing.T) {
+	s := startStack(t, helloService(map[string]string{config.AnnotationSteps: "30,100", config.AnnotationHold: "10m"})...)
+	ctx := context.Background()
+	if _, err := s.ctl.Start(ctx, hello, "hello-00002", ""); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the first step's hold", func() bool {
+		st, err := s.ctl.Status(ctx, hello)
+		return err == nil && st.Phase == workflows.PhaseHolding && st.HoldLeftAt > 0
+	})
+	if _, err := s.ctl.Send(ctx, hello, workflows.CommandAbort, "error rate up"); err != nil {
+		t.Fatalf("abort: %v", err)
+	}
+	res, err := s.ctl.Wait(ctx, hello)
+	if err != nil || res.Outcome != workflows.OutcomeAborted || !strings.Contains(res.Reason, "error rate up") {
+		t.Fatalf("result: %+v, %v", res, err)
+	}
+	if got := activities.FormatTraffic(s.liveTraffic()); got != "hello-00001=100%, hello-00001=0% (tag current)" {
+		t.Fatalf("traffic after abort: %s", got)
+	}
+	// After the end, commands are refused with a reason, not an internal error.
+	_, err = s.ctl.Send(ctx, hello, workflows.CommandPromote, "")
+	var rejected *control.RejectedError
+	if !errors.As(err, &rejected) {
+		t.Fatalf("promote after the end: %v", err)
+	}
+	recordHistory(t, s.temporal, "rollout-abort.json")
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s: %s", url, resp.Status, b)
+	}
+	return string(b)
+}
+
+// recordHistory writes the rollout's history as JSON into
+// $SLUICE_RECORD_HISTORY/name, for the replay tests in workflows/testdata.
+func recordHistory(t *testing.T, c client.Client, name string) {
+	dir := os.Getenv("SLUICE_RECORD_HISTORY")
+	if dir == "" {
+		return
+	}
+	it := c.GetWorkflowHistory(context.Background(), workflows.WorkflowID(hello), "", false, 0)
+	var events []json.RawMessage
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := protojsonMarshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, b)
+	}
+	out, _ := json.MarshalIndent(map[string]any{"events": events}, "", "  ")
+	if err := os.WriteFile(dir+"/"+name, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,76 @@
+// Package integration runs sluice against a real Temporal server: the
+// Temporal CLI's dev server (built by test/tools/install.sh), a real sluice
+// worker, and the CLI's control client.
+package integration
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+)
+
+// temporalServer starts the dev server for one test and stops it after. Its
+// log is printed if the test fails.
+func temporalServer(t *testing.T) client.Options {
+	t.Helper()
+	bin := os.Getenv("SLUICE_TEMPORAL_BIN")
+	if bin == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("SLUICE_TEMPORAL_BIN is not set: run the tests with `make test`, which builds the Temporal CLI")
+		}
+		t.Skip("SLUICE_TEMPORAL_BIN is not set; `make test` builds the Temporal CLI and sets it")
+	}
+	var serverLog bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
+		ExistingPath:  bin,
+		DBFilename:    t.TempDir() + "/temporal.db",
+		LogLevel:      "warn",
+		Stdout:        &serverLog,
+		Stderr:        &serverLog,
+		ClientOptions: &client.Options{Namespace: "default", Logger: quietLogger()},
+	})
+	if err != nil {
+		t.Fatalf("start Temporal dev server %s: %v", bin, err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Logf("stop dev server: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("Temporal dev server log:\n%s", tail(serverLog.String(), 4000))
+		}
+	})
+	return client.Options{HostPort: srv.FrontendHostPort(), Namespace: "default"}
+}
+
+func quietLogger() tlog.Logger {
+	return tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}
+
+// eventually polls f until it returns true or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
