@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -25,21 +26,22 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := newRootCommand().ExecuteContext(ctx)
-	os.Exit(exitCode(err))
+	os.Exit(exitCode(err, os.Stderr))
 }
 
-func exitCode(err error) int {
+// exitCode prints err for a person and maps it to the documented exit code.
+func exitCode(err error, stderr io.Writer) int {
 	var rejected *control.RejectedError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &rejected):
-		fmt.Fprintln(os.Stderr, "rejected:", rejected.Reason)
+		fmt.Fprintln(stderr, "rejected:", rejected.Reason)
 		return exitRejected
 	case errors.Is(err, control.ErrNoRollout):
-		fmt.Fprintln(os.Stderr, "error:", err)
+		fmt.Fprintln(stderr, "error:", err)
 		return exitNotFound
 	}
-	fmt.Fprintln(os.Stderr, "error:", err)
+	fmt.Fprintln(stderr, "error:", err)
 	return exitError
 }

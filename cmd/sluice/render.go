@@ -47,11 +47,11 @@ func renderStatus(w io.Writer, st workflows.Status) {
 	if len(st.Steps) > 0 {
 		fmt.Fprintln(w, "\nSteps:")
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  #\tWEIGHT\tHOLD\tGATE\tSTARTED\tENDED\t")
+		fmt.Fprintln(tw, "  #\tWEIGHT\tHOLD\tGATE\tSTARTED\tENDED")
 		for i, s := range st.Steps {
 			mark := ""
 			if i == st.Step && st.StepNumber > 0 && !st.Phase.Done() {
-				mark = "<- now"
+				mark = "  <- now"
 			}
 			gate := "-"
 			if s.Gate {
@@ -60,7 +60,7 @@ func renderStatus(w io.Writer, st workflows.Status) {
 					gate = "passed"
 				}
 			}
-			fmt.Fprintf(tw, "  %d\t%d%%\t%s\t%s\t%s\t%s\t%s\n", i+1, s.Weight, s.Hold, gate, stamp(s.StartedAt), stamp(s.EndedAt), mark)
+			fmt.Fprintf(tw, "  %d\t%d%%\t%s\t%s\t%s\t%s%s\n", i+1, s.Weight, s.Hold, gate, stamp(s.StartedAt), stamp(s.EndedAt), mark)
 		}
 		tw.Flush()
 	}

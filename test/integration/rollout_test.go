@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +38,24 @@ type stack struct {
 	k        *knativefake.Cluster
 	ctl      *control.Client
 	httpAddr string
+	address  string
+}
+
+// cli runs the sluice binary against the stack and returns its combined
+// output and exit code.
+func (s *stack) cli(args ...string) (string, int) {
+	s.t.Helper()
+	args = append(args, "--address", s.address, "--task-queue", s.ctl.TaskQueue, "--as", "cli@test")
+	cmd := exec.Command(sluiceBin, args...)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return string(out), exit.ExitCode()
+	}
+	if err != nil {
+		s.t.Fatalf("run sluice %v: %v", args, err)
+	}
+	return string(out), 0
 }
 
 func startStack(t *testing.T, objs ...runtime.Object) *stack {
@@ -65,7 +84,7 @@ func startStack(t *testing.T, objs ...runtime.Object) *stack {
 	w := &worker.Worker{Settings: settings, Temporal: tc, Serving: k, Log: log, Registry: reg, Listening: func(a string) { addr <- a }}
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	s := &stack{t: t, temporal: tc, k: k, ctl: &control.Client{Temporal: tc, TaskQueue: settings.TaskQueue, Identity: "it@test"}}
+	s := &stack{t: t, temporal: tc, k: k, address: opts.HostPort, ctl: &control.Client{Temporal: tc, TaskQueue: settings.TaskQueue, Identity: "it@test"}}
 	// Register the search attributes the way an operator does, twice: the
 	// second run must find them all and add nothing.
 	added, err := s.ctl.Setup(ctx, opts.Namespace)
@@ -143,16 +162,23 @@ func TestRolloutDrivenByUpdates(t *testing.T) {
 		t.Fatalf("traffic at the gate: %s", got)
 	}
 
-	// A command that makes no sense is refused by the validator, with its reason.
-	_, err := s.ctl.Send(ctx, hello, workflows.CommandResume, "")
-	var rejected *control.RejectedError
-	if !errors.As(err, &rejected) || !strings.Contains(rejected.Reason, "not paused") {
-		t.Fatalf("resume when not paused: %v", err)
+	// The CLI shows the rollout waiting at the gate, as text and as JSON.
+	if out, code := s.cli("status", "hello"); code != 0 || !strings.Contains(out, "AwaitingPromotion — step 2 of 3, candidate at 20%") ||
+		!strings.Contains(out, "hello-00001 (stable) -> hello-00002 (candidate, Ready)") {
+		t.Fatalf("sluice status: exit %d\n%s", code, out)
+	}
+	out, code := s.cli("status", "service/hello", "-o", "json")
+	var asJSON workflows.Status
+	if code != 0 || json.Unmarshal([]byte(out), &asJSON) != nil || asJSON.Phase != workflows.PhaseGate || asJSON.Weight != 20 {
+		t.Fatalf("sluice status -o json: exit %d\n%s", code, out)
 	}
 
-	msg, err := s.ctl.Send(ctx, hello, workflows.CommandPromote, "metrics look fine")
-	if err != nil || !strings.Contains(msg, "promoted") {
-		t.Fatalf("promote: %q, %v", msg, err)
+	// A command that makes no sense is refused by the validator, with its reason.
+	if out, code := s.cli("resume", "hello"); code != 3 || !strings.Contains(out, "rejected: resume rejected: the rollout is not paused") {
+		t.Fatalf("sluice resume when not paused: exit %d\n%s", code, out)
+	}
+	if out, code := s.cli("promote", "hello", "--reason", "metrics look fine"); code != 0 || !strings.Contains(out, "promoted hello-00002 past step 2 of 3") {
+		t.Fatalf("sluice promote: exit %d\n%s", code, out)
 	}
 
 	res, err := s.ctl.Wait(ctx, hello)
@@ -169,7 +195,7 @@ func TestRolloutDrivenByUpdates(t *testing.T) {
 			promote = &st.Commands[i]
 		}
 	}
-	if promote == nil || promote.By != "it@test" || promote.Reason != "metrics look fine" || promote.Via != "update" {
+	if promote == nil || promote.By != "cli@test" || promote.Reason != "metrics look fine" || promote.Via != "update" {
 		t.Fatalf("promote not recorded: %+v", st.Commands)
 	}
 

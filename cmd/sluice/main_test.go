@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/cmd/sluice/control"
+	"github.com/sluicehq/sluice/workflows"
+)
+
+func TestHelpListsVerbs(t *testing.T) {
+	root := newRootCommand()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetArgs([]string{"--help"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for _, verb := range []string{"worker", "start", "status", "promote", "pause", "resume", "abort", "setup"} {
+		if !strings.Contains(out.String(), "\n  "+verb+" ") {
+			t.Errorf("sluice --help does not list %q:\n%s", verb, out.String())
+		}
+	}
+}
+
+func TestAbortRequiresReason(t *testing.T) {
+	root := newRootCommand()
+	root.SetOut(&bytes.Buffer{})
+	root.SetErr(&bytes.Buffer{})
+	root.SetArgs([]string{"abort", "hello"})
+	err := root.Execute()
+	if err == nil || !strings.Contains(err.Error(), `"reason" not set`) {
+		t.Fatalf("abort without --reason: %v", err)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{nil, exitOK},
+		{&control.RejectedError{Reason: "no"}, exitRejected},
+		{fmt.Errorf("x: %w", control.ErrNoRollout), exitNotFound},
+		{errors.New("boom"), exitError},
+	} {
+		if got := exitCode(tc.err, io.Discard); got != tc.want {
+			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestParseTarget(t *testing.T) {
+	for arg, want := range map[string]string{
+		"hello":             "shop/service/hello",
+		"service/hello":     "shop/service/hello",
+		"ksvc/hello":        "shop/service/hello",
+		"configuration/api": "shop/configuration/api",
+	} {
+		got, err := control.ParseTarget("shop", arg)
+		if err != nil || got.String() != want {
+			t.Errorf("ParseTarget(%q) = %v, %v; want %s", arg, got, err, want)
+		}
+	}
+	for _, bad := range []string{"deployment/x", "service/", ""} {
+		if _, err := control.ParseTarget("shop", bad); err == nil {
+			t.Errorf("ParseTarget(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestRenderStatus(t *testing.T) {
+	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	p := func(n int64) *int64 { return &n }
+	st := workflows.Status{
+		State: workflows.State{
+			Target:    activities.TargetRef{Namespace: "default", Kind: activities.KindService, Name: "hello"},
+			Phase:     workflows.PhaseHolding,
+			Candidate: "hello-00002", CandidateReady: true, Stable: "hello-00001", Weight: 25, Step: 0,
+			Live: []servingv1.TrafficTarget{{RevisionName: "hello-00001", Percent: p(75)}, {RevisionName: "hello-00002", Percent: p(25)}},
+			Steps: []workflows.StepStatus{
+				{Weight: 25, Hold: time.Minute, StartedAt: at},
+				{Weight: 100, Gate: true},
+			},
+			ReadyDeadline: at.Add(10 * time.Minute), Deadline: at.Add(2 * time.Hour),
+			Commands: []workflows.CommandRecord{
+				{Name: "start", By: "ci", At: at, Via: "start"},
+				{Name: "resume", By: "ann", At: at.Add(time.Second), Via: "signal", Rejected: "resume rejected: the rollout is not paused"},
+			},
+		},
+		Shown: workflows.PhaseHolding, StepNumber: 1, StepCount: 2, HoldLeftAt: 42 * time.Second,
+	}
+	var out bytes.Buffer
+	renderStatus(&out, st)
+	want := `Rollout:    default/service/hello  (workflow rollout/default/service/hello)
+Phase:      Holding — step 1 of 2, candidate at 25%
+Revisions:  hello-00001 (stable) -> hello-00002 (candidate, Ready)
+Traffic:    hello-00001=75%, hello-00002=25%
+Hold:       42s left
+Deadlines:  Ready by 2026-11-29 10:10:00Z, 100% by 2026-11-29 12:00:00Z
+
+Steps:
+  #  WEIGHT  HOLD  GATE    STARTED               ENDED
+  1  25%     1m0s  -       2026-11-29 10:00:00Z  -  <- now
+  2  100%    0s    manual  -                     -
+
+Commands:
+  2026-11-29 10:00:00Z  start   by ci   via start
+  2026-11-29 10:00:01Z  resume  by ann  via signal  (rejected: resume rejected: the rollout is not paused)
+`
+	if out.String() != want {
+		t.Fatalf("status output:\n%s\nwant:\n%s", out.String(), want)
+	}
+}

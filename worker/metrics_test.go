@@ -1,0 +1,36 @@
+package worker
+
+import (
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestPromMetricsFitsTagsToLabels(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := newPromMetrics(reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	h := m.WithTags(map[string]string{"namespace": "default", "task_queue": "q"})
+	h.Counter("temporal_request").Inc(2)
+	// Same name, a tag missing and an extra one: fitted, not dropped.
+	m.WithTags(map[string]string{"namespace": "default", "operation": "Poll"}).Counter("temporal_request").Inc(1)
+	h.Gauge("temporal_num_pollers").Update(3)
+	h.Timer("temporal.request.latency").Record(20 * time.Millisecond)
+
+	want := `
+# HELP temporal_request Temporal SDK counter temporal_request
+# TYPE temporal_request counter
+temporal_request{namespace="default",task_queue=""} 1
+temporal_request{namespace="default",task_queue="q"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "temporal_request"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := testutil.GatherAndCount(reg, "temporal_num_pollers", "temporal_request_latency_seconds"); err != nil || n != 2 {
+		t.Fatalf("gauge and timer series = %d, %v", n, err)
+	}
+}
