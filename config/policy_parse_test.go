@@ -138,7 +138,7 @@ func TestFromAnnotationsErrors(t *testing.T) {
 		{name: "gate on unknown weight", ann: map[string]string{AnnotationGates: "75"},
 			want: []string{`sluice.dev/gates: weight 75 is not one of the steps 10,25,50,100`}},
 		{name: "deadline shorter than holds", ann: map[string]string{AnnotationHold: "20m", AnnotationDeadline: "1h"},
-			want: []string{`sluice.dev/deadline: must be longer than the sum of all holds (1h20m0s)`}},
+			want: []string{`sluice.dev/deadline: must be longer than the sum of all holds (1h0m0s)`}},
 		{name: "several problems reported together",
 			ann:  map[string]string{AnnotationSteps: "50,20", AnnotationHold: "x", AnnotationDeadline: "-5m"},
 			want: []string{`sluice.dev/steps: weights must increase`, `sluice.dev/hold: is not a duration`, `sluice.dev/deadline: must be positive`}},

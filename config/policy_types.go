@@ -12,8 +12,9 @@ const (
 	// AnnotationSteps lists the candidate's traffic weights, e.g. "10,25,50,100".
 	AnnotationSteps = Prefix + "steps"
 	// AnnotationHold is how long each step holds before the next one, e.g. "2m".
+	// The last step (100%) ends the rollout and does not hold.
 	AnnotationHold = Prefix + "hold"
-	// AnnotationStepHolds overrides the hold of given steps, keyed by weight: "50=10m,100=0s".
+	// AnnotationStepHolds overrides the hold of given steps, keyed by weight: "25=5m,50=10m".
 	AnnotationStepHolds = Prefix + "step-holds"
 	// AnnotationGates lists the weights that wait for a promote before they are set: "50,100".
 	AnnotationGates = Prefix + "gates"
@@ -43,11 +44,14 @@ type Step struct {
 	Gate   bool          `json:"gate,omitempty"`
 }
 
-// TotalHold is the sum of all step holds: the least time a rollout without gates takes.
+// TotalHold is the least time a rollout without gates takes: the sum of the
+// holds of every step but the last, since reaching 100% ends the rollout.
 func (p Policy) TotalHold() time.Duration {
 	var total time.Duration
-	for _, s := range p.Steps {
-		total += s.Hold
+	for i, s := range p.Steps {
+		if i < len(p.Steps)-1 {
+			total += s.Hold
+		}
 	}
 	return total
 }

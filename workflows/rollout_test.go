@@ -516,3 +516,37 @@ func TestSignalledCommandsAreValidatedAndRecorded(t *testing.T) {
 func decodeInput(can *workflow.ContinueAsNewError, into *Input) error {
 	return converterDecode(can, into)
 }
+
+func TestRouteModeRollsOutOnTheRoute(t *testing.T) {
+	cfg := &servingv1.Configuration{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api", Annotations: map[string]string{
+		config.AnnotationRollout: "enabled", config.AnnotationRoute: "api-route",
+		config.AnnotationSteps: "50,100", config.AnnotationHold: "30s",
+	}}}
+	route := &servingv1.Route{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api-route", Generation: 1},
+		Spec: servingv1.RouteSpec{Traffic: []servingv1.TrafficTarget{
+			{ConfigurationName: "api", LatestRevision: ptr(true), Percent: ptr(int64(100))},
+			tgt("api-00001", 0, "pinned"),
+		}},
+	}
+	h := newHarness(t, cfg, route, knativefake.Revision(ns, "api", 1, true), knativefake.Revision(ns, "api", 2, true))
+	var mid string
+	h.at(15*time.Second, func() {
+		r, _ := h.k.ServingV1().Routes(ns).Get(context.Background(), "api-route", metav1.GetOptions{})
+		mid = activities.FormatTraffic(r.Spec.Traffic)
+	})
+	h.env.ExecuteWorkflow(Rollout, Input{Target: activities.TargetRef{Namespace: ns, Kind: activities.KindConfiguration, Name: "api"}, Candidate: "api-00002"})
+	if res := h.result(); res.Outcome != OutcomeSucceeded || res.Stable != "api-00001" {
+		t.Fatalf("result %+v", res)
+	}
+	if mid != "api-00001=50%, api-00001=0% (tag pinned), api-00002=50%" {
+		t.Fatalf("route traffic at 50%%: %s", mid)
+	}
+	r, _ := h.k.ServingV1().Routes(ns).Get(context.Background(), "api-route", metav1.GetOptions{})
+	if got := activities.FormatTraffic(r.Spec.Traffic); got != "api-00001=0% (tag pinned), api-00002=100%" {
+		t.Fatalf("final route traffic: %s", got)
+	}
+	if h.k.WriteCount("api-route") != 3 {
+		t.Fatalf("route writes = %d, want 3 (pin, 50%%, 100%%)", h.k.WriteCount("api-route"))
+	}
+}
