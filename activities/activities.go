@@ -20,6 +20,7 @@ import (
 	servingclient "knative.dev/serving/pkg/client/clientset/versioned"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/events"
 )
 
 // Activities reads and writes Knative objects. The workflow refers to its
@@ -27,6 +28,8 @@ import (
 type Activities struct {
 	Serving  servingclient.Interface
 	Defaults config.Defaults
+	// Events sends progress events; nil when no sink is configured.
+	Events *events.Sender
 }
 
 // ResolveTarget reads the target's policy, its live traffic and its stable
@@ -95,6 +98,7 @@ func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolv
 			"Revision %s/%s not found among the Revisions of Configuration %s", t.Namespace, in.Candidate, res.Configuration), ErrTargetNotFound, nil)
 	}
 	res.CandidateGeneration = revisionGeneration(cand)
+	res.Events = a.Events != nil
 	res.Stable = stableRevision(res.Traffic, in.Candidate, revs)
 	return res, nil
 }
@@ -381,4 +385,27 @@ func writeError(err error, o ObjectRef) error {
 		return fmt.Errorf("write traffic to %s: %w", o, err)
 	}
 	return fmt.Errorf("write traffic to %s: %w", o, err)
+}
+
+// EmitProgress sends one progress event. The event's ID comes from the
+// workflow, so a retry after a lost acknowledgement repeats the same event.
+func (a *Activities) EmitProgress(ctx context.Context, p events.Progress) error {
+	if a.Events == nil {
+		return nil
+	}
+	return a.Events.Send(ctx, p)
+}
+
+// TargetExists re-reads the object whose traffic a rollout writes. A delete
+// event is only a hint: the rollout ends only if the object is really gone.
+func (a *Activities) TargetExists(ctx context.Context, o ObjectRef) (bool, error) {
+	_, err := a.readTraffic(ctx, o)
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.Type() == ErrTargetNotFound {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, nil
 }

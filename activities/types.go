@@ -71,6 +71,8 @@ type Resolved struct {
 	// CandidateGeneration orders Revisions of one Configuration, so an old
 	// Revision's late event cannot supersede a newer candidate.
 	CandidateGeneration int64 `json:"candidateGeneration"`
+	// Events says whether the worker sends progress events.
+	Events bool `json:"events,omitempty"`
 }
 
 // RevisionRef names one Revision.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicehq/sluice/events"
+
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -65,6 +67,16 @@ func (r *rollout) signals(ctx workflow.Context) workflow.Selector {
 			r.st.Hints++
 		}
 	})
+	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalTrafficHint), func(c workflow.ReceiveChannel, _ bool) {
+		var h ObjectHint
+		c.Receive(ctx, &h)
+		r.st.TrafficHints++
+	})
+	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalTargetDeleted), func(c workflow.ReceiveChannel, _ bool) {
+		var h ObjectHint
+		c.Receive(ctx, &h)
+		r.st.DeleteHints++
+	})
 	return sel
 }
 
@@ -90,6 +102,14 @@ func (r *rollout) drainSignals(ctx workflow.Context) string {
 		for workflow.GetSignalChannel(ctx, SignalRevisionHint).ReceiveAsync(&h) {
 			progressed = true
 		}
+		var o ObjectHint
+		for workflow.GetSignalChannel(ctx, SignalTrafficHint).ReceiveAsync(&o) {
+			progressed = true
+		}
+		for workflow.GetSignalChannel(ctx, SignalTargetDeleted).ReceiveAsync(&o) {
+			r.st.DeleteHints++
+			progressed = true
+		}
 		if !progressed {
 			return r.st.PendingCandidate
 		}
@@ -97,7 +117,13 @@ func (r *rollout) drainSignals(ctx workflow.Context) string {
 }
 
 func (r *rollout) noteCandidate(s CandidateSignal) {
-	if s.Revision == "" || s.Revision == r.st.Candidate {
+	if s.Revision == "" {
+		return
+	}
+	if s.Revision == r.st.Candidate {
+		// The receiver announces every event of a Revision as a candidate:
+		// for the current one it is a readiness hint.
+		r.st.Hints++
 		return
 	}
 	r.st.PendingCandidate = s.Revision
@@ -167,12 +193,14 @@ func (r *rollout) apply(ctx workflow.Context, name string, cmd Command, via stri
 	switch name {
 	case CommandPromote:
 		st.PromoteRequested = true
+		r.emit(ctx, events.ProgressPromoted, cmd.Reason, cmd.By)
 		return fmt.Sprintf("promoted %s past step %d of %d", st.Candidate, st.Step+1, len(st.Steps))
 	case CommandPromoteFull:
 		st.PromoteFull = true
 		if st.Paused {
 			r.resume(now)
 		}
+		r.emit(ctx, events.ProgressPromoted, "to 100%: "+cmd.Reason, cmd.By)
 		return fmt.Sprintf("promoting %s to 100%%", st.Candidate)
 	case CommandPause:
 		st.Paused = true
@@ -183,9 +211,11 @@ func (r *rollout) apply(ctx workflow.Context, name string, cmd Command, via stri
 		if st.Phase == PhaseHolding {
 			st.HoldLeft = max(st.HoldUntil.Sub(now), 0)
 		}
+		r.emit(ctx, events.ProgressPaused, cmd.Reason, cmd.By)
 		return fmt.Sprintf("paused the rollout of %s at %d%%", st.Candidate, st.Weight)
 	case CommandResume:
 		r.resume(now)
+		r.emit(ctx, events.ProgressResumed, cmd.Reason, cmd.By)
 		return fmt.Sprintf("resumed the rollout of %s at %d%%", st.Candidate, st.Weight)
 	case CommandAbort:
 		st.Abort = &cmd

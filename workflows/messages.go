@@ -33,6 +33,12 @@ const (
 	// SignalRevisionHint says a Revision's readiness may have changed; the
 	// workflow re-reads it rather than trusting the hint.
 	SignalRevisionHint = "revision-hint"
+	// SignalTrafficHint says the traffic object's status may have changed:
+	// it wakes a waiting verification early.
+	SignalTrafficHint = "traffic-hint"
+	// SignalTargetDeleted says the target may have been deleted; the
+	// workflow re-reads it before ending the rollout.
+	SignalTargetDeleted = "target-deleted"
 	// QueryStatus returns the rollout's full Status.
 	QueryStatus = "status"
 )
@@ -68,6 +74,12 @@ type CandidateSignal struct {
 // RevisionHint says a Revision's readiness changed. It is only a hint.
 type RevisionHint struct {
 	Revision string `json:"revision"`
+}
+
+// ObjectHint names the object a traffic or delete hint is about.
+type ObjectHint struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
 }
 
 // Outcome is how a rollout of one candidate ended.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/events"
 )
 
 // ReadinessPoll is how often the workflow re-reads the candidate while it
@@ -28,7 +29,7 @@ func Rollout(ctx workflow.Context, in Input) (Result, error) {
 		return Result{}, temporal.NewNonRetryableApplicationError(
 			"rollout input needs target namespace, name and a candidate Revision", "InvalidInput", nil)
 	}
-	r := &rollout{}
+	r := &rollout{version: workflow.GetVersion(ctx, versionChangeEvents, workflow.DefaultVersion, versionEvents)}
 	if in.Carry != nil {
 		r.st = *in.Carry
 		r.st.Runs++
@@ -38,6 +39,9 @@ func Rollout(ctx workflow.Context, in Input) (Result, error) {
 			r.st.Commands = append(r.st.Commands, CommandRecord{Name: "start", By: in.RequestedBy, At: workflow.Now(ctx), Via: "start"})
 		}
 	}
+	if r.st.RolloutID == "" {
+		r.st.RolloutID = workflow.GetInfo(ctx).WorkflowExecution.RunID
+	}
 	if err := r.setup(ctx); err != nil {
 		return Result{}, err
 	}
@@ -45,7 +49,10 @@ func Rollout(ctx workflow.Context, in Input) (Result, error) {
 }
 
 type rollout struct {
-	st State
+	st      State
+	version workflow.Version
+	// sending counts progress events still being sent.
+	sending int
 }
 
 func (r *rollout) run(ctx workflow.Context) (Result, error) {
@@ -60,6 +67,8 @@ func (r *rollout) run(ctx workflow.Context) (Result, error) {
 			r.rollback(ctx)
 		case r.st.Abort != nil:
 			r.startRollback(OutcomeAborted, fmt.Sprintf("aborted by %s: %s", r.st.Abort.By, r.st.Abort.Reason))
+		case r.st.DeleteHints != r.st.DeleteChecked:
+			r.checkTarget(ctx)
 		case r.st.PendingCandidate != "":
 			if err := r.supersede(ctx); err != nil {
 				return Result{}, err
@@ -82,6 +91,7 @@ func (r *rollout) run(ctx workflow.Context) (Result, error) {
 		}
 	}
 	r.publish(ctx)
+	r.flushEvents(ctx)
 	// Let running update handlers answer before the workflow closes.
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return Result{}, err
@@ -124,10 +134,12 @@ func (r *rollout) resolve(ctx workflow.Context) {
 	r.st.Step, r.st.Weight = 0, 0
 	r.st.ReadyDeadline = now.Add(r.st.Policy.ProgressDeadline)
 	r.st.Deadline = now.Add(r.st.Policy.Deadline)
+	r.st.EventsEnabled = res.Events
 	if !r.writeTraffic(ctx, r.st.Baseline, "pin traffic to "+r.st.Stable) {
 		return
 	}
 	r.st.Phase = PhaseWaitingReady
+	r.emit(ctx, events.ProgressStarted, "", "")
 }
 
 func (r *rollout) waitReady(ctx workflow.Context) {
@@ -183,6 +195,7 @@ func (r *rollout) applyStep(ctx workflow.Context) {
 	r.st.Phase = PhaseHolding
 	r.st.HoldUntil = workflow.Now(ctx).Add(step.Hold)
 	r.st.HoldLeft = 0
+	r.emit(ctx, events.ProgressStep, "", "")
 }
 
 func (r *rollout) hold(ctx workflow.Context) {
@@ -227,6 +240,7 @@ func (r *rollout) writeTraffic(ctx workflow.Context, desired []servingTraffic, s
 		switch {
 		case appErr != nil && appErr.Type() == activities.ErrDrift:
 			r.st.Paused, r.st.Drifted, r.st.PauseReason = true, true, errorMessage(err)
+			r.emit(ctx, events.ProgressPaused, r.st.PauseReason, "")
 		case appErr != nil && appErr.Type() == activities.ErrTargetNotFound:
 			r.finish(ctx, OutcomeFailed, errorMessage(err))
 		case r.st.Phase == PhaseRollingBack:
@@ -238,8 +252,7 @@ func (r *rollout) writeTraffic(ctx workflow.Context, desired []servingTraffic, s
 	}
 	r.st.Live = cloneTraffic(desired)
 	r.st.ForceNext = false
-	err = workflow.ExecuteActivity(verifyOptions(ctx, r.st.Policy.VerifyTimeout, "verify "+summary), a.VerifyTraffic,
-		activities.VerifyInput{Object: r.st.Object, Desired: desired, Generation: res.Generation}).Get(ctx, nil)
+	err = r.verify(ctx, activities.VerifyInput{Object: r.st.Object, Desired: desired, Generation: res.Generation}, "verify "+summary)
 	if err != nil {
 		msg := fmt.Sprintf("%s: traffic did not show in %s status within the verify timeout of %s: %s", summary, r.st.Object, r.st.Policy.VerifyTimeout, errorMessage(err))
 		if r.st.Phase == PhaseRollingBack {
@@ -294,6 +307,7 @@ func (r *rollout) supersede(ctx workflow.Context) error {
 	r.st.Outcome, r.st.Reason = OutcomeSuperseded, "superseded by "+next
 	r.end(ctx, PhaseSuperseded)
 	r.publish(ctx)
+	r.flushEvents(ctx)
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return err
 	}
@@ -302,6 +316,7 @@ func (r *rollout) supersede(ctx workflow.Context) error {
 		Target: r.st.Target, Candidate: next, Phase: PhaseResolving, StartedAt: workflow.Now(ctx),
 		Original: r.st.Original, Baseline: r.st.Baseline, Live: r.st.Live, Stable: r.st.Stable,
 		Commands: r.st.Commands, Superseded: append(r.st.Superseded, r.st.Candidate), Visible: r.st.Visible, Runs: r.st.Runs,
+		EventsEnabled: r.st.EventsEnabled,
 	}
 	return workflow.NewContinueAsNewError(ctx, WorkflowName, Input{Target: r.st.Target, Candidate: next, Carry: &carry})
 }
@@ -320,12 +335,56 @@ func (r *rollout) end(ctx workflow.Context, phase Phase) {
 	r.st.Paused = false
 	r.st.EndedAt = workflow.Now(ctx)
 	r.st.HoldUntil = time.Time{}
+	by := ""
+	if r.st.Abort != nil {
+		by = r.st.Abort.By
+	}
+	r.emit(ctx, endEvent(phase), r.st.Reason, by)
+}
+
+// verify waits until the object's status shows the traffic written, for at
+// most the verify timeout. Quick activity retries cover the usual second or
+// so; past that the workflow waits for a traffic hint (a Route or Service
+// event) or a short timer before it looks again.
+func (r *rollout) verify(ctx workflow.Context, in activities.VerifyInput, summary string) error {
+	if r.version < versionEvents {
+		return workflow.ExecuteActivity(verifyOptions(ctx, r.st.Policy.VerifyTimeout, summary), a.VerifyTraffic, in).Get(ctx, nil)
+	}
+	deadline := workflow.Now(ctx).Add(r.st.Policy.VerifyTimeout)
+	for {
+		burst := min(deadline.Sub(workflow.Now(ctx)), verifyBurst)
+		err := workflow.ExecuteActivity(verifyOptions(ctx, burst, summary), a.VerifyTraffic, in).Get(ctx, nil)
+		left := deadline.Sub(workflow.Now(ctx))
+		if err == nil || left <= 0 {
+			return err
+		}
+		hints := r.st.TrafficHints
+		_, _ = workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{Timeout: min(left, verifyBurst), TimerOptions: workflow.TimerOptions{Summary: "wait for status: " + summary}},
+			func() bool { return r.st.TrafficHints != hints })
+	}
+}
+
+// verifyBurst bounds one round of quick status checks.
+const verifyBurst = 5 * time.Second
+
+// checkTarget re-reads the traffic object after a delete hint, and ends the
+// rollout if it is really gone: nothing is left to roll back.
+func (r *rollout) checkTarget(ctx workflow.Context) {
+	r.st.DeleteChecked = r.st.DeleteHints
+	if r.st.Object.Name == "" {
+		return // not resolved yet: resolving will find out
+	}
+	var exists bool
+	if err := workflow.ExecuteActivity(readOptions(ctx, "check "+r.st.Object.String()), a.TargetExists, r.st.Object).Get(ctx, &exists); err != nil || exists {
+		return
+	}
+	r.finish(ctx, OutcomeFailed, r.st.Object.String()+" was deleted during the rollout")
 }
 
 // interrupted reports whether something outside the current phase needs the
 // main loop's attention.
 func (r *rollout) interrupted() bool {
-	return r.st.Abort != nil || r.st.PendingCandidate != "" || r.st.Phase == PhaseRollingBack
+	return r.st.Abort != nil || r.st.PendingCandidate != "" || r.st.Phase == PhaseRollingBack || r.st.DeleteHints != r.st.DeleteChecked
 }
 
 // awaitInterrupt waits, bounded by the overall deadline, until cond holds or
@@ -378,6 +437,7 @@ func (r *rollout) continueAsNewIfSuggested(ctx workflow.Context) error {
 		return err
 	}
 	r.drainSignals(ctx)
+	r.flushEvents(ctx)
 	carry := r.st
 	return workflow.NewContinueAsNewError(ctx, WorkflowName, Input{Target: r.st.Target, Candidate: r.st.Candidate, Carry: &carry})
 }

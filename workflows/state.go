@@ -88,6 +88,17 @@ type State struct {
 	PendingCandidate string `json:"pendingCandidate,omitempty"`
 	// Hints counts readiness hints; a change wakes the readiness wait.
 	Hints int `json:"hints"`
+	// TrafficHints counts status-change hints; a change wakes verification.
+	TrafficHints int `json:"trafficHints,omitempty"`
+	// DeleteHints counts delete hints, DeleteChecked those already checked.
+	DeleteHints   int `json:"deleteHints,omitempty"`
+	DeleteChecked int `json:"deleteChecked,omitempty"`
+
+	// RolloutID identifies this rollout of this candidate in progress event
+	// IDs; Seq numbers its events.
+	RolloutID     string `json:"rolloutId,omitempty"`
+	Seq           int    `json:"seq,omitempty"`
+	EventsEnabled bool   `json:"eventsEnabled,omitempty"`
 
 	Commands   []CommandRecord `json:"commands,omitempty"`
 	Superseded []string        `json:"superseded,omitempty"`

@@ -1,0 +1,146 @@
+package workflows
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/events"
+)
+
+// sink collects the progress events sluice sends, as a Knative sink would.
+type sink struct {
+	mu     sync.Mutex
+	events []cloudevents.Event
+	srv    *httptest.Server
+}
+
+func newSink(t *testing.T) *sink {
+	s := &sink{}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e, err := cehttp.NewEventFromHTTPRequest(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		s.events = append(s.events, *e)
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *sink) types() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	evs := append([]cloudevents.Event(nil), s.events...)
+	sort.Slice(evs, func(i, j int) bool {
+		return seq(evs[i]) < seq(evs[j])
+	})
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = strings.TrimPrefix(e.Type(), events.ProgressPrefix)
+	}
+	return out
+}
+
+func (h *harness) withSink(t *testing.T) *sink {
+	s := newSink(t)
+	sender, err := events.NewSender(s.srv.URL, `{"extensions":{"cluster":"test"}}`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.env.RegisterActivity(&activities.Activities{Serving: h.k, Defaults: config.BuiltinDefaults(), Events: sender})
+	return s
+}
+
+func TestProgressEventsFollowTheRollout(t *testing.T) {
+	h := newHarness(t, helloObjects(map[string]string{config.AnnotationGates: "100"}, true)...)
+	s := h.withSink(t)
+	h.at(5*time.Minute, func() { h.update(CommandPause, Command{By: "ann", Reason: "look"}) })
+	h.at(6*time.Minute, func() { h.update(CommandResume, Command{By: "ann"}) })
+	h.at(7*time.Minute, func() { h.update(CommandPromote, Command{By: "ann", Reason: "go"}) })
+	h.run("hello-00002")
+	if got := strings.Join(s.types(), ","); got != "started,step,step,paused,resumed,promoted,step,succeeded" {
+		t.Fatalf("progress events: %s", got)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := map[string]bool{}
+	for _, e := range s.events {
+		ids[e.ID()] = true
+		if e.Source() != "/sluice/rollouts/default/service/hello" || e.Subject() != "hello-00002" || e.Extensions()["cluster"] != "test" {
+			t.Fatalf("event attributes: %s", e)
+		}
+		var d events.ProgressData
+		if err := e.DataAs(&d); err != nil || d.WorkflowID != "rollout/default/service/hello" {
+			t.Fatalf("event data: %+v, %v", d, err)
+		}
+		if e.Type() == events.ProgressPaused && (d.By != "ann" || d.Reason != "look" || d.Weight != 50) {
+			t.Fatalf("paused event data: %+v", d)
+		}
+	}
+	if len(ids) != len(s.events) {
+		t.Fatalf("event IDs repeat: %d distinct of %d", len(ids), len(s.events))
+	}
+}
+
+func TestTrafficHintWakesVerification(t *testing.T) {
+	h := newHarness(t, helloObjects(map[string]string{config.AnnotationVerifyTimeout: "1m"}, true)...)
+	h.k.Stall = "hello-00002"
+	h.at(17*time.Second, func() {
+		h.k.Stall = ""
+		h.k.SetFrozen(false) // status catches up
+		h.env.SignalWorkflow(SignalTrafficHint, ObjectHint{Kind: "Service", Name: "hello"})
+	})
+	h.run("hello-00002")
+	st := h.status()
+	if st.Outcome != OutcomeSucceeded {
+		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
+	}
+	// Verification of the first step ended with the hint at 17s, not at the
+	// next look on its own (20s: a 5s round of checks, then a 5s wait).
+	if hold := st.Steps[1].StartedAt.Sub(st.Steps[0].StartedAt); hold < time.Minute+17*time.Second || hold > time.Minute+18*time.Second {
+		t.Fatalf("step 2 started %s after step 1, want hold 1m after verification at ~17s", hold)
+	}
+}
+
+func TestDeleteHintEndsRolloutOnlyIfGone(t *testing.T) {
+	h := newHarness(t, helloObjects(nil, true)...)
+	h.at(20*time.Second, func() {
+		// A spoofed or stale delete hint: the Service is still there.
+		h.env.SignalWorkflow(SignalTargetDeleted, ObjectHint{Kind: "Service", Name: "hello"})
+	})
+	h.at(40*time.Second, func() {
+		_ = h.k.ServingV1().Services(ns).Delete(context.Background(), "hello", metav1.DeleteOptions{})
+		h.env.SignalWorkflow(SignalTargetDeleted, ObjectHint{Kind: "Service", Name: "hello"})
+	})
+	h.run("hello-00002")
+	res := h.result()
+	if res.Outcome != OutcomeFailed || res.Reason != "Service default/hello was deleted during the rollout" {
+		t.Fatalf("result %+v", res)
+	}
+	if ended := res.EndedAt.Sub(h.status().StartedAt); ended < 40*time.Second || ended > 41*time.Second {
+		t.Fatalf("ended %s after start: the first hint must not end it, the second must at once", ended)
+	}
+}
+
+func seq(e cloudevents.Event) int {
+	n, _ := strconv.Atoi(fmt.Sprint(e.Extensions()["sequence"]))
+	return n
+}
