@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/workflows"
 )
 
@@ -30,7 +31,9 @@ type Worker struct {
 	Settings config.Settings
 	Temporal client.Client
 	Serving  servingclient.Interface
-	Log      *slog.Logger
+	// Events sends progress events; nil sends none.
+	Events *events.Sender
+	Log    *slog.Logger
 	// Registry receives sluice's and the SDK's metrics; it must be the one
 	// the Temporal client's metrics handler writes to.
 	Registry *prometheus.Registry
@@ -59,18 +62,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	tw := sdkworker.New(w.Temporal, w.Settings.TaskQueue, sdkworker.Options{
 		WorkerStopTimeout: 10 * time.Second,
 	})
-	Register(tw, &activities.Activities{Serving: w.Serving, Defaults: w.Settings.Defaults})
+	Register(tw, &activities.Activities{Serving: w.Serving, Defaults: w.Settings.Defaults, Events: w.Events})
 
 	ln, err := net.Listen("tcp", w.Settings.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen for health and metrics on %s: %w", w.Settings.HTTPAddr, err)
 	}
-	srv := &http.Server{Handler: w.routes(), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			w.Log.Error("health server stopped", "error", err)
-		}
-	}()
+	mux := http.NewServeMux()
+	HealthRoutes(mux, w.Temporal, w.Registry)
+	srv := serve(ln, mux, w.Log)
 	if w.Listening != nil {
 		w.Listening(ln.Addr().String())
 	}
@@ -87,8 +87,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	return srv.Shutdown(shutdownCtx)
 }
 
-func (w *Worker) routes() http.Handler {
-	mux := http.NewServeMux()
+// HealthRoutes adds /healthz (the process is up), /readyz (Temporal is
+// reachable) and /metrics to mux.
+func HealthRoutes(mux *http.ServeMux, temporal client.Client, reg *prometheus.Registry) {
 	mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) {
 		rw.WriteHeader(http.StatusOK)
 		_, _ = rw.Write([]byte("ok\n"))
@@ -96,12 +97,30 @@ func (w *Worker) routes() http.Handler {
 	mux.HandleFunc("/readyz", func(rw http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 		defer cancel()
-		if _, err := w.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		if _, err := temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
 			http.Error(rw, "Temporal unreachable: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = rw.Write([]byte("ok\n"))
 	})
-	mux.Handle("/metrics", promhttp.HandlerFor(w.Registry, promhttp.HandlerOpts{}))
-	return mux
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+}
+
+func serve(ln net.Listener, h http.Handler, log *slog.Logger) *http.Server {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("HTTP server stopped", "addr", ln.Addr().String(), "error", err)
+		}
+	}()
+	return srv
+}
+
+// ServeUntilDone serves h on ln until ctx is done, then shuts down gracefully.
+func ServeUntilDone(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
+	srv := serve(ln, h, log)
+	<-ctx.Done()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdownCtx)
 }

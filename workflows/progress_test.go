@@ -3,10 +3,10 @@ package workflows
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"net/http"
 	"net/http/httptest"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"

@@ -48,6 +48,7 @@ TEMPORAL_NAMESPACE and the Temporal config file, or the flags below.`,
 
 	root.AddCommand(
 		newWorkerCommand(),
+		newReceiverCommand(),
 		newStartCommand(g),
 		newStatusCommand(g),
 		newPromoteCommand(g),

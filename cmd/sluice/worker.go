@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/worker"
 )
 
@@ -23,7 +24,8 @@ Settings come from the environment: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
 TEMPORAL_API_KEY, TEMPORAL_TLS* (Temporal's conventions); SLUICE_TASK_QUEUE,
 SLUICE_HTTP_ADDR (health and metrics, default :9090), KUBECONFIG, and the policy
 defaults SLUICE_DEFAULT_STEPS, SLUICE_DEFAULT_HOLD, SLUICE_DEFAULT_PROGRESS_DEADLINE,
-SLUICE_DEFAULT_VERIFY_TIMEOUT, SLUICE_DEFAULT_DEADLINE.`,
+SLUICE_DEFAULT_VERIFY_TIMEOUT, SLUICE_DEFAULT_DEADLINE. Progress events go to K_SINK, with
+K_CE_OVERRIDES applied (the SinkBinding convention); without K_SINK none are sent.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -64,7 +66,11 @@ SLUICE_DEFAULT_VERIFY_TIMEOUT, SLUICE_DEFAULT_DEADLINE.`,
 			if err != nil {
 				return err
 			}
-			w := &worker.Worker{Settings: settings, Temporal: tc, Serving: serving, Log: log, Registry: reg,
+			sender, err := events.NewSender(os.Getenv("K_SINK"), os.Getenv("K_CE_OVERRIDES"), nil)
+			if err != nil {
+				return err
+			}
+			w := &worker.Worker{Settings: settings, Temporal: tc, Serving: serving, Events: sender, Log: log, Registry: reg,
 				Listening: func(addr string) { fmt.Fprintf(cmd.ErrOrStderr(), "health and metrics on http://%s\n", addr) }}
 			return w.Run(cmd.Context())
 		},

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/cmd/sluice/control"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/events/receiver"
+	"github.com/sluicehq/sluice/worker"
+)
+
+func newReceiverCommand() *cobra.Command {
+	var addr string
+	cmd := &cobra.Command{
+		Use:   "receiver",
+		Short: "Receive CloudEvents: start rollouts from Knative events, take command events",
+		Long: `Run the CloudEvents receiver. Point Knative Eventing's ApiServerSource (Resource or
+Reference mode, on Revisions, Services and Routes) and any command senders at it.
+
+It answers 2xx only once Temporal accepted the work, 4xx for events that must not be
+retried (with the reason), and 503/429 when Temporal or the cluster is unavailable.
+
+Settings: SLUICE_RECEIVER_ADDR (default :8081), SLUICE_RECEIVER_MAX_BODY (bytes, default
+1 MiB), SLUICE_RECEIVER_NAMESPACES (allow-list), SLUICE_RECEIVER_TOKENS_FILE ("name token"
+lines), SLUICE_RECEIVER_OIDC_ISSUER and SLUICE_RECEIVER_OIDC_AUDIENCE (verify bearer JWTs),
+SLUICE_RECEIVER_ALLOW_UNAUTHENTICATED_SOURCE (default true: ApiServerSource events need no
+token), plus TEMPORAL_* and KUBECONFIG as for the worker.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+			s, err := config.LoadReceiverSettings(os.LookupEnv)
+			if err != nil {
+				return err
+			}
+			if addr != "" {
+				s.Addr = addr
+			}
+			if tq := cmd.Flag("task-queue"); tq.Changed {
+				s.TaskQueue = tq.Value.String()
+			}
+			reg, metrics := worker.NewRegistry(log)
+			opts, err := worker.TemporalOptions(log, metrics)
+			if err != nil {
+				return err
+			}
+			if a := cmd.Flag("address").Value.String(); a != "" {
+				opts.HostPort = a
+			}
+			if n := cmd.Flag("temporal-namespace").Value.String(); n != "" {
+				opts.Namespace = n
+			}
+			tc, err := worker.DialTemporal(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			defer tc.Close()
+			kc, err := worker.KubeConfig(s.Kubeconfig)
+			if err != nil {
+				return err
+			}
+			serving, err := worker.ServingClient(kc)
+			if err != nil {
+				return err
+			}
+			var tokens *receiver.StaticTokens
+			if s.TokensFile != "" {
+				if tokens, err = receiver.LoadStaticTokens(s.TokensFile); err != nil {
+					return err
+				}
+			}
+			var oidcAuth *receiver.OIDC
+			if s.OIDCIssuer != "" {
+				if oidcAuth, err = receiver.NewOIDC(cmd.Context(), s.OIDCIssuer, s.OIDCAudience); err != nil {
+					return err
+				}
+			}
+			auth := receiver.AnyOf(tokens, oidcAuth)
+			if auth == nil {
+				log.Warn("no authentication configured: command events will be refused", "set", config.EnvReceiverTokensFile+" or "+config.EnvReceiverOIDCIssuer)
+			}
+			ns := map[string]bool{}
+			for _, n := range s.Namespaces {
+				ns[n] = true
+			}
+			rcv := &receiver.Receiver{
+				Control: &control.Client{Temporal: tc, TaskQueue: s.TaskQueue, Identity: "sluice-receiver"},
+				Serving: serving, Auth: auth, AllowUnauthenticatedSource: s.AllowUnauthenticatedSource,
+				Namespaces: ns, MaxBody: s.MaxBody, Log: log, Metrics: receiver.NewMetrics(reg),
+				Seen: receiver.NewSeen(100_000, 15*time.Minute),
+			}
+			mux := http.NewServeMux()
+			worker.HealthRoutes(mux, tc, reg)
+			mux.Handle("/", rcv)
+			ln, err := net.Listen("tcp", s.Addr)
+			if err != nil {
+				return fmt.Errorf("listen for CloudEvents on %s: %w", s.Addr, err)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "receiving CloudEvents on http://%s/\n", ln.Addr())
+			return worker.ServeUntilDone(cmd.Context(), ln, mux, log)
+		},
+	}
+	cmd.Flags().StringVar(&addr, "listen", "", "address to receive CloudEvents on (default SLUICE_RECEIVER_ADDR or :8081)")
+	return cmd
+}

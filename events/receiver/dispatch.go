@@ -1,0 +1,287 @@
+package receiver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"go.temporal.io/api/serviceerror"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"knative.dev/pkg/apis"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/cmd/sluice/control"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/events"
+	"github.com/sluicehq/sluice/workflows"
+)
+
+func (r *Receiver) dispatch(ctx context.Context, e cloudevents.Event, a events.Action, principal string) result {
+	switch a.Kind {
+	case events.KindRevision:
+		return r.revision(ctx, a, principal)
+	case events.KindTraffic:
+		return r.traffic(ctx, a)
+	case events.KindDeleted:
+		kind := activities.KindService
+		if a.ObjectKind == "Configuration" {
+			kind = activities.KindConfiguration
+		}
+		t := activities.TargetRef{Namespace: a.Namespace, Kind: kind, Name: a.Name}
+		return r.hint(ctx, t, workflows.SignalTargetDeleted, workflows.ObjectHint{Kind: a.ObjectKind, Name: a.Name}, "target deleted")
+	case events.KindCommand:
+		return r.command(ctx, a, principal)
+	}
+	return reply(http.StatusOK, "ignored", "ignored: %s", a.Kind)
+}
+
+// revision handles a Revision event: it hints the running rollout of the
+// Revision's target, or starts one if the Revision is a new candidate.
+func (r *Receiver) revision(ctx context.Context, a events.Action, principal string) result {
+	if a.NeedsRead {
+		rev, err := r.Serving.ServingV1().Revisions(a.Namespace).Get(ctx, a.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return reply(http.StatusOK, "ignored", "ignored: Revision %s/%s no longer exists", a.Namespace, a.Name)
+		}
+		if err != nil {
+			return kubeError(err, "read Revision "+a.Namespace+"/"+a.Name)
+		}
+		a.Configuration = rev.Labels["serving.knative.dev/configuration"]
+		a.Service = rev.Labels["serving.knative.dev/service"]
+		if c := rev.Status.GetCondition(apis.ConditionReady); c != nil {
+			a.Ready = string(c.Status)
+		}
+		if a.Configuration == "" {
+			return reply(http.StatusOK, "ignored", "ignored: Revision %s has no configuration label", a.Name)
+		}
+	}
+	if a.Deleted && a.Configuration == "" {
+		return reply(http.StatusOK, "ignored", "ignored: a deleted Revision is noticed by its rollout's own re-read")
+	}
+	target, owner, res, ok := r.optedInTarget(ctx, a)
+	if !ok {
+		return res
+	}
+	signal := workflows.CandidateSignal{Revision: a.Name, By: principal}
+	err := r.Control.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(target), "", workflows.SignalCandidate, signal)
+	if err == nil {
+		return reply(http.StatusAccepted, "signalled", "signalled the rollout of %s about %s", target, a.Name)
+	}
+	var nf *serviceerror.NotFound
+	if !errors.As(err, &nf) {
+		return temporalError(err, "signal the rollout of "+target.String())
+	}
+	if a.Deleted {
+		return reply(http.StatusOK, "ignored", "ignored: no rollout is running for %s", target)
+	}
+	why, failed := r.alreadyHandled(ctx, target, owner, a)
+	if failed != nil {
+		return *failed
+	}
+	if why != "" {
+		return reply(http.StatusOK, "ignored", "ignored: %s", why)
+	}
+	if _, err := r.Control.Start(ctx, target, a.Name, "Started by a "+a.ObjectKind+" event from "+principal); err != nil {
+		return temporalError(err, "start a rollout of "+a.Name+" on "+target.String())
+	}
+	return reply(http.StatusAccepted, "started", "started a rollout of %s on %s", a.Name, target)
+}
+
+// owner is what the receiver read about a target to decide whether a
+// Revision is a new candidate for it.
+type owner struct {
+	traffic       []servingv1.TrafficTarget
+	latestCreated string
+	generation    int64
+}
+
+// optedInTarget finds the rollout target of a Revision — its Service, or its
+// Configuration in Route mode — and checks that it opted in.
+func (r *Receiver) optedInTarget(ctx context.Context, a events.Action) (activities.TargetRef, owner, result, bool) {
+	var (
+		t   activities.TargetRef
+		o   owner
+		ann map[string]string
+	)
+	if a.Service != "" {
+		t = activities.TargetRef{Namespace: a.Namespace, Kind: activities.KindService, Name: a.Service}
+		svc, err := r.Serving.ServingV1().Services(a.Namespace).Get(ctx, a.Service, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return t, o, reply(http.StatusOK, "ignored", "ignored: Service %s/%s not found", a.Namespace, a.Service), false
+		}
+		if err != nil {
+			return t, o, kubeError(err, "read Service "+a.Namespace+"/"+a.Service), false
+		}
+		ann, o.traffic = svc.Annotations, svc.Spec.Traffic
+		o.latestCreated, o.generation = svc.Status.LatestCreatedRevisionName, svc.Generation
+	} else {
+		t = activities.TargetRef{Namespace: a.Namespace, Kind: activities.KindConfiguration, Name: a.Configuration}
+		cfg, err := r.Serving.ServingV1().Configurations(a.Namespace).Get(ctx, a.Configuration, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return t, o, reply(http.StatusOK, "ignored", "ignored: Configuration %s/%s not found", a.Namespace, a.Configuration), false
+		}
+		if err != nil {
+			return t, o, kubeError(err, "read Configuration "+a.Namespace+"/"+a.Configuration), false
+		}
+		ann = cfg.Annotations
+		o.latestCreated, o.generation = cfg.Status.LatestCreatedRevisionName, cfg.Generation
+		if route := ann[config.AnnotationRoute]; route != "" {
+			rt, err := r.Serving.ServingV1().Routes(a.Namespace).Get(ctx, route, metav1.GetOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return t, o, kubeError(err, "read Route "+a.Namespace+"/"+route), false
+			}
+			if err == nil {
+				o.traffic = rt.Spec.Traffic
+			}
+		}
+	}
+	opted, err := config.OptedIn(ann)
+	if err != nil {
+		return t, o, reply(http.StatusOK, "ignored", "ignored: %s has an invalid annotation: %v", t, err), false
+	}
+	if !opted {
+		return t, o, reply(http.StatusOK, "not-opted-in", "ignored: %s is not opted in (%s)", t, config.AnnotationRollout), false
+	}
+	return t, o, result{}, true
+}
+
+// alreadyHandled says why a Revision needs no new rollout: ApiServerSource
+// re-sends every object when it restarts, and sends updates of old
+// Revisions, so only the newest Revision, not yet serving, and not the
+// candidate of the target's last rollout, starts one.
+func (r *Receiver) alreadyHandled(ctx context.Context, t activities.TargetRef, o owner, a events.Action) (string, *result) {
+	if o.latestCreated != "" && o.latestCreated != a.Name {
+		return fmt.Sprintf("%s is not the newest Revision of %s (%s is)", a.Name, t, o.latestCreated), nil
+	}
+	for _, tr := range o.traffic {
+		if tr.RevisionName == a.Name && tr.Percent != nil && *tr.Percent > 0 {
+			return fmt.Sprintf("%s already serves traffic on %s", a.Name, t), nil
+		}
+	}
+	desc, err := r.Control.Temporal.DescribeWorkflowExecution(ctx, workflows.WorkflowID(t), "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return "", nil
+	}
+	if err != nil {
+		res := temporalError(err, "describe the last rollout of "+t.String())
+		return "", &res
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	if sa := info.GetSearchAttributes().GetIndexedFields()[workflows.AttrCandidate.GetName()]; sa != nil {
+		var last string
+		if err := decodePayload(sa, &last); err == nil && last == a.Name {
+			return fmt.Sprintf("the last rollout of %s was for %s already (%s)", t, a.Name, info.GetStatus()), nil
+		}
+	}
+	return "", nil
+}
+
+// traffic forwards a Service or Route status change to the rollout that
+// waits for it.
+func (r *Receiver) traffic(ctx context.Context, a events.Action) result {
+	hint := workflows.ObjectHint{Kind: a.ObjectKind, Name: a.Name}
+	if a.ObjectKind == "Service" {
+		return r.hint(ctx, activities.TargetRef{Namespace: a.Namespace, Kind: activities.KindService, Name: a.Name}, workflows.SignalTrafficHint, hint, "traffic changed")
+	}
+	// A Route: owned by a Service, or the Route of opted-in Configurations.
+	rt, err := r.Serving.ServingV1().Routes(a.Namespace).Get(ctx, a.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return reply(http.StatusOK, "ignored", "ignored: Route %s/%s no longer exists", a.Namespace, a.Name)
+	}
+	if err != nil {
+		return kubeError(err, "read Route "+a.Namespace+"/"+a.Name)
+	}
+	if svc := rt.Labels["serving.knative.dev/service"]; svc != "" {
+		return r.hint(ctx, activities.TargetRef{Namespace: a.Namespace, Kind: activities.KindService, Name: svc}, workflows.SignalTrafficHint, hint, "traffic changed")
+	}
+	cfgs, err := r.Serving.ServingV1().Configurations(a.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return kubeError(err, "list Configurations in "+a.Namespace)
+	}
+	res := reply(http.StatusOK, "ignored", "ignored: no opted-in Configuration rolls out on Route %s", a.Name)
+	for _, c := range cfgs.Items {
+		if c.Annotations[config.AnnotationRoute] != a.Name {
+			continue
+		}
+		res = r.hint(ctx, activities.TargetRef{Namespace: a.Namespace, Kind: activities.KindConfiguration, Name: c.Name}, workflows.SignalTrafficHint, hint, "traffic changed")
+		if res.code >= 300 {
+			return res
+		}
+	}
+	return res
+}
+
+// hint signals the running rollout of a target; no running rollout means
+// there is nothing to tell.
+func (r *Receiver) hint(ctx context.Context, t activities.TargetRef, signal string, payload any, what string) result {
+	err := r.Control.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(t), "", signal, payload)
+	var nf *serviceerror.NotFound
+	switch {
+	case err == nil:
+		return reply(http.StatusAccepted, "signalled", "told the rollout of %s: %s", t, what)
+	case errors.As(err, &nf):
+		return reply(http.StatusOK, "ignored", "ignored: no rollout is running for %s", t)
+	}
+	return temporalError(err, "signal the rollout of "+t.String())
+}
+
+// command runs a dev.sluice.rollout.* command through the same update
+// validators the CLI uses.
+func (r *Receiver) command(ctx context.Context, a events.Action, principal string) result {
+	cmd := a.Command
+	target, err := control.ParseTarget(cmd.Namespace, cmd.Target)
+	if err != nil {
+		return reply(http.StatusBadRequest, "invalid", "data.target: %v", err)
+	}
+	ctl := *r.Control
+	ctl.Identity = principal
+	if cmd.Requester != "" {
+		ctl.Identity = cmd.Requester + " (via " + principal + ")"
+	}
+	if cmd.Name == "request" {
+		if _, err := ctl.Start(ctx, target, cmd.Revision, cmd.Reason); err != nil {
+			return temporalError(err, "start a rollout of "+cmd.Revision+" on "+target.String())
+		}
+		return reply(http.StatusAccepted, "started", "rollout of %s on %s requested", cmd.Revision, target)
+	}
+	msg, err := ctl.Send(ctx, target, cmd.Name, cmd.Reason)
+	var rejected *control.RejectedError
+	switch {
+	case err == nil:
+		return reply(http.StatusOK, "applied", "%s", msg)
+	case errors.As(err, &rejected):
+		return reply(http.StatusConflict, "rejected", "%s", rejected.Reason)
+	case errors.Is(err, control.ErrNoRollout):
+		return reply(http.StatusNotFound, "no-rollout", "%v", err)
+	}
+	return temporalError(err, cmd.Name+" the rollout of "+target.String())
+}
+
+// temporalError maps a failed Temporal call to what a broker should do:
+// retry later (503), slow down (429), or retry as an unknown failure (500).
+func temporalError(err error, what string) result {
+	var (
+		unavailable *serviceerror.Unavailable
+		exhausted   *serviceerror.ResourceExhausted
+		deadline    *serviceerror.DeadlineExceeded
+	)
+	switch {
+	case errors.As(err, &exhausted):
+		return reply(http.StatusTooManyRequests, "throttled", "%s: Temporal is throttling: %v", what, err)
+	case errors.As(err, &unavailable), errors.As(err, &deadline), errors.Is(err, context.DeadlineExceeded):
+		return reply(http.StatusServiceUnavailable, "unavailable", "%s: Temporal unavailable: %v", what, err)
+	}
+	return reply(http.StatusInternalServerError, "error", "%s: %v", what, err)
+}
+
+func kubeError(err error, what string) result {
+	if apierrors.IsTooManyRequests(err) {
+		return reply(http.StatusTooManyRequests, "throttled", "%s: %v", what, err)
+	}
+	return reply(http.StatusServiceUnavailable, "unavailable", "%s: Kubernetes API unavailable: %v", what, err)
+}

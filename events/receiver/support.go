@@ -1,0 +1,99 @@
+package receiver
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
+)
+
+func decodePayload(p *commonpb.Payload, into any) error {
+	return converter.GetDefaultDataConverter().FromPayload(p, into)
+}
+
+// Seen remembers recently handled events by source and id, so a redelivery
+// is acknowledged without acting twice. It is per process and bounded; the
+// actions themselves are idempotent for what it forgets.
+type Seen struct {
+	mu    sync.Mutex
+	ttl   time.Duration
+	max   int
+	items map[string]time.Time
+	now   func() time.Time
+}
+
+// NewSeen remembers up to max events for ttl each.
+func NewSeen(max int, ttl time.Duration) *Seen {
+	return &Seen{ttl: ttl, max: max, items: make(map[string]time.Time, max), now: time.Now}
+}
+
+// Has reports whether key was handled within the ttl.
+func (s *Seen) Has(key string) bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.items[key]
+	return ok && s.now().Sub(t) < s.ttl
+}
+
+// Add records key; when full it drops expired entries, then the oldest.
+func (s *Seen) Add(key string) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if len(s.items) >= s.max {
+		oldestKey, oldest := "", now
+		for k, t := range s.items {
+			if now.Sub(t) >= s.ttl {
+				delete(s.items, k)
+				continue
+			}
+			if t.Before(oldest) {
+				oldestKey, oldest = k, t
+			}
+		}
+		if len(s.items) >= s.max {
+			delete(s.items, oldestKey)
+		}
+	}
+	s.items[key] = now
+}
+
+// Metrics counts events by type and outcome, and how long each took.
+type Metrics struct {
+	events  *prometheus.CounterVec
+	latency *prometheus.HistogramVec
+}
+
+// NewMetrics registers the receiver's metrics.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_receiver_events_total", Help: "CloudEvents received, by type and outcome.",
+		}, []string{"type", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sluice_receiver_event_duration_seconds", Help: "Time from request to answer, by event type.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"type"}),
+	}
+	reg.MustRegister(m.events, m.latency)
+	return m
+}
+
+func (m *Metrics) observe(typ, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	if typ == "" {
+		typ = "none"
+	}
+	m.events.WithLabelValues(typ, outcome).Inc()
+	m.latency.WithLabelValues(typ).Observe(d.Seconds())
+}
