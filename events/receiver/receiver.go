@@ -100,7 +100,7 @@ func (r *Receiver) handle(req *http.Request) (string, result) {
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	e, err := cehttp.NewEventFromHTTPRequest(req)
 	if errors.Is(err, binding.ErrUnknownEncoding) {
-		return "", reply(http.StatusUnsupportedMediaType, "rejected", "not a CloudEvent: send binary mode (ce-* headers) or structured mode (application/cloudevents+json)")
+		return "", reply(http.StatusUnsupportedMediaType, "rejected", "not a CloudEvent, or a specversion other than 1.0 or 0.3: send binary mode (ce-* headers) or structured mode (application/cloudevents+json)")
 	}
 	if err != nil {
 		return "", reply(http.StatusBadRequest, "invalid", "invalid CloudEvent: %v", err)

@@ -1,0 +1,80 @@
+package receiver
+
+import (
+	"context"
+	"sync"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+)
+
+// fakeTemporal records the calls the receiver makes. Methods it does not
+// override panic (the embedded client is nil): a test that reaches one has
+// found a call the receiver should not make.
+type fakeTemporal struct {
+	client.Client
+	mu       sync.Mutex
+	calls    []string
+	signalFn func(workflowID, signal string) error
+	startErr error
+	describe func(workflowID string) (*workflowservice.DescribeWorkflowExecutionResponse, error)
+	update   func(name string) (string, error)
+}
+
+func (f *fakeTemporal) record(call string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, call)
+}
+
+func (f *fakeTemporal) Calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+func (f *fakeTemporal) SignalWorkflow(_ context.Context, id, _ string, signal string, _ any) error {
+	f.record("signal " + signal + " " + id)
+	if f.signalFn != nil {
+		return f.signalFn(id, signal)
+	}
+	return nil
+}
+
+type fakeRun struct{ client.WorkflowRun }
+
+func (fakeRun) GetRunID() string { return "run-1" }
+func (fakeRun) GetID() string    { return "id" }
+
+func (f *fakeTemporal) SignalWithStartWorkflow(_ context.Context, id, signal string, _ any, _ client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
+	f.record("start " + id)
+	if f.startErr != nil {
+		return nil, f.startErr
+	}
+	return fakeRun{}, nil
+}
+
+func (f *fakeTemporal) DescribeWorkflowExecution(_ context.Context, id, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	f.record("describe " + id)
+	return f.describe(id)
+}
+
+type fakeUpdate struct {
+	client.WorkflowUpdateHandle
+	msg string
+	err error
+}
+
+func (u fakeUpdate) Get(_ context.Context, into any) error {
+	if u.err != nil {
+		return u.err
+	}
+	*(into.(*string)) = u.msg
+	return nil
+}
+
+func (f *fakeTemporal) UpdateWorkflow(_ context.Context, o client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	f.record("update " + o.UpdateName + " " + o.WorkflowID)
+	msg, err := f.update(o.UpdateName)
+	return fakeUpdate{msg: msg, err: err}, nil
+}
