@@ -2,8 +2,8 @@ package receiver
 
 import (
 	"crypto/rand"
-	"fmt"
 	"crypto/rsa"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
