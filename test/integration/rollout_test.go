@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/cmd/sluice/control"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/test/knativefake"
 	"github.com/sluicehq/sluice/worker"
 	"github.com/sluicehq/sluice/workflows"
@@ -59,6 +60,11 @@ func (s *stack) cli(args ...string) (string, int) {
 }
 
 func startStack(t *testing.T, objs ...runtime.Object) *stack {
+	return startStackWith(t, nil, objs...)
+}
+
+// startStackWith starts the stack with a progress-event sender for the worker.
+func startStackWith(t *testing.T, sender *events.Sender, objs ...runtime.Object) *stack {
 	t.Helper()
 	opts := temporalServer(t)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -81,7 +87,7 @@ func startStack(t *testing.T, objs ...runtime.Object) *stack {
 	settings.TaskQueue = "sluice-it-" + strings.ReplaceAll(t.Name(), "/", "-")
 	settings.HTTPAddr = "127.0.0.1:0"
 	addr := make(chan string, 1)
-	w := &worker.Worker{Settings: settings, Temporal: tc, Serving: k, Log: log, Registry: reg, Listening: func(a string) { addr <- a }}
+	w := &worker.Worker{Settings: settings, Temporal: tc, Serving: k, Events: sender, Log: log, Registry: reg, Listening: func(a string) { addr <- a }}
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	s := &stack{t: t, temporal: tc, k: k, address: opts.HostPort, ctl: &control.Client{Temporal: tc, TaskQueue: settings.TaskQueue, Identity: "it@test"}}

@@ -1,0 +1,224 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/prometheus/client_golang/prometheus"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/events"
+	"github.com/sluicehq/sluice/events/receiver"
+	"github.com/sluicehq/sluice/test/knativefake"
+	"github.com/sluicehq/sluice/workflows"
+)
+
+const commandToken = "integration-token-0123456789"
+
+// sink is a progress-event sink, as a Knative Broker or a chat bridge would be.
+type sink struct {
+	mu     sync.Mutex
+	events []cloudevents.Event
+	srv    *httptest.Server
+}
+
+func newSink(t *testing.T) *sink {
+	s := &sink{}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e, err := cehttp.NewEventFromHTTPRequest(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		s.events = append(s.events, *e)
+		s.mu.Unlock()
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *sink) has(typ string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.events {
+		if e.Type() == typ {
+			return true
+		}
+	}
+	return false
+}
+
+// startReceiver serves sluice's receiver over the stack's Temporal and cluster.
+func (s *stack) startReceiver(t *testing.T) string {
+	tokens := &receiver.StaticTokens{}
+	tokens.Add("pipeline", commandToken)
+	rcv := &receiver.Receiver{
+		Control: s.ctl, Serving: s.k, Auth: tokens, AllowUnauthenticatedSource: true,
+		MaxBody: receiver.DefaultMaxBody, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Metrics: receiver.NewMetrics(prometheus.NewRegistry()), Seen: receiver.NewSeen(10000, time.Minute),
+	}
+	srv := httptest.NewServer(rcv)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// replay posts a recorded ApiServerSource delivery, optionally with a new id.
+func replay(t *testing.T, url, name, id string) (int, string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "events", "testdata", "apiserversource", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Headers map[string]string `json:"headers"`
+		Body    json.RawMessage   `json:"body"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(f.Body))
+	for k, v := range f.Headers {
+		if k != "Host" && k != "Content-Length" {
+			req.Header.Set(k, v)
+		}
+	}
+	if id != "" {
+		req.Header.Set("Ce-Id", id)
+	}
+	return do(t, req)
+}
+
+func do(t *testing.T, req *http.Request) (int, string) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(body))
+}
+
+func postCommand(t *testing.T, url, typ, data, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(data))
+	req.Header.Set("Ce-Specversion", "1.0")
+	req.Header.Set("Ce-Id", typ+time.Now().String())
+	req.Header.Set("Ce-Source", "/pipelines/it")
+	req.Header.Set("Ce-Type", typ)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	return do(t, req)
+}
+
+// TestEventsDriveARollout: a recorded Revision event starts the rollout
+// under the target's workflow ID, a duplicate starts nothing, a readiness
+// event reaches the running workflow, commands go through the validators,
+// and progress events reach a sink.
+func TestEventsDriveARollout(t *testing.T) {
+	svc := knativefake.Service(ns, "hello", map[string]string{
+		config.AnnotationSteps: "50,100", config.AnnotationHold: "1s", config.AnnotationGates: "100",
+	}, knativefake.Target("hello-00001", 100, ""))
+	svc.Status.LatestCreatedRevisionName = "hello-00002"
+	snk := newSink(t)
+	sender, err := events.NewSender(snk.srv.URL, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startStackWith(t, sender, []runtime.Object{svc, knativefake.Revision(ns, "hello", 1, true), knativefake.Revision(ns, "hello", 2, false)}...)
+	url := s.startReceiver(t)
+	ctx := context.Background()
+
+	code, msg := replay(t, url, "resource/02-revision-add.json", "")
+	if code != http.StatusAccepted || !strings.Contains(msg, "started a rollout of hello-00002 on default/service/hello") {
+		t.Fatalf("revision add: %d %s", code, msg)
+	}
+	desc, err := s.temporal.DescribeWorkflowExecution(ctx, "rollout/default/service/hello", "")
+	if err != nil || desc.WorkflowExecutionInfo.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		t.Fatalf("workflow rollout/default/service/hello: %v, %v", desc, err)
+	}
+	runID := desc.WorkflowExecutionInfo.Execution.RunId
+
+	// The same delivery again, and the same change re-emitted with a new id.
+	if code, msg := replay(t, url, "resource/02-revision-add.json", ""); code != http.StatusOK || !strings.Contains(msg, "duplicate") {
+		t.Fatalf("duplicate delivery: %d %s", code, msg)
+	}
+	if code, msg := replay(t, url, "resource/02-revision-add.json", "re-emitted-1"); code != http.StatusAccepted || !strings.Contains(msg, "signalled") {
+		t.Fatalf("re-emitted event: %d %s", code, msg)
+	}
+	resp, err := s.temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: "WorkflowId = 'rollout/default/service/hello'"})
+	if err != nil || len(resp.Executions) != 1 || resp.Executions[0].Execution.RunId != runID {
+		t.Fatalf("executions after duplicates: %v, %v", resp, err)
+	}
+
+	// Readiness: the Revision turns Ready and its event reaches the workflow,
+	// which moves on well before its own 10s re-read.
+	time.Sleep(500 * time.Millisecond)
+	if err := s.k.SetRevisionReady(ns, "hello-00002", "True", "", ""); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	if code, msg := replay(t, url, "resource/04-revision-update-ready-true.json", ""); code != http.StatusAccepted {
+		t.Fatalf("ready event: %d %s", code, msg)
+	}
+	eventually(t, 20*time.Second, "the rollout to reach the gate before 100%", func() bool {
+		st, err := s.ctl.Status(ctx, hello)
+		return err == nil && st.Phase == workflows.PhaseGate
+	})
+	if waited := time.Since(sent); waited > workflows.ReadinessPoll {
+		t.Fatalf("the rollout took %s after the readiness event to reach the gate: the event did not wake it", waited)
+	}
+	if st := s.status(); st.Hints < 1 || st.Weight != 50 {
+		t.Fatalf("after the readiness event: hints %d weight %d", st.Hints, st.Weight)
+	}
+
+	// Commands as events: refused by the validator with its reason, then accepted.
+	code, msg = postCommand(t, url, events.TypeResume, `{"target":"hello","namespace":"default"}`, commandToken)
+	if code != http.StatusConflict || !strings.Contains(msg, "resume rejected: the rollout is not paused") {
+		t.Fatalf("resume event: %d %s", code, msg)
+	}
+	code, msg = postCommand(t, url, events.TypePromote, `{"target":"hello","namespace":"default","requester":"release-bot","reason":"canary healthy"}`, commandToken)
+	if code != http.StatusOK || !strings.Contains(msg, "promoted") {
+		t.Fatalf("promote event: %d %s", code, msg)
+	}
+	res, err := s.ctl.Wait(ctx, hello)
+	if err != nil || res.Outcome != workflows.OutcomeSucceeded {
+		t.Fatalf("result %+v, %v", res, err)
+	}
+	var promote *workflows.CommandRecord
+	st := s.status()
+	for i := range st.Commands {
+		if st.Commands[i].Name == workflows.CommandPromote {
+			promote = &st.Commands[i]
+		}
+	}
+	if promote == nil || promote.By != "release-bot (via token:pipeline)" || promote.Reason != "canary healthy" {
+		t.Fatalf("promote record: %+v", st.Commands)
+	}
+
+	// After the rollout, the Revision's events start nothing new.
+	if code, msg := replay(t, url, "resource/04-revision-update-ready-true.json", "after-end"); code != http.StatusOK || !strings.Contains(msg, "ignored") {
+		t.Fatalf("event after the end: %d %s", code, msg)
+	}
+	eventually(t, 10*time.Second, "progress events at the sink", func() bool {
+		return snk.has(events.ProgressStarted) && snk.has(events.ProgressStep) && snk.has(events.ProgressPromoted) && snk.has(events.ProgressSucceeded)
+	})
+	recordHistory(t, s.temporal, "rollout-events.json")
+}
