@@ -3,9 +3,9 @@
 #   make build   build bin/sluice
 #   make test    lint, then every test: unit, replay, and integration on a real Temporal server
 #   make lint    go vet and a gofmt check
-#   make tools   build the Temporal CLI (dev server + UI) into the tool cache, once per version
+#   make tools   build the Temporal CLI (dev server + UI) and the CloudEvents conformance tool into the tool cache
 #   make dev     run a Temporal dev server (UI on :8233) and a sluice worker against $KUBECONFIG
-#   make bench   Go benchmarks of the hot paths
+#   make bench   Go benchmarks of the hot paths, and the receiver's event-to-start latency (1,000 events, 3 runs)
 
 GO ?= go
 TOOLS := test/tools/install.sh
@@ -22,11 +22,13 @@ lint:
 
 tools:
 	@bash $(TOOLS) temporal >/dev/null
+	@bash $(TOOLS) conformance >/dev/null
 
 test: lint
 	@start=$$(date +%s); \
 	temporal=$$(bash $(TOOLS) temporal) || exit 1; \
-	SLUICE_TEMPORAL_BIN=$$temporal $(GO) test -count=1 ./... || exit 1; \
+	conformance=$$(bash $(TOOLS) conformance) || exit 1; \
+	SLUICE_TEMPORAL_BIN=$$temporal SLUICE_CLOUDEVENTS_BIN=$$conformance $(GO) test -count=1 ./... || exit 1; \
 	echo "make test: $$(( $$(date +%s) - start ))s"
 
 dev: build
@@ -39,4 +41,6 @@ dev: build
 	export TEMPORAL_ADDRESS=127.0.0.1:7233; ./bin/sluice setup && ./bin/sluice worker
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./activities/ ./workflows/ | tee bench-go.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./activities/ ./workflows/ ./events/ | tee bench-go.txt
+	@temporal=$$(bash $(TOOLS) temporal) || exit 1; \
+	SLUICE_TEMPORAL_BIN=$$temporal $(GO) test -run '^$$' -bench EventToWorkflowStart -benchtime 1000x -count 3 ./test/integration/ | grep -v '^time=' | tee -a bench-go.txt

@@ -66,7 +66,7 @@ func (s *sink) has(typ string) bool {
 }
 
 // startReceiver serves sluice's receiver over the stack's Temporal and cluster.
-func (s *stack) startReceiver(t *testing.T) string {
+func (s *stack) startReceiver(t testing.TB) string {
 	tokens := &receiver.StaticTokens{}
 	tokens.Add("pipeline", commandToken)
 	rcv := &receiver.Receiver{

@@ -34,7 +34,7 @@ const ns = "default"
 // stack is a real Temporal dev server with a real sluice worker over a fake
 // Knative cluster (the real API server comes with the local stack).
 type stack struct {
-	t        *testing.T
+	t        testing.TB
 	temporal client.Client
 	k        *knativefake.Cluster
 	ctl      *control.Client
@@ -59,12 +59,12 @@ func (s *stack) cli(args ...string) (string, int) {
 	return string(out), 0
 }
 
-func startStack(t *testing.T, objs ...runtime.Object) *stack {
+func startStack(t testing.TB, objs ...runtime.Object) *stack {
 	return startStackWith(t, nil, objs...)
 }
 
 // startStackWith starts the stack with a progress-event sender for the worker.
-func startStackWith(t *testing.T, sender *events.Sender, objs ...runtime.Object) *stack {
+func startStackWith(t testing.TB, sender *events.Sender, objs ...runtime.Object) *stack {
 	t.Helper()
 	opts := temporalServer(t)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -270,7 +270,7 @@ func httpGet(t *testing.T, url string) string {
 
 // recordHistory writes the rollout's history as JSON into
 // $SLUICE_RECORD_HISTORY/name, for the replay tests in workflows/testdata.
-func recordHistory(t *testing.T, c client.Client, name string) {
+func recordHistory(t testing.TB, c client.Client, name string) {
 	dir := os.Getenv("SLUICE_RECORD_HISTORY")
 	if dir == "" {
 		return

@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 
 // temporalServer starts the dev server for one test and stops it after. Its
 // log is printed if the test fails.
-func temporalServer(t *testing.T) client.Options {
+func temporalServer(t testing.TB) client.Options {
 	t.Helper()
 	bin := os.Getenv("SLUICE_TEMPORAL_BIN")
 	if bin == "" {
@@ -55,7 +55,6 @@ func temporalServer(t *testing.T) client.Options {
 	defer cancel()
 	srv, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
 		ExistingPath:  bin,
-		DBFilename:    t.TempDir() + "/temporal.db",
 		LogLevel:      "warn",
 		Stdout:        &serverLog,
 		Stderr:        &serverLog,

@@ -9,6 +9,7 @@
 set -euo pipefail
 
 TEMPORAL_CLI_VERSION=v1.5.1
+CONFORMANCE_VERSION=v0.4.1 # keep in step with test/tools/conformance/go.mod
 
 cache_root=${SLUICE_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice/tools}
 
@@ -27,7 +28,20 @@ install_temporal() {
   echo "$bin"
 }
 
+install_conformance() {
+  local dir="$cache_root/cloudevents-conformance-$CONFORMANCE_VERSION"
+  local bin="$dir/cloudevents"
+  if [[ ! -x "$bin" ]]; then
+    echo "building the CloudEvents conformance tool $CONFORMANCE_VERSION into $dir (under a minute)" >&2
+    mkdir -p "$dir"
+    (cd "$(dirname "$0")/conformance" && GOFLAGS=-buildvcs=false go build -o "$bin.tmp" github.com/cloudevents/conformance/cmd/cloudevents)
+    mv "$bin.tmp" "$bin"
+  fi
+  echo "$bin"
+}
+
 case "${1:-}" in
   temporal) install_temporal ;;
-  *) echo "usage: $0 temporal" >&2; exit 2 ;;
+  conformance) install_conformance ;;
+  *) echo "usage: $0 temporal|conformance" >&2; exit 2 ;;
 esac
