@@ -3,55 +3,24 @@ package workflows
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
-	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
+	"github.com/sluicehq/sluice/test/eventsink"
 )
 
-// sink collects the progress events sluice sends, as a Knative sink would.
-type sink struct {
-	mu     sync.Mutex
-	events []cloudevents.Event
-	srv    *httptest.Server
-}
-
-func newSink(t *testing.T) *sink {
-	s := &sink{}
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		e, err := cehttp.NewEventFromHTTPRequest(r)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		s.mu.Lock()
-		s.events = append(s.events, *e)
-		s.mu.Unlock()
-		w.WriteHeader(http.StatusAccepted)
-	}))
-	t.Cleanup(s.srv.Close)
-	return s
-}
-
-func (s *sink) types() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	evs := append([]cloudevents.Event(nil), s.events...)
-	sort.Slice(evs, func(i, j int) bool {
-		return seq(evs[i]) < seq(evs[j])
-	})
+func types(s *eventsink.Sink) []string {
+	evs := s.Events()
+	sort.Slice(evs, func(i, j int) bool { return seq(evs[i]) < seq(evs[j]) })
 	out := make([]string, len(evs))
 	for i, e := range evs {
 		out[i] = strings.TrimPrefix(e.Type(), events.ProgressPrefix)
@@ -59,9 +28,9 @@ func (s *sink) types() []string {
 	return out
 }
 
-func (h *harness) withSink(t *testing.T) *sink {
-	s := newSink(t)
-	sender, err := events.NewSender(s.srv.URL, `{"extensions":{"cluster":"test"}}`, nil)
+func (h *harness) withSink(t *testing.T) *eventsink.Sink {
+	s := eventsink.New(t)
+	sender, err := events.NewSender(s.URL, `{"extensions":{"cluster":"test"}}`, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,13 +45,12 @@ func TestProgressEventsFollowTheRollout(t *testing.T) {
 	h.at(6*time.Minute, func() { h.update(CommandResume, Command{By: "ann"}) })
 	h.at(7*time.Minute, func() { h.update(CommandPromote, Command{By: "ann", Reason: "go"}) })
 	h.run("hello-00002")
-	if got := strings.Join(s.types(), ","); got != "started,step,step,paused,resumed,promoted,step,succeeded" {
+	if got := strings.Join(types(s), ","); got != "started,step,step,paused,resumed,promoted,step,succeeded" {
 		t.Fatalf("progress events: %s", got)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	evs := s.Events()
 	ids := map[string]bool{}
-	for _, e := range s.events {
+	for _, e := range evs {
 		ids[e.ID()] = true
 		if e.Source() != "/sluice/rollouts/default/service/hello" || e.Subject() != "hello-00002" || e.Extensions()["cluster"] != "test" {
 			t.Fatalf("event attributes: %s", e)
@@ -95,8 +63,8 @@ func TestProgressEventsFollowTheRollout(t *testing.T) {
 			t.Fatalf("paused event data: %+v", d)
 		}
 	}
-	if len(ids) != len(s.events) {
-		t.Fatalf("event IDs repeat: %d distinct of %d", len(ids), len(s.events))
+	if len(ids) != len(evs) {
+		t.Fatalf("event IDs repeat: %d distinct of %d", len(ids), len(evs))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/cmd/sluice/control"
 	"github.com/sluicehq/sluice/workflows"
 )
@@ -21,11 +22,7 @@ func newStartCommand(g *globals) *cobra.Command {
   sluice start configuration/api api-00007 -n shop --reason "hotfix #123" --wait`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			target, err := control.ParseTarget(g.namespace, args[0])
-			if err != nil {
-				return err
-			}
-			c, closeFn, err := g.dial(cmd.Context())
+			target, c, closeFn, err := g.forTarget(cmd, args[0])
 			if err != nil {
 				return err
 			}
@@ -44,7 +41,7 @@ func newStartCommand(g *globals) *cobra.Command {
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", res.Outcome, res.Reason)
 			if res.Outcome != workflows.OutcomeSucceeded {
-				return &control.RejectedError{Reason: fmt.Sprintf("rollout ended %s", res.Outcome)}
+				return &outcomeError{outcome: res.Outcome}
 			}
 			return nil
 		},
@@ -64,11 +61,7 @@ func newStatusCommand(g *globals) *cobra.Command {
 			if err := validateOutput(g.output); err != nil {
 				return err
 			}
-			target, err := control.ParseTarget(g.namespace, args[0])
-			if err != nil {
-				return err
-			}
-			c, closeFn, err := g.dial(cmd.Context())
+			target, c, closeFn, err := g.forTarget(cmd, args[0])
 			if err != nil {
 				return err
 			}
@@ -138,11 +131,7 @@ func newAbortCommand(g *globals) *cobra.Command {
 }
 
 func sendCommand(cmd *cobra.Command, g *globals, arg, name, reason string) error {
-	target, err := control.ParseTarget(g.namespace, arg)
-	if err != nil {
-		return err
-	}
-	c, closeFn, err := g.dial(cmd.Context())
+	target, c, closeFn, err := g.forTarget(cmd, arg)
 	if err != nil {
 		return err
 	}
@@ -183,3 +172,18 @@ func newSetupCommand(g *globals) *cobra.Command {
 		},
 	}
 }
+
+// forTarget parses a target argument and connects to Temporal for it.
+func (g *globals) forTarget(cmd *cobra.Command, arg string) (activities.TargetRef, *control.Client, func(), error) {
+	target, err := control.ParseTarget(g.namespace, arg)
+	if err != nil {
+		return target, nil, nil, err
+	}
+	c, closeFn, err := g.dial(cmd.Context())
+	return target, c, closeFn, err
+}
+
+// outcomeError is a rollout, waited for, that ended without succeeding.
+type outcomeError struct{ outcome workflows.Outcome }
+
+func (e *outcomeError) Error() string { return "the rollout ended " + string(e.outcome) }

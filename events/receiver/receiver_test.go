@@ -27,6 +27,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/cmd/sluice/control"
 	"github.com/sluicehq/sluice/test/knativefake"
@@ -361,4 +362,39 @@ func signToken(t *testing.T, key *rsa.PrivateKey, iss, audience string, ttl time
 		t.Fatal(err)
 	}
 	return tok
+}
+
+func TestTrafficAndDeleteHints(t *testing.T) {
+	owned := &servingv1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "hello-route",
+		Labels: map[string]string{"serving.knative.dev/service": "hello"}}}
+	e := newEnv(t, append(helloObjects(), owned)...)
+	e.temporal.signalFn = func(string, string) error { return nil }
+	code, msg := e.replay("resource/06-route-update-status.json", nil)
+	if code != http.StatusAccepted || !strings.Contains(msg, "told the rollout of default/service/hello: traffic changed") {
+		t.Fatalf("route update: %d %s", code, msg)
+	}
+	del := commandEvent("dev.knative.apiserver.resource.delete", `{"apiVersion":"serving.knative.dev/v1","kind":"Service","metadata":{"name":"hello","namespace":"default"}}`)
+	code, msg = e.postEvent(del, "")
+	if code != http.StatusAccepted || !strings.Contains(msg, "target deleted") {
+		t.Fatalf("service delete: %d %s", code, msg)
+	}
+	want := "signal traffic-hint rollout/default/service/hello; signal target-deleted rollout/default/service/hello"
+	if got := strings.Join(e.temporal.Calls(), "; "); got != want {
+		t.Fatalf("calls %s, want %s", got, want)
+	}
+}
+
+func TestRouteOfOptedInConfiguration(t *testing.T) {
+	cfg := &servingv1.Configuration{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "api",
+		Annotations: map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/route": "hello-route"}}}
+	route := &servingv1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "hello-route"}}
+	e := newEnv(t, cfg, route)
+	e.temporal.signalFn = func(string, string) error { return nil }
+	code, msg := e.replay("resource/06-route-update-status.json", nil)
+	if code != http.StatusAccepted || !strings.Contains(msg, "default/configuration/api") {
+		t.Fatalf("route update: %d %s", code, msg)
+	}
+	if got := e.temporal.Calls(); len(got) != 1 || got[0] != "signal traffic-hint rollout/default/configuration/api" {
+		t.Fatalf("calls %v", got)
+	}
 }

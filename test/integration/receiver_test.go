@@ -11,12 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
-	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/prometheus/client_golang/prometheus"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
@@ -25,45 +22,12 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/events/receiver"
+	"github.com/sluicehq/sluice/test/eventsink"
 	"github.com/sluicehq/sluice/test/knativefake"
 	"github.com/sluicehq/sluice/workflows"
 )
 
 const commandToken = "integration-token-0123456789"
-
-// sink is a progress-event sink, as a Knative Broker or a chat bridge would be.
-type sink struct {
-	mu     sync.Mutex
-	events []cloudevents.Event
-	srv    *httptest.Server
-}
-
-func newSink(t *testing.T) *sink {
-	s := &sink{}
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		e, err := cehttp.NewEventFromHTTPRequest(r)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		s.mu.Lock()
-		s.events = append(s.events, *e)
-		s.mu.Unlock()
-	}))
-	t.Cleanup(s.srv.Close)
-	return s
-}
-
-func (s *sink) has(typ string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, e := range s.events {
-		if e.Type() == typ {
-			return true
-		}
-	}
-	return false
-}
 
 // startReceiver serves sluice's receiver over the stack's Temporal and cluster.
 func (s *stack) startReceiver(t testing.TB) string {
@@ -137,8 +101,8 @@ func TestEventsDriveARollout(t *testing.T) {
 		config.AnnotationSteps: "50,100", config.AnnotationHold: "1s", config.AnnotationGates: "100",
 	}, knativefake.Target("hello-00001", 100, ""))
 	svc.Status.LatestCreatedRevisionName = "hello-00002"
-	snk := newSink(t)
-	sender, err := events.NewSender(snk.srv.URL, "", nil)
+	snk := eventsink.New(t)
+	sender, err := events.NewSender(snk.URL, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +182,7 @@ func TestEventsDriveARollout(t *testing.T) {
 		t.Fatalf("event after the end: %d %s", code, msg)
 	}
 	eventually(t, 10*time.Second, "progress events at the sink", func() bool {
-		return snk.has(events.ProgressStarted) && snk.has(events.ProgressStep) && snk.has(events.ProgressPromoted) && snk.has(events.ProgressSucceeded)
+		return snk.Has(events.ProgressStarted) && snk.Has(events.ProgressStep) && snk.Has(events.ProgressPromoted) && snk.Has(events.ProgressSucceeded)
 	})
 	recordHistory(t, s.temporal, "rollout-events.json")
 }
