@@ -10,6 +10,9 @@ set -euo pipefail
 
 TEMPORAL_CLI_VERSION=v1.5.1
 CONFORMANCE_VERSION=v0.4.1 # keep in step with test/tools/conformance/go.mod
+KUBERNETES_VERSION=v1.36.3 # test/tools/kube/go.mod
+ETCD_VERSION=v3.6.8        # test/tools/etcd/go.mod
+EVENTING_VERSION=v0.50.0   # test/tools/eventing/go.mod
 
 cache_root=${SLUICE_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice/tools}
 
@@ -40,8 +43,62 @@ install_conformance() {
   echo "$bin"
 }
 
+# build_in_module builds packages of a tools module into a versioned cache
+# directory; it prints the directory.
+build_in_module() {
+  local module=$1 dir=$2 note=$3
+  shift 3
+  local missing=0
+  for pkg in "$@"; do
+    [[ -x "$dir/$(basename "$pkg")" ]] || missing=1
+  done
+  if [[ $missing == 1 ]]; then
+    echo "building $note into $dir" >&2
+    mkdir -p "$dir.tmp"
+    local start=$SECONDS
+    (cd "$(dirname "$0")/$module" && GOFLAGS=-buildvcs=false go build -o "$dir.tmp/" "$@") >&2
+    mkdir -p "$dir"
+    mv "$dir.tmp"/* "$dir/"
+    rmdir "$dir.tmp"
+    echo "built $note in $((SECONDS - start))s" >&2
+  fi
+  echo "$dir"
+}
+
+install_kube() {
+  build_in_module kube "$cache_root/kubernetes-$KUBERNETES_VERSION" \
+    "kube-apiserver and kubectl $KUBERNETES_VERSION (cold build: about 11 minutes on 2 cores)" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
+}
+
+install_etcd() {
+  local dir
+  dir="$cache_root/etcd-$ETCD_VERSION"
+  [[ -x "$dir/etcd" ]] || dir=$(build_in_module etcd "$dir" "etcd $ETCD_VERSION (about 2 minutes)" go.etcd.io/etcd/server/v3)
+  # go build names the binary after the package path ("server").
+  [[ -x "$dir/etcd" ]] || cp "$dir/server" "$dir/etcd"
+  echo "$dir"
+}
+
+install_eventing() {
+  build_in_module eventing "$cache_root/knative-eventing-$EVENTING_VERSION" \
+    "Knative Eventing's ApiServerSource adapter $EVENTING_VERSION (about a minute)" \
+    knative.dev/eventing/cmd/apiserver_receive_adapter
+}
+
 case "${1:-}" in
   temporal) install_temporal ;;
   conformance) install_conformance ;;
-  *) echo "usage: $0 temporal|conformance" >&2; exit 2 ;;
+  kube) install_kube ;;
+  etcd) install_etcd ;;
+  eventing) install_eventing ;;
+  all)
+    # Prints one line per tool: NAME=PATH, for the local stack's environment.
+    echo "SLUICE_TEMPORAL_BIN=$(install_temporal)"
+    echo "SLUICE_CLOUDEVENTS_BIN=$(install_conformance)"
+    echo "SLUICE_KUBE_DIR=$(install_kube)"
+    echo "SLUICE_ETCD_DIR=$(install_etcd)"
+    echo "SLUICE_EVENTING_DIR=$(install_eventing)"
+    ;;
+  *) echo "usage: $0 temporal|conformance|kube|etcd|eventing|all" >&2; exit 2 ;;
 esac

@@ -1,0 +1,9 @@
+//go:build tools
+
+// Package kube pins the Kubernetes binaries the local stack runs.
+package kube
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
