@@ -4,13 +4,14 @@
 #   make test    lint, then every test: unit, replay, and integration on a real Temporal server
 #   make lint    go vet and a gofmt check
 #   make tools   build the Temporal CLI (dev server + UI) and the CloudEvents conformance tool into the tool cache
+#   make demo    the local stack and a guided rollout (SLUICE_DEMO_UNATTENDED=1: promote by itself, check, exit)
 #   make dev     run a Temporal dev server (UI on :8233) and a sluice worker against $KUBECONFIG
 #   make bench   Go benchmarks of the hot paths, and the receiver's event-to-start latency (1,000 events, 3 runs)
 
 GO ?= go
 TOOLS := test/tools/install.sh
 
-.PHONY: build test lint tools dev bench
+.PHONY: build test lint tools dev demo bench
 
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
@@ -21,15 +22,21 @@ lint:
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
 tools:
-	@bash $(TOOLS) temporal >/dev/null
-	@bash $(TOOLS) conformance >/dev/null
+	@bash $(TOOLS) all
 
-test: lint
+# The tool locations, built once per version into the cache outside the clone.
+TOOL_ENV = env=$$(bash $(TOOLS) all) || exit 1; eval "$$env"; export SLUICE_BIN=$(CURDIR)/bin/sluice
+
+test: lint build
 	@start=$$(date +%s); \
-	temporal=$$(bash $(TOOLS) temporal) || exit 1; \
-	conformance=$$(bash $(TOOLS) conformance) || exit 1; \
-	SLUICE_TEMPORAL_BIN=$$temporal SLUICE_CLOUDEVENTS_BIN=$$conformance $(GO) test -count=1 ./... || exit 1; \
+	$(TOOL_ENV); \
+	$(GO) test -count=1 -timeout 30m ./... || exit 1; \
+	SLUICE_DEMO_UNATTENDED=1 ./bin/sluice dev --temporal-port 0 --ui-port 0 || exit 1; \
 	echo "make test: $$(( $$(date +%s) - start ))s"
+
+# The local demo stack: a rollout stops at a manual gate until you promote it.
+demo: build
+	@$(TOOL_ENV); ./bin/sluice dev
 
 dev: build
 	@temporal=$$(bash $(TOOLS) temporal) || exit 1; \

@@ -56,6 +56,7 @@ TEMPORAL_NAMESPACE and the Temporal config file, or the flags below.`,
 		newSimpleCommand(g, "resume", "Resume a paused rollout", "resume"),
 		newAbortCommand(g),
 		newSetupCommand(g),
+		newDevCommand(),
 	)
 	return root
 }

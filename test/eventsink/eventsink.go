@@ -22,6 +22,13 @@ type Sink struct {
 
 // New starts a sink that stops when the test ends.
 func New(t testing.TB) *Sink {
+	s, stop := Start()
+	t.Cleanup(stop)
+	return s
+}
+
+// Start starts a sink; call stop when done.
+func Start() (*Sink, func()) {
 	s := &Sink{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e, err := cehttp.NewEventFromHTTPRequest(r)
@@ -34,9 +41,8 @@ func New(t testing.TB) *Sink {
 		s.mu.Unlock()
 		w.WriteHeader(http.StatusAccepted)
 	}))
-	t.Cleanup(srv.Close)
 	s.URL = srv.URL
-	return s
+	return s, srv.Close
 }
 
 // Events returns the events received so far, in arrival order.

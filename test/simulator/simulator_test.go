@@ -2,9 +2,9 @@ package simulator
 
 import (
 	"context"
-	"strconv"
 	"io"
 	"log/slog"
+	"strconv"
 	"testing"
 	"time"
 

@@ -93,12 +93,18 @@ case "${1:-}" in
   etcd) install_etcd ;;
   eventing) install_eventing ;;
   all)
-    # Prints one line per tool: NAME=PATH, for the local stack's environment.
-    echo "SLUICE_TEMPORAL_BIN=$(install_temporal)"
-    echo "SLUICE_CLOUDEVENTS_BIN=$(install_conformance)"
-    echo "SLUICE_KUBE_DIR=$(install_kube)"
-    echo "SLUICE_ETCD_DIR=$(install_etcd)"
-    echo "SLUICE_EVENTING_DIR=$(install_eventing)"
+    # Prints one line per tool, "export NAME=PATH", for the tests' and the
+    # local stack's environment.
+    temporal=$(install_temporal)
+    conformance=$(install_conformance)
+    kube=$(install_kube)
+    etcd=$(install_etcd)
+    eventing=$(install_eventing)
+    echo "export SLUICE_TEMPORAL_BIN=$temporal"
+    echo "export SLUICE_CLOUDEVENTS_BIN=$conformance"
+    echo "export SLUICE_KUBE_DIR=$kube"
+    echo "export SLUICE_ETCD_DIR=$etcd"
+    echo "export SLUICE_EVENTING_DIR=$eventing"
     ;;
   *) echo "usage: $0 temporal|conformance|kube|etcd|eventing|all" >&2; exit 2 ;;
 esac

@@ -1,0 +1,239 @@
+// Package demo tells sluice's story on the local stack: a Service is
+// deployed, a new Revision rolls out step by step and stops at a manual
+// gate, a person promotes it, and then a failing Revision is rolled back on
+// its own. `make demo` runs it through `sluice dev`.
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/cmd/sluice/control"
+	"github.com/sluicehq/sluice/events"
+	"github.com/sluicehq/sluice/test/eventsink"
+	"github.com/sluicehq/sluice/test/simulator"
+	"github.com/sluicehq/sluice/test/stack"
+	"github.com/sluicehq/sluice/workflows"
+)
+
+// Options shape a demo run.
+type Options struct {
+	// Unattended promotes by itself and exits; otherwise the demo waits for
+	// a person's `sluice promote` and keeps the stack up until ctx ends.
+	Unattended bool
+	// Dir holds the stack's data and logs.
+	Dir          string
+	Tools        stack.Tools
+	Root         string
+	TemporalPort int
+	UIPort       int
+	Out          io.Writer
+}
+
+const service = "hello"
+
+// Run tells the story and reports whether every expected outcome was seen.
+func Run(ctx context.Context, o Options) error {
+	out := o.Out
+	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
+	crds, err := stack.KnativeCRDDirs(ctx, o.Root)
+	if err != nil {
+		return err
+	}
+	sink, stopSink := eventsink.Start()
+	defer stopSink()
+	say("Starting the local stack (etcd, kube-apiserver with Knative's CRDs, Temporal, ApiServerSource, sluice, the Knative simulator)...")
+	begin := time.Now()
+	s, err := stack.Start(ctx, stack.Options{
+		Dir: o.Dir, Tools: o.Tools, CRDDirs: crds, Adapter: true, ProgressSink: sink.URL,
+		TemporalPort: o.TemporalPort, UIPort: o.UIPort, ReadyAfter: 2 * time.Second,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		return err
+	}
+	defer s.Stop()
+	say("Stack up in %s. Logs: %s", time.Since(begin).Round(time.Second), o.Dir)
+	if s.UIURL != "" {
+		say("Temporal UI: %s/namespaces/default/workflows", s.UIURL)
+	}
+	tc, err := client.Dial(client.Options{HostPort: s.TemporalAddr, Logger: tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	c := &control.Client{Temporal: tc, TaskQueue: "sluice-rollouts", Identity: "demo"}
+	target := activities.TargetRef{Namespace: stack.Namespace, Kind: activities.KindService, Name: service}
+	go printProgress(ctx, sink, say)
+
+	say("\n1. Deploying Service %s (opted in: steps 10,50,100, 3s holds, a manual gate before 100%%)", service)
+	if err := deploy(ctx, s, "example.com/hello:v1", nil); err != nil {
+		return err
+	}
+	if _, err := waitEnd(ctx, c, target, "hello-00001"); err != nil {
+		return err
+	}
+	say("   hello-00001 serves %s", traffic(ctx, s))
+
+	say("\n2. Deploying a new Revision: hello-00002 rolls out")
+	if err := deploy(ctx, s, "example.com/hello:v2", nil); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, c, target, func(st workflows.Status) bool {
+		return st.Candidate == "hello-00002" && st.Phase == workflows.PhaseGate
+	}); err != nil {
+		return err
+	}
+	say("   Waiting at the manual gate, traffic %s", traffic(ctx, s))
+	promote := fmt.Sprintf("%s promote %s --address %s --reason \"looks good\"", o.Tools.Sluice, service, s.TemporalAddr)
+	if o.Unattended {
+		say("   Promoting (unattended): %s", promote)
+		if _, err := c.Send(ctx, target, workflows.CommandPromote, "unattended demo"); err != nil {
+			return err
+		}
+	} else {
+		say("\n   To continue, run in another terminal:\n\n     %s\n", promote)
+	}
+	st, err := waitEnd(ctx, c, target, "hello-00002")
+	if err != nil {
+		return err
+	}
+	var problems []string
+	if st.Outcome != workflows.OutcomeSucceeded || traffic(ctx, s) != "hello-00002=100%" {
+		problems = append(problems, fmt.Sprintf("hello-00002: want Succeeded with 100%%, got %s (%s) with %s", st.Outcome, st.Reason, traffic(ctx, s)))
+	}
+	say("   %s: %s", st.Outcome, st.Reason)
+
+	say("\n3. Deploying a Revision that fails: hello-00003 is rolled back on its own")
+	if err := deploy(ctx, s, "example.com/hello:v3-broken", map[string]string{simulator.AnnotationFail: "true"}); err != nil {
+		return err
+	}
+	st, err = waitEnd(ctx, c, target, "hello-00003")
+	if err != nil {
+		return err
+	}
+	say("   %s: %s", st.Outcome, st.Reason)
+	say("   Traffic: %s", traffic(ctx, s))
+	if st.Outcome != workflows.OutcomeRolledBack || traffic(ctx, s) != "hello-00002=100%" {
+		problems = append(problems, fmt.Sprintf("hello-00003: want RolledBack with hello-00002 at 100%%, got %s with %s", st.Outcome, traffic(ctx, s)))
+	}
+	for _, want := range []string{events.ProgressStarted, events.ProgressStep, events.ProgressPromoted, events.ProgressSucceeded, events.ProgressRolledBack} {
+		if !sink.Has(want) {
+			problems = append(problems, "no "+want+" progress event")
+		}
+	}
+	if len(problems) > 0 {
+		return errors.New("the demo did not go as expected:\n  " + strings.Join(problems, "\n  "))
+	}
+	say("\nEvery expected outcome was observed.")
+	if o.Unattended {
+		return nil
+	}
+	say("The stack stays up: try `%s status %s --address %s`. Ctrl-C to stop.", o.Tools.Sluice, service, s.TemporalAddr)
+	<-ctx.Done()
+	return nil
+}
+
+func deploy(ctx context.Context, s *stack.Stack, image string, templateAnn map[string]string) error {
+	svcs := s.Serving.ServingV1().Services(stack.Namespace)
+	for attempt := 0; attempt < 10; attempt++ {
+		svc, err := svcs.Get(ctx, service, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			svc = &servingv1.Service{ObjectMeta: metav1.ObjectMeta{Name: service, Namespace: stack.Namespace, Annotations: map[string]string{
+				"sluice.dev/rollout": "enabled", "sluice.dev/steps": "10,50,100", "sluice.dev/hold": "3s", "sluice.dev/gates": "100",
+			}}}
+			svc.Spec.Template.Spec.Containers = []corev1.Container{{Image: image}}
+			_, err = svcs.Create(ctx, svc, metav1.CreateOptions{})
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		svc.Spec.Template.Annotations = templateAnn
+		svc.Spec.Template.Spec.Containers = []corev1.Container{{Image: image}}
+		if _, err = svcs.Update(ctx, svc, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+	return fmt.Errorf("update Service %s: conflicts", service)
+}
+
+func traffic(ctx context.Context, s *stack.Stack) string {
+	svc, err := s.Serving.ServingV1().Services(stack.Namespace).Get(ctx, service, metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	return activities.FormatTraffic(svc.Spec.Traffic)
+}
+
+func waitFor(ctx context.Context, c *control.Client, t activities.TargetRef, cond func(workflows.Status) bool) error {
+	for {
+		st, err := c.Status(ctx, t)
+		if err == nil && cond(st) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func waitEnd(ctx context.Context, c *control.Client, t activities.TargetRef, candidate string) (workflows.Status, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	var st workflows.Status
+	err := waitFor(ctx, c, t, func(s workflows.Status) bool {
+		st = s
+		return s.Candidate == candidate && s.Phase.Done()
+	})
+	return st, err
+}
+
+// printProgress prints each progress event as it arrives: the live view.
+func printProgress(ctx context.Context, sink *eventsink.Sink, say func(string, ...any)) {
+	seen := 0
+	for ctx.Err() == nil {
+		evs := sink.Events()
+		for _, e := range evs[seen:] {
+			say("   [event] %s", describe(e))
+		}
+		seen = len(evs)
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func describe(e cloudevents.Event) string {
+	var d events.ProgressData
+	_ = json.Unmarshal(e.Data(), &d)
+	typ := strings.TrimPrefix(e.Type(), events.ProgressPrefix)
+	switch typ {
+	case "step":
+		return fmt.Sprintf("step %d/%d: %s at %d%% — %s", d.Step, d.StepCount, d.Candidate, d.Weight, d.Traffic)
+	case "promoted":
+		return fmt.Sprintf("promoted by %s", d.By)
+	}
+	s := typ + ": " + d.Candidate
+	if d.Reason != "" {
+		s += " — " + d.Reason
+	}
+	return s
+}
+
+

@@ -1,0 +1,177 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/cmd/sluice/control"
+	"github.com/sluicehq/sluice/test/stack"
+	"github.com/sluicehq/sluice/workflows"
+)
+
+const ns = stack.Namespace
+
+func ctl(t *testing.T) *control.Client {
+	t.Helper()
+	c, err := client.Dial(client.Options{HostPort: stk.TemporalAddr, Logger: quiet{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return &control.Client{Temporal: c, TaskQueue: "sluice-rollouts", Identity: "e2e@test"}
+}
+
+// deploy creates the Service or changes its template, as `kn service update` would.
+func deploy(t *testing.T, name, image string, ann, templateAnn map[string]string, traffic ...servingv1.TrafficTarget) {
+	t.Helper()
+	ctx := context.Background()
+	svcs := stk.Serving.ServingV1().Services(ns)
+	for attempt := 0; attempt < 10; attempt++ {
+		svc, err := svcs.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			svc = &servingv1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: ann}}
+			svc.Spec.Template.Annotations = templateAnn
+			svc.Spec.Template.Spec.Containers = []corev1.Container{{Image: image}}
+			svc.Spec.Traffic = traffic
+			if _, err := svcs.Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("create Service %s: %v", name, err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc.Spec.Template.Annotations = templateAnn
+		svc.Spec.Template.Spec.Containers = []corev1.Container{{Image: image}}
+		if _, err = svcs.Update(ctx, svc, metav1.UpdateOptions{}); err == nil {
+			return
+		} else if !apierrors.IsConflict(err) {
+			t.Fatalf("update Service %s: %v", name, err)
+		}
+	}
+	t.Fatalf("update Service %s: conflicts", name)
+}
+
+// patchTraffic changes a Service's traffic by hand, as an operator would with kubectl.
+func patchTraffic(t *testing.T, name string, traffic []servingv1.TrafficTarget) {
+	t.Helper()
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"traffic": traffic}})
+	if _, err := stk.Serving.ServingV1().Services(ns).Patch(context.Background(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func serviceTraffic(t *testing.T, name string) string {
+	t.Helper()
+	svc, err := stk.Serving.ServingV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return activities.FormatTraffic(svc.Spec.Traffic)
+}
+
+func svcTarget(name string) activities.TargetRef {
+	return activities.TargetRef{Namespace: ns, Kind: activities.KindService, Name: name}
+}
+
+// waitStatus polls the rollout's status until cond holds.
+func waitStatus(t *testing.T, c *control.Client, target activities.TargetRef, timeout time.Duration, what string, cond func(workflows.Status) bool) workflows.Status {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last workflows.Status
+	var lastErr error
+	for time.Now().Before(deadline) {
+		last, lastErr = c.Status(context.Background(), target)
+		if lastErr == nil && cond(last) {
+			return last
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s on %s; last status: phase %s candidate %s weight %d reason %q (err %v)",
+		timeout, what, target, last.Shown, last.Candidate, last.Weight, last.Reason, lastErr)
+	return last
+}
+
+// waitOutcome waits until the rollout of candidate has ended.
+func waitOutcome(t *testing.T, c *control.Client, target activities.TargetRef, candidate string, timeout time.Duration) workflows.Status {
+	t.Helper()
+	return waitStatus(t, c, target, timeout, "the rollout of "+candidate+" to end", func(s workflows.Status) bool {
+		return s.Candidate == candidate && s.Phase.Done()
+	})
+}
+
+// progress lists the progress event types received for a candidate, in sequence order.
+func progress(candidate string) []string {
+	type ev struct {
+		seq int
+		typ string
+	}
+	var evs []ev
+	for _, e := range sink.Events() {
+		if e.Subject() != candidate {
+			continue
+		}
+		var n int
+		fmt.Sscan(fmt.Sprint(e.Extensions()["sequence"]), &n)
+		evs = append(evs, ev{n, strings.TrimPrefix(e.Type(), "dev.sluice.rollout.")})
+	}
+	for i := range evs {
+		for j := i + 1; j < len(evs); j++ {
+			if evs[j].seq < evs[i].seq {
+				evs[i], evs[j] = evs[j], evs[i]
+			}
+		}
+	}
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.typ
+	}
+	return out
+}
+
+// waitProgress waits for the progress events of a candidate to read want.
+func waitProgress(t *testing.T, candidate, want string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if strings.Join(progress(candidate), ",") == want {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("progress events of %s: %s, want %s", candidate, strings.Join(progress(candidate), ","), want)
+}
+
+// firstRollout deploys a new opted-in Service and waits until its first
+// Revision has all the traffic, pinned by name.
+func firstRollout(t *testing.T, c *control.Client, name string, ann map[string]string) {
+	t.Helper()
+	all := map[string]string{"sluice.dev/rollout": "enabled"}
+	for k, v := range ann {
+		all[k] = v
+	}
+	deploy(t, name, "example.com/"+name+":v1", all, nil)
+	waitOutcome(t, c, svcTarget(name), name+"-00001", 60*time.Second)
+	if got := serviceTraffic(t, name); got != name+"-00001=100%" {
+		t.Fatalf("after the first rollout: traffic %s", got)
+	}
+}
+
+type quiet struct{}
+
+func (quiet) Debug(string, ...any) {}
+func (quiet) Info(string, ...any)  {}
+func (quiet) Warn(string, ...any)  {}
+func (quiet) Error(string, ...any) {}

@@ -1,0 +1,84 @@
+// Package e2e runs sluice's end-to-end scenarios on the local stack (see
+// test/stack): real kube-apiserver and etcd with Knative's CRDs, the
+// Temporal dev server, Knative Eventing's ApiServerSource adapter, sluice's
+// worker and receiver processes, and the Knative Serving simulator. Each
+// scenario checks what a user would: the traffic the API server returns,
+// the rollout's outcome, and the progress events received.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/test/eventsink"
+	"github.com/sluicehq/sluice/test/stack"
+)
+
+var (
+	stk  *stack.Stack
+	sink *eventsink.Sink
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	tools, err := stack.ToolsFromEnv()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+		fmt.Fprintln(os.Stderr, "e2e: skipped:", err)
+		return 0
+	}
+	dir, err := os.MkdirTemp("", "sluice-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	root, err := stack.RepoRoot(".")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	crds, err := stack.KnativeCRDDirs(ctx, root)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	s, stopSink := eventsink.Start()
+	defer stopSink()
+	sink = s
+	stk, err = stack.Start(ctx, stack.Options{
+		Dir: dir, Tools: tools, CRDDirs: crds, Adapter: true, ProgressSink: sink.URL, ReadyAfter: time.Second,
+		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: start the local stack:", err)
+		return 1
+	}
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintln(os.Stderr, stk.Logs())
+	}
+	stk.Stop()
+	return code
+}
+
+// sluice runs the sluice CLI against the stack.
+func sluice(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	args = append(args, "--address", stk.TemporalAddr, "--as", "e2e@test")
+	out, err := exec.Command(os.Getenv("SLUICE_BIN"), args...).CombinedOutput()
+	return string(out), err
+}

@@ -1,0 +1,243 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/test/simulator"
+	"github.com/sluicehq/sluice/workflows"
+)
+
+func pct(n int64) *int64 { return &n }
+
+var fast = map[string]string{"sluice.dev/steps": "25,50,100", "sluice.dev/hold": "1s"}
+
+// 1. Service mode: a new Revision rolls out through every step to 100%.
+func TestServiceModeRollout(t *testing.T) {
+	c := ctl(t)
+	firstRollout(t, c, "s1", fast)
+	deploy(t, "s1", "example.com/s1:v2", nil, nil)
+	st := waitOutcome(t, c, svcTarget("s1"), "s1-00002", 60*time.Second)
+	if st.Outcome != workflows.OutcomeSucceeded || st.Stable != "s1-00001" {
+		t.Fatalf("outcome %s (%s), stable %s", st.Outcome, st.Reason, st.Stable)
+	}
+	for i, step := range st.Steps {
+		if step.StartedAt.IsZero() || (i < len(st.Steps)-1 && step.EndedAt.Sub(step.StartedAt) < time.Second) {
+			t.Errorf("step %d: %+v", i+1, step)
+		}
+	}
+	if got := serviceTraffic(t, "s1"); got != "s1-00002=100%" {
+		t.Fatalf("traffic %s", got)
+	}
+	waitProgress(t, "s1-00002", "started,step,step,step,succeeded")
+}
+
+// 3. A manual gate, passed with `sluice promote`.
+func TestManualGateWithCLI(t *testing.T) {
+	c := ctl(t)
+	firstRollout(t, c, "s3", map[string]string{"sluice.dev/steps": "10,100", "sluice.dev/hold": "1s", "sluice.dev/gates": "100"})
+	deploy(t, "s3", "example.com/s3:v2", nil, nil)
+	waitStatus(t, c, svcTarget("s3"), 60*time.Second, "the gate", func(s workflows.Status) bool {
+		return s.Candidate == "s3-00002" && s.Phase == workflows.PhaseGate
+	})
+	if got := serviceTraffic(t, "s3"); got != "s3-00001=90%, s3-00002=10%" {
+		t.Fatalf("traffic at the gate: %s", got)
+	}
+	if out, err := sluice(t, "promote", "s3", "--reason", "looks good"); err != nil || !strings.Contains(out, "promoted") {
+		t.Fatalf("sluice promote: %v\n%s", err, out)
+	}
+	st := waitOutcome(t, c, svcTarget("s3"), "s3-00002", 30*time.Second)
+	if st.Outcome != workflows.OutcomeSucceeded || serviceTraffic(t, "s3") != "s3-00002=100%" {
+		t.Fatalf("outcome %s, traffic %s", st.Outcome, serviceTraffic(t, "s3"))
+	}
+	waitProgress(t, "s3-00002", "started,step,promoted,step,succeeded")
+}
+
+// 4. `sluice abort`: the exact pre-rollout traffic is back, tagged extra target included.
+func TestAbortRestoresTaggedTraffic(t *testing.T) {
+	c := ctl(t)
+	firstRollout(t, c, "s4", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "10m"})
+	before := []servingv1.TrafficTarget{
+		{RevisionName: "s4-00001", Percent: pct(100)},
+		{RevisionName: "s4-00001", Percent: pct(0), Tag: "stable"},
+	}
+	patchTraffic(t, "s4", before)
+	deploy(t, "s4", "example.com/s4:v2", nil, nil)
+	waitStatus(t, c, svcTarget("s4"), 60*time.Second, "the 50% hold", func(s workflows.Status) bool {
+		return s.Candidate == "s4-00002" && s.Phase == workflows.PhaseHolding
+	})
+	if got := serviceTraffic(t, "s4"); got != "s4-00001=50%, s4-00001=0% (tag stable), s4-00002=50%" {
+		t.Fatalf("traffic in the hold: %s", got)
+	}
+	if out, err := sluice(t, "abort", "s4", "--reason", "errors in the logs"); err != nil {
+		t.Fatalf("sluice abort: %v\n%s", err, out)
+	}
+	st := waitOutcome(t, c, svcTarget("s4"), "s4-00002", 30*time.Second)
+	if st.Outcome != workflows.OutcomeAborted || !strings.Contains(st.Reason, "errors in the logs") {
+		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
+	}
+	if got := serviceTraffic(t, "s4"); got != activities.FormatTraffic(before) {
+		t.Fatalf("traffic after abort: %s, want %s", got, activities.FormatTraffic(before))
+	}
+	waitProgress(t, "s4-00002", "started,step,aborted")
+}
+
+// 5. A failing Revision rolls back; one that never becomes Ready hits the progress deadline.
+func TestFailingAndNeverReadyRevisionsRollBack(t *testing.T) {
+	c := ctl(t)
+	firstRollout(t, c, "s5", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "1s", "sluice.dev/progress-deadline": "8s"})
+	deploy(t, "s5", "example.com/s5:v2", nil, map[string]string{simulator.AnnotationFail: "true"})
+	st := waitOutcome(t, c, svcTarget("s5"), "s5-00002", 60*time.Second)
+	if st.Outcome != workflows.OutcomeRolledBack || !strings.Contains(st.Reason, "failed") {
+		t.Fatalf("failing Revision: outcome %s: %s", st.Outcome, st.Reason)
+	}
+	if got := serviceTraffic(t, "s5"); got != "s5-00001=100%" {
+		t.Fatalf("traffic after the failed Revision: %s", got)
+	}
+	deploy(t, "s5", "example.com/s5:v3", nil, map[string]string{simulator.AnnotationNeverReady: "true"})
+	st = waitOutcome(t, c, svcTarget("s5"), "s5-00003", 60*time.Second)
+	if st.Outcome != workflows.OutcomeRolledBack || !strings.Contains(st.Reason, "progress deadline of 8s") {
+		t.Fatalf("never-Ready Revision: outcome %s: %s", st.Outcome, st.Reason)
+	}
+	if got := serviceTraffic(t, "s5"); got != "s5-00001=100%" {
+		t.Fatalf("traffic after the progress deadline: %s", got)
+	}
+	waitProgress(t, "s5-00003", "started,rolledback")
+}
+
+// 7. The worker is killed mid-step and restarted: the rollout completes, no
+// step repeated or skipped.
+func TestWorkerKilledMidStep(t *testing.T) {
+	c := ctl(t)
+	firstRollout(t, c, "s7", map[string]string{"sluice.dev/steps": "20,40,60,100", "sluice.dev/hold": "3s"})
+	deploy(t, "s7", "example.com/s7:v2", nil, nil)
+	waitStatus(t, c, svcTarget("s7"), 60*time.Second, "the second step", func(s workflows.Status) bool {
+		return s.Candidate == "s7-00002" && s.Phase == workflows.PhaseHolding && s.Weight == 40
+	})
+	stk.KillWorker()
+	time.Sleep(4 * time.Second) // the hold ends while no worker runs
+	if err := stk.StartWorker(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := waitOutcome(t, c, svcTarget("s7"), "s7-00002", 90*time.Second)
+	if st.Outcome != workflows.OutcomeSucceeded || serviceTraffic(t, "s7") != "s7-00002=100%" {
+		t.Fatalf("outcome %s (%s), traffic %s", st.Outcome, st.Reason, serviceTraffic(t, "s7"))
+	}
+	for i := 1; i < len(st.Steps); i++ {
+		if st.Steps[i].StartedAt.Before(st.Steps[i-1].EndedAt) || st.Steps[i].StartedAt.IsZero() {
+			t.Fatalf("steps out of order: %+v", st.Steps)
+		}
+	}
+	waitProgress(t, "s7-00002", "started,step,step,step,step,succeeded")
+}
+
+// 8. The receiver is down while events are emitted: the rollout still
+// completes, on the workflow's own re-reads.
+func TestReceiverDownRolloutCompletes(t *testing.T) {
+	c := ctl(t)
+	firstRollout(t, c, "s8", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "1s"})
+	deploy(t, "s8", "example.com/s8:v2", nil, map[string]string{simulator.AnnotationReadyAfter: "4s"})
+	waitStatus(t, c, svcTarget("s8"), 60*time.Second, "the rollout to wait for readiness", func(s workflows.Status) bool {
+		return s.Candidate == "s8-00002" && s.Phase == workflows.PhaseWaitingReady
+	})
+	stk.StopReceiver()
+	defer func() {
+		if err := stk.StartReceiver(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	st := waitOutcome(t, c, svcTarget("s8"), "s8-00002", 60*time.Second)
+	if st.Outcome != workflows.OutcomeSucceeded || serviceTraffic(t, "s8") != "s8-00002=100%" {
+		t.Fatalf("outcome %s (%s), traffic %s", st.Outcome, st.Reason, serviceTraffic(t, "s8"))
+	}
+}
+
+// 9. Someone edits the traffic by hand mid-rollout: the rollout pauses and
+// says why; nothing is overwritten.
+func TestHandEditPausesRollout(t *testing.T) {
+	c := ctl(t)
+	firstRollout(t, c, "s9", map[string]string{"sluice.dev/steps": "30,60,100", "sluice.dev/hold": "3s"})
+	deploy(t, "s9", "example.com/s9:v2", nil, nil)
+	waitStatus(t, c, svcTarget("s9"), 60*time.Second, "the first hold", func(s workflows.Status) bool {
+		return s.Candidate == "s9-00002" && s.Phase == workflows.PhaseHolding && s.Weight == 30
+	})
+	edited := []servingv1.TrafficTarget{{RevisionName: "s9-00001", Percent: pct(80)}, {RevisionName: "s9-00002", Percent: pct(20)}}
+	patchTraffic(t, "s9", edited)
+	st := waitStatus(t, c, svcTarget("s9"), 30*time.Second, "the pause", func(s workflows.Status) bool { return s.Paused })
+	if !strings.Contains(st.PauseReason, "changed outside sluice") || !strings.Contains(st.PauseReason, "s9-00002=20%") {
+		t.Fatalf("pause reason: %s", st.PauseReason)
+	}
+	time.Sleep(2 * time.Second)
+	if got := serviceTraffic(t, "s9"); got != activities.FormatTraffic(edited) {
+		t.Fatalf("the hand edit was overwritten: %s", got)
+	}
+	if out, err := sluice(t, "abort", "s9", "--reason", "cleanup"); err != nil {
+		t.Fatalf("abort: %v %s", err, out)
+	}
+	waitOutcome(t, c, svcTarget("s9"), "s9-00002", 30*time.Second)
+	waitProgress(t, "s9-00002", "started,step,paused,aborted")
+}
+
+// 6. A third Revision arrives mid-rollout: it supersedes the candidate.
+func TestThirdRevisionSupersedes(t *testing.T) {
+	c := ctl(t)
+	firstRollout(t, c, "s6", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "5s"})
+	deploy(t, "s6", "example.com/s6:v2", nil, nil)
+	waitStatus(t, c, svcTarget("s6"), 60*time.Second, "the first hold", func(s workflows.Status) bool {
+		return s.Candidate == "s6-00002" && s.Phase == workflows.PhaseHolding
+	})
+	deploy(t, "s6", "example.com/s6:v3", nil, nil)
+	st := waitOutcome(t, c, svcTarget("s6"), "s6-00003", 60*time.Second)
+	if st.Outcome != workflows.OutcomeSucceeded || len(st.Superseded) != 1 || st.Superseded[0] != "s6-00002" || st.Stable != "s6-00001" {
+		t.Fatalf("outcome %s (%s), superseded %v, stable %s", st.Outcome, st.Reason, st.Superseded, st.Stable)
+	}
+	if got := serviceTraffic(t, "s6"); got != "s6-00003=100%" {
+		t.Fatalf("traffic %s", got)
+	}
+	waitProgress(t, "s6-00002", "started,step,superseded")
+}
+
+// 2. Route mode: a Configuration with a standalone Route rolls out the same way.
+func TestRouteModeRollout(t *testing.T) {
+	c := ctl(t)
+	ctx := context.Background()
+	// The Route first, so the Configuration's first Revision is already
+	// routed when its event arrives, and starts no rollout.
+	route := &servingv1.Route{ObjectMeta: metav1.ObjectMeta{Name: "api-route", Namespace: ns},
+		Spec: servingv1.RouteSpec{Traffic: []servingv1.TrafficTarget{{RevisionName: "api-00001", Percent: pct(100)}}}}
+	if _, err := stk.Serving.ServingV1().Routes(ns).Create(ctx, route, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &servingv1.Configuration{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: ns, Annotations: map[string]string{
+		"sluice.dev/rollout": "enabled", "sluice.dev/route": "api-route", "sluice.dev/steps": "50,100", "sluice.dev/hold": "1s"}}}
+	cfg.Spec.Template.Spec.Containers = containers("example.com/api:v1")
+	if _, err := stk.Serving.ServingV1().Configurations(ns).Create(ctx, cfg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRevisionReady(t, "api-00001")
+	for attempt := 0; ; attempt++ {
+		cur, _ := stk.Serving.ServingV1().Configurations(ns).Get(ctx, "api", metav1.GetOptions{})
+		cur.Spec.Template.Spec.Containers = containers("example.com/api:v2")
+		if _, err := stk.Serving.ServingV1().Configurations(ns).Update(ctx, cur, metav1.UpdateOptions{}); err == nil {
+			break
+		} else if attempt > 5 {
+			t.Fatal(err)
+		}
+	}
+	target := activities.TargetRef{Namespace: ns, Kind: activities.KindConfiguration, Name: "api"}
+	st := waitOutcome(t, c, target, "api-00002", 60*time.Second)
+	if st.Outcome != workflows.OutcomeSucceeded {
+		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
+	}
+	rt, _ := stk.Serving.ServingV1().Routes(ns).Get(ctx, "api-route", metav1.GetOptions{})
+	if got := activities.FormatTraffic(rt.Spec.Traffic); got != "api-00002=100%" {
+		t.Fatalf("route traffic %s", got)
+	}
+	waitProgress(t, "api-00002", "started,step,step,succeeded")
+}

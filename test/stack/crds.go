@@ -1,0 +1,51 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// KnativeCRDDirs finds Knative's CRD YAML in the module cache: Serving's
+// through sluice's own module (at root), Eventing's through the tools module
+// that builds its adapter.
+func KnativeCRDDirs(ctx context.Context, root string) ([]string, error) {
+	serving, err := moduleDir(ctx, root, "knative.dev/serving")
+	if err != nil {
+		return nil, err
+	}
+	eventing, err := moduleDir(ctx, filepath.Join(root, "test", "tools", "eventing"), "knative.dev/eventing")
+	if err != nil {
+		return nil, err
+	}
+	return []string{filepath.Join(serving, "config", "core", "300-resources"), filepath.Join(eventing, "config", "core", "resources")}, nil
+}
+
+func moduleDir(ctx context.Context, dir, module string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", module)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("find module %s from %s: %w", module, dir, err)
+	}
+	d := strings.TrimSpace(string(out))
+	if d == "" {
+		return "", fmt.Errorf("module %s is not downloaded; run `go mod download` in %s", module, dir)
+	}
+	return d, nil
+}
+
+// RepoRoot finds sluice's module root above dir (go itself walks up to go.mod).
+func RepoRoot(dir string) (string, error) {
+	cmd := exec.Command("go", "env", "GOMOD")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	gomod := strings.TrimSpace(string(out))
+	if err != nil || gomod == "" || gomod == os.DevNull {
+		return "", fmt.Errorf("no go.mod above %s: run this from a clone of sluice", dir)
+	}
+	return filepath.Dir(gomod), nil
+}

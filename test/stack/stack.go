@@ -1,0 +1,456 @@
+// Package stack runs sluice's local stack on loopback: real etcd and
+// kube-apiserver with Knative's own CRDs, the Temporal dev server (with its
+// UI), Knative Eventing's real ApiServerSource adapter, sluice's worker and
+// receiver as processes of the sluice binary, and the Knative Serving
+// simulator (test/simulator) standing in for Knative's controllers. The e2e
+// tests and `sluice dev` (make demo) use it.
+package stack
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	servingclient "knative.dev/serving/pkg/client/clientset/versioned"
+
+	"github.com/sluicehq/sluice/test/simulator"
+)
+
+// Tools are the binaries the stack runs; test/tools/install.sh builds them.
+type Tools struct {
+	Temporal string // the Temporal CLI
+	KubeDir  string // kube-apiserver and kubectl
+	EtcdDir  string // etcd
+	Adapter  string // Knative Eventing's apiserver_receive_adapter
+	Sluice   string // the sluice binary
+}
+
+// ToolsFromEnv reads the tool locations that `test/tools/install.sh all` prints.
+func ToolsFromEnv() (Tools, error) {
+	t := Tools{
+		Temporal: os.Getenv("SLUICE_TEMPORAL_BIN"),
+		KubeDir:  os.Getenv("SLUICE_KUBE_DIR"),
+		EtcdDir:  os.Getenv("SLUICE_ETCD_DIR"),
+		Sluice:   os.Getenv("SLUICE_BIN"),
+	}
+	if d := os.Getenv("SLUICE_EVENTING_DIR"); d != "" {
+		t.Adapter = filepath.Join(d, "apiserver_receive_adapter")
+	}
+	var missing []string
+	for name, v := range map[string]string{"SLUICE_TEMPORAL_BIN": t.Temporal, "SLUICE_KUBE_DIR": t.KubeDir, "SLUICE_ETCD_DIR": t.EtcdDir, "SLUICE_EVENTING_DIR": t.Adapter, "SLUICE_BIN": t.Sluice} {
+		if v == "" {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		return t, fmt.Errorf("the local stack needs %s: run it through `make test` or `make demo`, which build the tools and set them", strings.Join(missing, ", "))
+	}
+	return t, nil
+}
+
+// Options shape a stack.
+type Options struct {
+	// Dir holds data and logs; it must exist.
+	Dir   string
+	Tools Tools
+	// CRDDirs hold Knative's CRD YAML (Serving's config/core/300-resources,
+	// Eventing's config/core/resources).
+	CRDDirs []string
+	// Adapter runs the ApiServerSource adapter (it binds port 8080: one per machine).
+	Adapter bool
+	// ProgressSink is K_SINK for the worker's progress events.
+	ProgressSink string
+	// TemporalPort and UIPort fix the dev server's ports; 0 picks free ones, and UIPort 0 runs headless.
+	TemporalPort, UIPort int
+	// ReadyAfter is how long a simulated Revision takes to become Ready.
+	ReadyAfter time.Duration
+	// WorkerEnv is extra environment for the worker, e.g. SLUICE_DEFAULT_HOLD.
+	WorkerEnv []string
+	Log       *slog.Logger
+}
+
+// Stack is a running local stack.
+type Stack struct {
+	opts Options
+
+	etcd, apiserver, temporal, worker, receiver, adapter *proc
+
+	// KubeURL and Kubeconfig reach the API server as its administrator.
+	KubeURL, Kubeconfig string
+	Rest                *rest.Config
+	Serving             servingclient.Interface
+	// TemporalAddr is the dev server's frontend; UIURL its web UI, if any.
+	TemporalAddr, UIURL string
+	// ReceiverURL takes CloudEvents; ReceiverToken authenticates commands.
+	ReceiverURL, ReceiverToken string
+	// WorkerHTTP serves the worker's /healthz and /metrics.
+	WorkerHTTP string
+
+	simCancel context.CancelFunc
+	simDone   chan struct{}
+}
+
+// Namespace is where the stack's Knative objects live.
+const Namespace = "default"
+
+// Start brings the stack up, in dependency order; on error, what started is stopped.
+func Start(ctx context.Context, o Options) (_ *Stack, err error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	if o.ReadyAfter == 0 {
+		o.ReadyAfter = time.Second
+	}
+	s := &Stack{opts: o}
+	defer func() {
+		if err != nil {
+			s.Stop()
+		}
+	}()
+	steps := []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"etcd", s.startEtcd},
+		{"kube-apiserver", s.startAPIServer},
+		{"Knative CRDs", s.applyCRDs},
+		{"Temporal dev server", s.startTemporal},
+		{"Knative simulator", s.startSimulator},
+		{"sluice worker", s.StartWorker},
+		{"sluice receiver", s.StartReceiver},
+	}
+	if o.Adapter {
+		steps = append(steps, struct {
+			name string
+			fn   func(context.Context) error
+		}{"ApiServerSource adapter", s.startAdapter})
+	}
+	for _, st := range steps {
+		begin := time.Now()
+		if err := st.fn(ctx); err != nil {
+			return nil, fmt.Errorf("start %s: %w", st.name, err)
+		}
+		o.Log.Info("stack: started", "component", st.name, "took", time.Since(begin).Round(time.Millisecond))
+	}
+	return s, nil
+}
+
+func (s *Stack) startEtcd(ctx context.Context) error {
+	client, err := freePort()
+	if err != nil {
+		return err
+	}
+	peer, err := freePort()
+	if err != nil {
+		return err
+	}
+	cu := fmt.Sprintf("http://127.0.0.1:%d", client)
+	pu := fmt.Sprintf("http://127.0.0.1:%d", peer)
+	s.etcd, err = startProc(s.opts.Dir, "etcd", nil, filepath.Join(s.opts.Tools.EtcdDir, "etcd"),
+		"--data-dir", filepath.Join(s.opts.Dir, "etcd"), "--name", "stack",
+		"--listen-client-urls", cu, "--advertise-client-urls", cu,
+		"--listen-peer-urls", pu, "--initial-advertise-peer-urls", pu, "--initial-cluster", "stack="+pu,
+		"--log-level", "warn", "--unsafe-no-fsync")
+	if err != nil {
+		return err
+	}
+	s.KubeURL = cu // replaced below; etcd's URL is kept for the API server
+	return waitFor(ctx, s.etcd, "etcd", 30*time.Second, func() error {
+		resp, err := http.Get(cu + "/health")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("health: %s", resp.Status)
+		}
+		return nil
+	})
+}
+
+func (s *Stack) startAPIServer(ctx context.Context) error {
+	etcdURL := s.KubeURL
+	dir := s.opts.Dir
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	token := randomToken()
+	if err := os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(token+`,admin,admin,"system:masters"`+"\n"), 0o600); err != nil {
+		return err
+	}
+	if err := writeServiceAccountKeys(dir); err != nil {
+		return err
+	}
+	s.apiserver, err = startProc(dir, "kube-apiserver", nil, filepath.Join(s.opts.Tools.KubeDir, "kube-apiserver"),
+		"--etcd-servers", etcdURL,
+		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", fmt.Sprint(port),
+		"--cert-dir", filepath.Join(dir, "pki"),
+		"--token-auth-file", filepath.Join(dir, "tokens.csv"),
+		"--authorization-mode", "RBAC",
+		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file", filepath.Join(dir, "sa.pub"),
+		"--service-account-signing-key-file", filepath.Join(dir, "sa.key"),
+		"--service-cluster-ip-range", "10.0.0.0/24",
+		"--endpoint-reconciler-type", "none",
+		"--enable-priority-and-fairness=false",
+		"--v", "0")
+	if err != nil {
+		return err
+	}
+	s.KubeURL = fmt.Sprintf("https://127.0.0.1:%d", port)
+	s.Rest = &rest.Config{Host: s.KubeURL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 200, Burst: 400}
+	s.Kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := writeKubeconfig(s.Kubeconfig, s.KubeURL, token); err != nil {
+		return err
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 2 * time.Second}
+	if err := waitFor(ctx, s.apiserver, "kube-apiserver", 60*time.Second, func() error {
+		req, _ := http.NewRequest(http.MethodGet, s.KubeURL+"/readyz", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("readyz: %s", resp.Status)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	s.Serving, err = servingclient.NewForConfig(s.Rest)
+	return err
+}
+
+func (s *Stack) kubectl(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(s.opts.Tools.KubeDir, "kubectl"), append([]string{"--kubeconfig", s.Kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// Kubectl runs kubectl against the stack as its administrator.
+func (s *Stack) Kubectl(ctx context.Context, args ...string) (string, error) { return s.kubectl(ctx, args...) }
+
+func (s *Stack) applyCRDs(ctx context.Context) error {
+	if len(s.opts.CRDDirs) == 0 {
+		return errors.New("no Knative CRD directories given")
+	}
+	args := []string{"apply", "--server-side", "--force-conflicts"}
+	for _, d := range s.opts.CRDDirs {
+		args = append(args, "-f", d)
+	}
+	if _, err := s.kubectl(ctx, args...); err != nil {
+		return err
+	}
+	_, err := s.kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s",
+		"crd/services.serving.knative.dev", "crd/configurations.serving.knative.dev",
+		"crd/revisions.serving.knative.dev", "crd/routes.serving.knative.dev")
+	return err
+}
+
+func (s *Stack) startTemporal(ctx context.Context) error {
+	port := s.opts.TemporalPort
+	if port == 0 {
+		p, err := freePort()
+		if err != nil {
+			return err
+		}
+		port = p
+	}
+	args := []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", fmt.Sprint(port), "--log-level", "warn",
+		"--db-filename", filepath.Join(s.opts.Dir, "temporal.db")}
+	if s.opts.UIPort != 0 {
+		args = append(args, "--ui-port", fmt.Sprint(s.opts.UIPort))
+		s.UIURL = fmt.Sprintf("http://127.0.0.1:%d", s.opts.UIPort)
+	} else {
+		args = append(args, "--headless")
+	}
+	var err error
+	s.temporal, err = startProc(s.opts.Dir, "temporal", nil, s.opts.Tools.Temporal, args...)
+	if err != nil {
+		return err
+	}
+	s.TemporalAddr = fmt.Sprintf("127.0.0.1:%d", port)
+	// sluice setup is both the readiness check and the search attributes' registration.
+	return waitFor(ctx, s.temporal, "Temporal dev server", 60*time.Second, func() error {
+		out, err := exec.CommandContext(ctx, s.opts.Tools.Sluice, "setup", "--address", s.TemporalAddr).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("sluice setup: %v: %s", err, out)
+		}
+		return nil
+	})
+}
+
+func (s *Stack) startSimulator(ctx context.Context) error {
+	simCtx, cancel := context.WithCancel(context.Background())
+	s.simCancel, s.simDone = cancel, make(chan struct{})
+	sim := &simulator.Simulator{Serving: s.Serving, Namespace: Namespace, ReadyAfter: s.opts.ReadyAfter, Log: s.opts.Log}
+	go func() {
+		defer close(s.simDone)
+		_ = sim.Run(simCtx, 250*time.Millisecond)
+	}()
+	return nil
+}
+
+// StartWorker starts (or restarts) the sluice worker process.
+func (s *Stack) StartWorker(ctx context.Context) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	s.WorkerHTTP = fmt.Sprintf("127.0.0.1:%d", port)
+	env := append([]string{"KUBECONFIG=" + s.Kubeconfig, "TEMPORAL_ADDRESS=" + s.TemporalAddr}, s.opts.WorkerEnv...)
+	if s.opts.ProgressSink != "" {
+		env = append(env, "K_SINK="+s.opts.ProgressSink)
+	}
+	s.worker, err = startProc(s.opts.Dir, "worker", env, s.opts.Tools.Sluice, "worker", "--http-addr", s.WorkerHTTP)
+	if err != nil {
+		return err
+	}
+	return waitFor(ctx, s.worker, "sluice worker", 30*time.Second, httpOK("http://"+s.WorkerHTTP+"/readyz"))
+}
+
+// KillWorker kills the worker with SIGKILL, as a crash would.
+func (s *Stack) KillWorker() { s.worker.kill() }
+
+// StartReceiver starts (or restarts) the sluice receiver process on the same address.
+func (s *Stack) StartReceiver(ctx context.Context) error {
+	if s.ReceiverURL == "" {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		s.ReceiverURL = fmt.Sprintf("http://127.0.0.1:%d/", port)
+		s.ReceiverToken = randomToken()
+		if err := os.WriteFile(filepath.Join(s.opts.Dir, "receiver-tokens"), []byte("stack "+s.ReceiverToken+"\n"), 0o600); err != nil {
+			return err
+		}
+	}
+	addr := strings.TrimSuffix(strings.TrimPrefix(s.ReceiverURL, "http://"), "/")
+	env := []string{"KUBECONFIG=" + s.Kubeconfig, "TEMPORAL_ADDRESS=" + s.TemporalAddr,
+		"SLUICE_RECEIVER_TOKENS_FILE=" + filepath.Join(s.opts.Dir, "receiver-tokens")}
+	var err error
+	s.receiver, err = startProc(s.opts.Dir, "receiver", env, s.opts.Tools.Sluice, "receiver", "--listen", addr)
+	if err != nil {
+		return err
+	}
+	return waitFor(ctx, s.receiver, "sluice receiver", 30*time.Second, httpOK(s.ReceiverURL+"readyz"))
+}
+
+// StopReceiver stops the receiver: events sent meanwhile are lost.
+func (s *Stack) StopReceiver() { s.receiver.stop(5 * time.Second) }
+
+func (s *Stack) startAdapter(ctx context.Context) error {
+	cfg, _ := json.Marshal(map[string]any{
+		"namespaces": []string{Namespace}, "allNamespaces": false, "mode": "Resource",
+		"resources": []map[string]any{
+			{"gvr": map[string]string{"Group": "serving.knative.dev", "Version": "v1", "Resource": "revisions"}},
+			{"gvr": map[string]string{"Group": "serving.knative.dev", "Version": "v1", "Resource": "routes"}},
+			{"gvr": map[string]string{"Group": "serving.knative.dev", "Version": "v1", "Resource": "services"}},
+		},
+	})
+	env := []string{"K_SINK=" + s.ReceiverURL, "NAMESPACE=" + Namespace, "NAME=sluice-stack", "K_COMPONENT=apiserversource",
+		"K_SOURCE_CONFIG=" + string(cfg)}
+	var err error
+	s.adapter, err = startProc(s.opts.Dir, "apiserversource", env, s.opts.Tools.Adapter, "--kubeconfig="+s.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	// The adapter has no readiness endpoint of its own worth trusting here;
+	// give it a moment to list and watch, and make sure it did not die.
+	select {
+	case <-time.After(2 * time.Second):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if done, err := s.adapter.exited(); done {
+		return fmt.Errorf("ApiServerSource adapter exited (%v):\n%s", err, s.adapter.tail(3000))
+	}
+	return nil
+}
+
+// Logs returns the end of every component's log, for a failed test.
+func (s *Stack) Logs() string {
+	var b strings.Builder
+	for _, p := range []*proc{s.etcd, s.apiserver, s.temporal, s.worker, s.receiver, s.adapter} {
+		if p != nil {
+			fmt.Fprintf(&b, "==== %s (%s)\n%s\n", p.name, p.logPath, p.tail(4000))
+		}
+	}
+	return b.String()
+}
+
+// Stop shuts everything down, dependents first.
+func (s *Stack) Stop() {
+	for _, p := range []*proc{s.adapter, s.receiver, s.worker} {
+		p.stop(10 * time.Second)
+	}
+	if s.simCancel != nil {
+		s.simCancel()
+		<-s.simDone
+	}
+	for _, p := range []*proc{s.temporal, s.apiserver, s.etcd} {
+		p.stop(10 * time.Second)
+	}
+}
+
+func httpOK(url string) func() error {
+	return func() error {
+		resp, err := http.Get(url)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		return nil
+	}
+}
+
+func randomToken() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func writeServiceAccountKeys(dir string) error {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sa.key"), pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o600)
+}
+
+func writeKubeconfig(path, server, token string) error {
+	cfg := clientcmdConfig(server, token)
+	return clientcmd.WriteToFile(*cfg, path)
+}
