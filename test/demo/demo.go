@@ -235,5 +235,3 @@ func describe(e cloudevents.Event) string {
 	}
 	return s
 }
-
-

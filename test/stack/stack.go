@@ -250,7 +250,9 @@ func (s *Stack) kubectl(ctx context.Context, args ...string) (string, error) {
 }
 
 // Kubectl runs kubectl against the stack as its administrator.
-func (s *Stack) Kubectl(ctx context.Context, args ...string) (string, error) { return s.kubectl(ctx, args...) }
+func (s *Stack) Kubectl(ctx context.Context, args ...string) (string, error) {
+	return s.kubectl(ctx, args...)
+}
 
 func (s *Stack) applyCRDs(ctx context.Context) error {
 	if len(s.opts.CRDDirs) == 0 {
