@@ -112,17 +112,21 @@ func waitOutcome(t *testing.T, c *control.Client, target activities.TargetRef, c
 	})
 }
 
-// progress lists the progress event types received for a candidate, in sequence order.
+// progress lists the progress event types received for a candidate, in
+// sequence order. A retried send repeats an event with the same id: a
+// consumer counts it once.
 func progress(candidate string) []string {
 	type ev struct {
 		seq int
 		typ string
 	}
 	var evs []ev
+	ids := map[string]bool{}
 	for _, e := range sink.Events() {
-		if e.Subject() != candidate {
+		if e.Subject() != candidate || ids[e.ID()] {
 			continue
 		}
+		ids[e.ID()] = true
 		var n int
 		fmt.Sscan(fmt.Sprint(e.Extensions()["sequence"]), &n)
 		evs = append(evs, ev{n, strings.TrimPrefix(e.Type(), "dev.sluice.rollout.")})
