@@ -5,13 +5,13 @@
 #   make lint    go vet and a gofmt check
 #   make tools   build the Temporal CLI (dev server + UI) and the CloudEvents conformance tool into the tool cache
 #   make demo    the local stack and a guided rollout (SLUICE_DEMO_UNATTENDED=1: promote by itself, check, exit)
-#   make dev     run a Temporal dev server (UI on :8233) and a sluice worker against $KUBECONFIG
+#   make worker  run a Temporal dev server (UI on :8233) and a sluice worker against $KUBECONFIG
 #   make bench   Go benchmarks of the hot paths, and the receiver's event-to-start latency (1,000 events, 3 runs)
 
 GO ?= go
 TOOLS := test/tools/install.sh
 
-.PHONY: build test lint tools dev demo bench
+.PHONY: build test lint tools worker demo bench
 
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
@@ -38,7 +38,7 @@ test: lint build
 demo: build
 	@$(TOOL_ENV); ./bin/sluice dev
 
-dev: build
+worker: build
 	@temporal=$$(bash $(TOOLS) temporal) || exit 1; \
 	echo "Temporal UI: http://127.0.0.1:8233  (sluice worker logs below)"; \
 	mkdir -p .dev; \
