@@ -6,6 +6,7 @@ package events
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
@@ -64,6 +65,9 @@ type Action struct {
 	Configuration string `json:"configuration,omitempty"`
 	Service       string `json:"service,omitempty"`
 	Ready         string `json:"ready,omitempty"`
+	// Generation is the Revision's configurationGeneration label: which
+	// template of its Configuration it runs.
+	Generation int64 `json:"generation,omitempty"`
 	// A command event's fields.
 	Command *CommandData `json:"command,omitempty"`
 	// Why the event is ignored.
@@ -144,6 +148,7 @@ func mapResource(e cloudevents.Event) (Action, error) {
 	if obj.Kind == "Revision" {
 		a.Configuration = obj.Metadata.Labels[servingGroup+"/configuration"]
 		a.Service = obj.Metadata.Labels[servingGroup+"/service"]
+		a.Generation, _ = strconv.ParseInt(obj.Metadata.Labels[servingGroup+"/configurationGeneration"], 10, 64)
 		if a.Configuration == "" {
 			return ignore(a, "Revision "+a.Name+" has no "+servingGroup+"/configuration label"), nil
 		}

@@ -60,13 +60,13 @@ func TestMapRecordedEvents(t *testing.T) {
 		want Action
 	}{
 		{"resource/01-service-add.json", Action{Kind: KindIgnore, Namespace: "default", ObjectKind: "Service", Name: "hello"}},
-		{"resource/02-revision-add.json", Action{Kind: KindRevision, Namespace: "default", ObjectKind: "Revision", Name: "hello-00002", Configuration: "hello", Service: "hello"}},
-		{"resource/03-revision-update-ready-unknown.json", Action{Kind: KindRevision, Namespace: "default", ObjectKind: "Revision", Name: "hello-00002", Configuration: "hello", Service: "hello", Ready: "Unknown"}},
-		{"resource/04-revision-update-ready-true.json", Action{Kind: KindRevision, Namespace: "default", ObjectKind: "Revision", Name: "hello-00002", Configuration: "hello", Service: "hello", Ready: "True"}},
+		{"resource/02-revision-add.json", Action{Kind: KindRevision, Namespace: "default", ObjectKind: "Revision", Name: "hello-00002", Configuration: "hello", Service: "hello", Generation: 2}},
+		{"resource/03-revision-update-ready-unknown.json", Action{Kind: KindRevision, Namespace: "default", ObjectKind: "Revision", Name: "hello-00002", Configuration: "hello", Service: "hello", Generation: 2, Ready: "Unknown"}},
+		{"resource/04-revision-update-ready-true.json", Action{Kind: KindRevision, Namespace: "default", ObjectKind: "Revision", Name: "hello-00002", Configuration: "hello", Service: "hello", Generation: 2, Ready: "True"}},
 		{"resource/05-route-add.json", Action{Kind: KindIgnore, Namespace: "default", ObjectKind: "Route", Name: "hello-route"}},
 		{"resource/06-route-update-status.json", Action{Kind: KindTraffic, Namespace: "default", ObjectKind: "Route", Name: "hello-route"}},
-		{"resource/07-revision-update-ready-false.json", Action{Kind: KindRevision, Namespace: "default", ObjectKind: "Revision", Name: "hello-00002", Configuration: "hello", Service: "hello", Ready: "False"}},
-		{"resource/08-revision-delete.json", Action{Kind: KindRevision, Namespace: "default", ObjectKind: "Revision", Name: "hello-00002", Configuration: "hello", Service: "hello", Ready: "False", Deleted: true}},
+		{"resource/07-revision-update-ready-false.json", Action{Kind: KindRevision, Namespace: "default", ObjectKind: "Revision", Name: "hello-00002", Configuration: "hello", Service: "hello", Generation: 2, Ready: "False"}},
+		{"resource/08-revision-delete.json", Action{Kind: KindRevision, Namespace: "default", ObjectKind: "Revision", Name: "hello-00002", Configuration: "hello", Service: "hello", Generation: 2, Ready: "False", Deleted: true}},
 		{"reference/01-revision-add.json", Action{Kind: KindRevision, Namespace: "default", ObjectKind: "Revision", Name: "hello-00003", NeedsRead: true}},
 		{"reference/02-revision-update.json", Action{Kind: KindRevision, Namespace: "default", ObjectKind: "Revision", Name: "hello-00003", NeedsRead: true}},
 		{"reference/03-revision-delete.json", Action{Kind: KindRevision, Namespace: "default", ObjectKind: "Revision", Name: "hello-00003", Deleted: true}},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"go.temporal.io/api/serviceerror"
@@ -52,6 +53,7 @@ func (r *Receiver) revision(ctx context.Context, a events.Action, principal stri
 		}
 		a.Configuration = rev.Labels["serving.knative.dev/configuration"]
 		a.Service = rev.Labels["serving.knative.dev/service"]
+		a.Generation, _ = strconv.ParseInt(rev.Labels["serving.knative.dev/configurationGeneration"], 10, 64)
 		if c := rev.Status.GetCondition(apis.ConditionReady); c != nil {
 			a.Ready = string(c.Status)
 		}
@@ -94,9 +96,10 @@ func (r *Receiver) revision(ctx context.Context, a events.Action, principal stri
 // owner is what the receiver read about a target to decide whether a
 // Revision is a new candidate for it.
 type owner struct {
-	traffic       []servingv1.TrafficTarget
-	latestCreated string
-	generation    int64
+	traffic []servingv1.TrafficTarget
+	// configGeneration is the Configuration's generation: the template a
+	// Revision must run to be the newest.
+	configGeneration int64
 }
 
 // optedInTarget finds the rollout target of a Revision — its Service, or its
@@ -117,7 +120,13 @@ func (r *Receiver) optedInTarget(ctx context.Context, a events.Action) (activiti
 			return t, o, kubeError(err, "read Service "+a.Namespace+"/"+a.Service), false
 		}
 		ann, o.traffic = svc.Annotations, svc.Spec.Traffic
-		o.latestCreated, o.generation = svc.Status.LatestCreatedRevisionName, svc.Generation
+		cfg, err := r.Serving.ServingV1().Configurations(a.Namespace).Get(ctx, a.Configuration, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return t, o, kubeError(err, "read Configuration "+a.Namespace+"/"+a.Configuration), false
+		}
+		if err == nil {
+			o.configGeneration = cfg.Generation
+		}
 	} else {
 		t = activities.TargetRef{Namespace: a.Namespace, Kind: activities.KindConfiguration, Name: a.Configuration}
 		cfg, err := r.Serving.ServingV1().Configurations(a.Namespace).Get(ctx, a.Configuration, metav1.GetOptions{})
@@ -128,7 +137,7 @@ func (r *Receiver) optedInTarget(ctx context.Context, a events.Action) (activiti
 			return t, o, kubeError(err, "read Configuration "+a.Namespace+"/"+a.Configuration), false
 		}
 		ann = cfg.Annotations
-		o.latestCreated, o.generation = cfg.Status.LatestCreatedRevisionName, cfg.Generation
+		o.configGeneration = cfg.Generation
 		if route := ann[config.AnnotationRoute]; route != "" {
 			rt, err := r.Serving.ServingV1().Routes(a.Namespace).Get(ctx, route, metav1.GetOptions{})
 			if err != nil && !apierrors.IsNotFound(err) {
@@ -152,10 +161,12 @@ func (r *Receiver) optedInTarget(ctx context.Context, a events.Action) (activiti
 // alreadyHandled says why a Revision needs no new rollout: ApiServerSource
 // re-sends every object when it restarts, and sends updates of old
 // Revisions, so only the newest Revision, not yet serving, and not the
-// candidate of the target's last rollout, starts one.
+// candidate of the target's last rollout, starts one. "Newest" compares
+// template generations: the Configuration's is bumped with the change that
+// creates the Revision, while its status names the Revision only later.
 func (r *Receiver) alreadyHandled(ctx context.Context, t activities.TargetRef, o owner, a events.Action) (string, *result) {
-	if o.latestCreated != "" && o.latestCreated != a.Name {
-		return fmt.Sprintf("%s is not the newest Revision of %s (%s is)", a.Name, t, o.latestCreated), nil
+	if a.Generation > 0 && o.configGeneration > a.Generation {
+		return fmt.Sprintf("%s is not the newest Revision of %s (it runs template %d of %d)", a.Name, t, a.Generation, o.configGeneration), nil
 	}
 	for _, tr := range o.traffic {
 		if tr.RevisionName == a.Name && tr.Percent != nil && *tr.Percent > 0 {

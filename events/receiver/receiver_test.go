@@ -85,10 +85,10 @@ func newEnv(t *testing.T, objs ...runtime.Object) *env {
 // helloObjects: an opted-in Service on hello-00001 whose newest Revision is hello-00002.
 func helloObjects() []runtime.Object {
 	svc := knativefake.Service("default", "hello", nil, knativefake.Target("hello-00001", 100, ""))
-	svc.Status.LatestCreatedRevisionName = "hello-00002"
+	cfg := &servingv1.Configuration{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "hello", Generation: 2}}
 	off := knativefake.Service("default", "other", nil, knativefake.Target("other-00001", 100, ""))
 	off.Annotations["sluice.dev/rollout"] = "disabled"
-	return []runtime.Object{svc, off,
+	return []runtime.Object{svc, cfg, off,
 		knativefake.Revision("default", "hello", 1, true), knativefake.Revision("default", "hello", 2, false),
 		knativefake.Revision("default", "other", 2, false)}
 }
@@ -230,11 +230,11 @@ func TestNoSecondRolloutOfAHandledRevision(t *testing.T) {
 		t.Fatalf("%d %s", code, msg)
 	}
 	// An old Revision's event never starts one.
-	svc, _ := e.k.ServingV1().Services("default").Get(context.Background(), "hello", metav1.GetOptions{})
-	svc.Status.LatestCreatedRevisionName = "hello-00003"
-	_, _ = e.k.ServingV1().Services("default").UpdateStatus(context.Background(), svc, metav1.UpdateOptions{})
+	cfg, _ := e.k.ServingV1().Configurations("default").Get(context.Background(), "hello", metav1.GetOptions{})
+	cfg.Generation = 3
+	_, _ = e.k.ServingV1().Configurations("default").Update(context.Background(), cfg, metav1.UpdateOptions{})
 	code, msg = e.replay("resource/02-revision-add.json", func(h map[string]string) { h["Ce-Id"] = "other" })
-	if code != http.StatusOK || !strings.Contains(msg, "not the newest Revision") {
+	if code != http.StatusOK || !strings.Contains(msg, "not the newest Revision of default/service/hello (it runs template 2 of 3)") {
 		t.Fatalf("%d %s", code, msg)
 	}
 	for _, c := range e.temporal.Calls() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +95,9 @@ func waitStatus(t *testing.T, c *control.Client, target activities.TargetRef, ti
 	var lastErr error
 	for time.Now().Before(deadline) {
 		last, lastErr = c.Status(context.Background(), target)
+		if os.Getenv("SLUICE_E2E_TRACE") != "" {
+			t.Logf("%s %s: %s %s weight %d err %v", time.Now().Format("15:04:05.000"), target, last.Candidate, last.Shown, last.Weight, lastErr)
+		}
 		if lastErr == nil && cond(last) {
 			return last
 		}
