@@ -19,9 +19,11 @@ const (
 	versionEvents       = workflow.Version(1)
 )
 
-// emit sends a progress event without holding up the rollout: the send runs
-// beside the main loop, and the workflow waits for sends only before it
-// ends or continues as new. Its ID is fixed here, so retries repeat it.
+// emit queues a progress event. One sender goroutine beside the main loop
+// sends the queue in order, so consumers see events in the order they
+// happened, and a slow sink never holds up the rollout; the workflow waits
+// for the queue only before it ends or continues as new. Each event's ID is
+// fixed here, so retries repeat it.
 func (r *rollout) emit(ctx workflow.Context, typ, reason, by string) {
 	if r.version < versionEvents || !r.st.EventsEnabled {
 		return
@@ -45,28 +47,41 @@ func (r *rollout) emit(ctx workflow.Context, typ, reason, by string) {
 	if by == "" {
 		p.Data.By = "sluice"
 	}
-	r.sending++
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		defer func() { r.sending-- }()
-		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			Summary:                "emit " + typ,
-			StartToCloseTimeout:    15 * time.Second,
-			ScheduleToCloseTimeout: 2 * time.Minute,
-			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 20 * time.Second},
-		})
-		if err := workflow.ExecuteActivity(actx, a.EmitProgress, p).Get(ctx, nil); err != nil {
-			workflow.GetLogger(ctx).Warn("progress event not delivered", "type", typ, "id", p.ID, "error", err)
-		}
-	})
+	r.outbox = append(r.outbox, p)
+	if !r.senderStarted {
+		r.senderStarted = true
+		workflow.Go(ctx, r.sendProgress)
+	}
 }
 
-// flushEvents waits, for at most the send timeout, until every progress
-// event has been sent or given up on.
+// sendProgress sends queued progress events one at a time, in order.
+func (r *rollout) sendProgress(ctx workflow.Context) {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    15 * time.Second,
+		ScheduleToCloseTimeout: 2 * time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 20 * time.Second},
+	})
+	for {
+		if err := workflow.Await(ctx, func() bool { return len(r.outbox) > 0 }); err != nil {
+			return
+		}
+		p := r.outbox[0]
+		opts := workflow.GetActivityOptions(actx)
+		opts.Summary = "emit " + p.Type
+		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(actx, opts), a.EmitProgress, p).Get(ctx, nil); err != nil {
+			workflow.GetLogger(ctx).Warn("progress event not delivered", "type", p.Type, "id", p.ID, "error", err)
+		}
+		r.outbox = r.outbox[1:]
+	}
+}
+
+// flushEvents waits, for at most the send timeout of a few events, until
+// every queued progress event has been sent or given up on.
 func (r *rollout) flushEvents(ctx workflow.Context) {
-	if r.sending == 0 {
+	if len(r.outbox) == 0 {
 		return
 	}
-	_, _ = workflow.AwaitWithTimeout(ctx, 3*time.Minute, func() bool { return r.sending == 0 })
+	_, _ = workflow.AwaitWithTimeout(ctx, 5*time.Minute, func() bool { return len(r.outbox) == 0 })
 }
 
 // endEvent is the progress event type of a final phase.

@@ -51,8 +51,9 @@ func Rollout(ctx workflow.Context, in Input) (Result, error) {
 type rollout struct {
 	st      State
 	version workflow.Version
-	// sending counts progress events still being sent.
-	sending int
+	// outbox holds progress events not yet sent; the first is being sent.
+	outbox        []events.Progress
+	senderStarted bool
 }
 
 func (r *rollout) run(ctx workflow.Context) (Result, error) {
@@ -216,7 +217,11 @@ func (r *rollout) hold(ctx workflow.Context) {
 	}
 	step.EndedAt = workflow.Now(ctx)
 	if last {
-		r.finish(ctx, OutcomeSucceeded, fmt.Sprintf("%s has 100%% of the traffic that %s had", r.st.Candidate, r.st.Stable))
+		reason := fmt.Sprintf("%s has 100%% of the traffic that %s had", r.st.Candidate, r.st.Stable)
+		if r.st.Stable == "" {
+			reason = r.st.Candidate + " has all the traffic: it is the target's first Revision"
+		}
+		r.finish(ctx, OutcomeSucceeded, reason)
 		return
 	}
 	r.st.Step++

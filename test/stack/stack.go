@@ -53,9 +53,12 @@ func ToolsFromEnv() (Tools, error) {
 		t.Adapter = filepath.Join(d, "apiserver_receive_adapter")
 	}
 	var missing []string
-	for name, v := range map[string]string{"SLUICE_TEMPORAL_BIN": t.Temporal, "SLUICE_KUBE_DIR": t.KubeDir, "SLUICE_ETCD_DIR": t.EtcdDir, "SLUICE_EVENTING_DIR": t.Adapter, "SLUICE_BIN": t.Sluice} {
-		if v == "" {
-			missing = append(missing, name)
+	for _, v := range []struct{ name, value string }{
+		{"SLUICE_TEMPORAL_BIN", t.Temporal}, {"SLUICE_KUBE_DIR", t.KubeDir}, {"SLUICE_ETCD_DIR", t.EtcdDir},
+		{"SLUICE_EVENTING_DIR", t.Adapter}, {"SLUICE_BIN", t.Sluice},
+	} {
+		if v.value == "" {
+			missing = append(missing, v.name)
 		}
 	}
 	if len(missing) > 0 {
