@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs every test of sluice — unit, replay, integration on a real Temporal
+# server, end-to-end on the local stack — and then the demo, unattended.
+# Expects the tool environment from test/tools/install.sh and SLUICE_BIN.
+# Prints each package's result and, last, a line "N passed, N failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+start=$SECONDS
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+go test -count=1 -timeout 30m -v ./... >"$log" 2>&1
+status=$?
+grep -E '^(ok|FAIL|panic:)' "$log" || true
+passed=$(grep -cE '^\s*--- PASS' "$log")
+failed=$(grep -cE '^\s*--- FAIL' "$log")
+if [[ $status -ne 0 ]]; then
+  echo
+  echo "Failures (from the verbose log):"
+  grep -nE -B3 -A40 '^\s*--- FAIL|^panic:|^FAIL\s' "$log" | tail -400
+  [[ $failed -eq 0 ]] && failed=1
+fi
+
+echo
+echo "Demo, unattended:"
+if SLUICE_DEMO_UNATTENDED=1 "$SLUICE_BIN" dev --temporal-port 0 --ui-port 0; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1))
+fi
+echo "tests and demo took $((SECONDS - start))s"
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]
