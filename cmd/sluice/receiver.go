@@ -45,30 +45,11 @@ token), plus TEMPORAL_* and KUBECONFIG as for the worker.`,
 			if tq := cmd.Flag("task-queue"); tq.Changed {
 				s.TaskQueue = tq.Value.String()
 			}
-			reg, metrics := worker.NewRegistry(log)
-			opts, err := worker.TemporalOptions(log, metrics)
+			sc, err := connectServer(cmd, log, s.Kubeconfig)
 			if err != nil {
 				return err
 			}
-			if a := cmd.Flag("address").Value.String(); a != "" {
-				opts.HostPort = a
-			}
-			if n := cmd.Flag("temporal-namespace").Value.String(); n != "" {
-				opts.Namespace = n
-			}
-			tc, err := worker.DialTemporal(cmd.Context(), opts)
-			if err != nil {
-				return err
-			}
-			defer tc.Close()
-			kc, err := worker.KubeConfig(s.Kubeconfig)
-			if err != nil {
-				return err
-			}
-			serving, err := worker.ServingClient(kc)
-			if err != nil {
-				return err
-			}
+			defer sc.temporal.Close()
 			var tokens *receiver.StaticTokens
 			if s.TokensFile != "" {
 				if tokens, err = receiver.LoadStaticTokens(s.TokensFile); err != nil {
@@ -90,13 +71,13 @@ token), plus TEMPORAL_* and KUBECONFIG as for the worker.`,
 				ns[n] = true
 			}
 			rcv := &receiver.Receiver{
-				Control: &control.Client{Temporal: tc, TaskQueue: s.TaskQueue, Identity: "sluice-receiver"},
-				Serving: serving, Auth: auth, AllowUnauthenticatedSource: s.AllowUnauthenticatedSource,
-				Namespaces: ns, MaxBody: s.MaxBody, Log: log, Metrics: receiver.NewMetrics(reg),
+				Control: &control.Client{Temporal: sc.temporal, TaskQueue: s.TaskQueue, Identity: "sluice-receiver"},
+				Serving: sc.serving, Auth: auth, AllowUnauthenticatedSource: s.AllowUnauthenticatedSource,
+				Namespaces: ns, MaxBody: s.MaxBody, Log: log, Metrics: receiver.NewMetrics(sc.reg),
 				Seen: receiver.NewSeen(100_000, 15*time.Minute),
 			}
 			mux := http.NewServeMux()
-			worker.HealthRoutes(mux, tc, reg)
+			worker.HealthRoutes(mux, sc.temporal, sc.reg)
 			mux.Handle("/", rcv)
 			ln, err := net.Listen("tcp", s.Addr)
 			if err != nil {

@@ -42,35 +42,16 @@ K_CE_OVERRIDES applied (the SinkBinding convention); without K_SINK none are sen
 			if tq := cmd.Flag("task-queue"); tq != nil && tq.Changed {
 				settings.TaskQueue = tq.Value.String()
 			}
-			reg, metrics := worker.NewRegistry(log)
-			opts, err := worker.TemporalOptions(log, metrics)
+			sc, err := connectServer(cmd, log, settings.Kubeconfig)
 			if err != nil {
 				return err
 			}
-			if a := cmd.Flag("address"); a != nil && a.Value.String() != "" {
-				opts.HostPort = a.Value.String()
-			}
-			if n := cmd.Flag("temporal-namespace"); n != nil && n.Value.String() != "" {
-				opts.Namespace = n.Value.String()
-			}
-			tc, err := worker.DialTemporal(cmd.Context(), opts)
-			if err != nil {
-				return err
-			}
-			defer tc.Close()
-			kc, err := worker.KubeConfig(settings.Kubeconfig)
-			if err != nil {
-				return err
-			}
-			serving, err := worker.ServingClient(kc)
-			if err != nil {
-				return err
-			}
+			defer sc.temporal.Close()
 			sender, err := events.NewSender(os.Getenv("K_SINK"), os.Getenv("K_CE_OVERRIDES"), nil)
 			if err != nil {
 				return err
 			}
-			w := &worker.Worker{Settings: settings, Temporal: tc, Serving: serving, Events: sender, Log: log, Registry: reg,
+			w := &worker.Worker{Settings: settings, Temporal: sc.temporal, Serving: sc.serving, Events: sender, Log: log, Registry: sc.reg,
 				Listening: func(addr string) { fmt.Fprintf(cmd.ErrOrStderr(), "health and metrics on http://%s\n", addr) }}
 			return w.Run(cmd.Context())
 		},

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+	servingclient "knative.dev/serving/pkg/client/clientset/versioned"
+
+	"github.com/sluicehq/sluice/worker"
+)
+
+// serverClients are what the long-running verbs (worker, receiver) connect
+// to: Temporal, with its SDK metrics in reg, and Knative Serving.
+type serverClients struct {
+	temporal client.Client
+	serving  servingclient.Interface
+	reg      *prometheus.Registry
+}
+
+// connectServer dials Temporal (TEMPORAL_* settings, overridden by the
+// --address and --temporal-namespace flags) and the cluster of kubeconfig.
+func connectServer(cmd *cobra.Command, log *slog.Logger, kubeconfig string) (*serverClients, error) {
+	reg, metrics := worker.NewRegistry(log)
+	opts, err := worker.TemporalOptions(log, metrics)
+	if err != nil {
+		return nil, err
+	}
+	if a := cmd.Flag("address").Value.String(); a != "" {
+		opts.HostPort = a
+	}
+	if n := cmd.Flag("temporal-namespace").Value.String(); n != "" {
+		opts.Namespace = n
+	}
+	tc, err := worker.DialTemporal(cmd.Context(), opts)
+	if err != nil {
+		return nil, err
+	}
+	kc, err := worker.KubeConfig(kubeconfig)
+	if err == nil {
+		var serving servingclient.Interface
+		if serving, err = worker.ServingClient(kc); err == nil {
+			return &serverClients{temporal: tc, serving: serving, reg: reg}, nil
+		}
+	}
+	tc.Close()
+	return nil, err
+}
