@@ -20,7 +20,7 @@ install_temporal() {
   local dir="$cache_root/temporal-$TEMPORAL_CLI_VERSION"
   local bin="$dir/temporal"
   if [[ ! -x "$bin" ]]; then
-    echo "installing Temporal CLI $TEMPORAL_CLI_VERSION into $dir (cold build: about 3 minutes on 2 cores)" >&2
+    echo "installing Temporal CLI $TEMPORAL_CLI_VERSION into $dir (cold build: about 7 minutes on 2 cores)" >&2
     mkdir -p "$dir.tmp"
     local start=$SECONDS
     GOBIN="$dir.tmp" GOFLAGS=-buildvcs=false go install "github.com/temporalio/cli/cmd/temporal@$TEMPORAL_CLI_VERSION" >&2
@@ -67,14 +67,14 @@ build_in_module() {
 
 install_kube() {
   build_in_module kube "$cache_root/kubernetes-$KUBERNETES_VERSION" \
-    "kube-apiserver and kubectl $KUBERNETES_VERSION (cold build: about 11 minutes on 2 cores)" \
+    "kube-apiserver and kubectl $KUBERNETES_VERSION (cold build: about 8 to 11 minutes on 2 cores)" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
 }
 
 install_etcd() {
   local dir
   dir="$cache_root/etcd-$ETCD_VERSION"
-  [[ -x "$dir/etcd" ]] || dir=$(build_in_module etcd "$dir" "etcd $ETCD_VERSION (about 2 minutes)" go.etcd.io/etcd/server/v3)
+  [[ -x "$dir/etcd" ]] || dir=$(build_in_module etcd "$dir" "etcd $ETCD_VERSION (about a minute)" go.etcd.io/etcd/server/v3)
   # go build names the binary after the package path ("server").
   [[ -x "$dir/etcd" ]] || cp "$dir/server" "$dir/etcd"
   echo "$dir"
@@ -82,7 +82,7 @@ install_etcd() {
 
 install_eventing() {
   build_in_module eventing "$cache_root/knative-eventing-$EVENTING_VERSION" \
-    "Knative Eventing's ApiServerSource adapter $EVENTING_VERSION (about a minute)" \
+    "Knative Eventing's ApiServerSource adapter $EVENTING_VERSION (a few minutes)" \
     knative.dev/eventing/cmd/apiserver_receive_adapter
 }
 
