@@ -97,7 +97,7 @@ func (r *rollout) run(ctx workflow.Context) (Result, error) {
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return Result{}, err
 	}
-	if next := r.drainSignals(ctx); next != "" && r.st.Phase != PhaseSuperseded {
+	if next := r.drainSignals(ctx); next != "" && r.st.Phase != PhaseSuperseded && r.newer(ctx, next) {
 		// A newer Revision arrived as this rollout ended: roll it out next
 		// rather than lose it.
 		return Result{}, workflow.NewContinueAsNewError(ctx, WorkflowName, Input{Target: r.st.Target, Candidate: next, RequestedBy: "sluice (arrived while finishing)"})
@@ -291,6 +291,19 @@ func (r *rollout) rollback(ctx workflow.Context) {
 		phase = PhaseFailed
 	}
 	r.end(ctx, phase)
+}
+
+// newer reports whether a Revision announced as the rollout ended is newer
+// than its candidate: an old Revision's late event must not start a rollout
+// backwards. (Rollouts started before the version gate keep their old path.)
+func (r *rollout) newer(ctx workflow.Context, revision string) bool {
+	if r.version < versionEvents {
+		return true
+	}
+	var rev activities.RevisionState
+	err := workflow.ExecuteActivity(readOptions(ctx, "read "+revision), a.ReadRevision,
+		activities.RevisionRef{Namespace: r.st.Target.Namespace, Name: revision}).Get(ctx, &rev)
+	return err == nil && rev.Found && rev.Generation > r.st.CandidateGeneration
 }
 
 // supersede sends the current candidate's traffic back to stable and
