@@ -13,8 +13,13 @@ TOOLS := test/tools/install.sh
 
 .PHONY: build test lint tools worker demo bench
 
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+
+# bin/kn-sluice is the same program as a kn plugin: `kn sluice promote hello`
+# once it is on the PATH.
 build:
-	$(GO) build -o bin/sluice ./cmd/sluice
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/sluice ./cmd/sluice
+	cp bin/sluice bin/kn-sluice
 
 lint:
 	$(GO) vet ./...

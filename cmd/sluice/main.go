@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/sluicehq/sluice/cmd/sluice/control"
+	"github.com/sluicehq/sluice/workflows"
 )
 
 // Exit codes, documented in the README so scripts can branch on them.
@@ -20,8 +21,20 @@ const (
 	exitError    = 1 // could not do what was asked (bad flags, unreachable Temporal or cluster)
 	exitRejected = 3 // the rollout refused the command; the reason is printed
 	exitNotFound = 4 // the target has no rollout
-	exitOutcome  = 5 // start --wait: the rollout ended without succeeding
+	// A rollout waited for (start --wait, status --watch) ended without succeeding.
+	exitRolledBack = 5
+	exitAborted    = 6
+	exitFailed     = 7
+	exitSuperseded = 8
+	exitTimeout    = 9 // status --watch --timeout passed first
 )
+
+var outcomeCodes = map[workflows.Outcome]int{
+	workflows.OutcomeRolledBack: exitRolledBack,
+	workflows.OutcomeAborted:    exitAborted,
+	workflows.OutcomeFailed:     exitFailed,
+	workflows.OutcomeSuperseded: exitSuperseded,
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -42,7 +55,13 @@ func exitCode(err error, stderr io.Writer) int {
 		return exitRejected
 	case errors.As(err, &outcome):
 		fmt.Fprintln(stderr, outcome.Error())
-		return exitOutcome
+		if code, ok := outcomeCodes[outcome.outcome]; ok {
+			return code
+		}
+		return exitFailed
+	case errors.Is(err, errWatchTimeout):
+		fmt.Fprintln(stderr, err)
+		return exitTimeout
 	case errors.Is(err, control.ErrNoRollout):
 		fmt.Fprintln(stderr, "error:", err)
 		return exitNotFound

@@ -51,7 +51,9 @@ func TestExitCodes(t *testing.T) {
 		{&control.RejectedError{Reason: "no"}, exitRejected},
 		{fmt.Errorf("x: %w", control.ErrNoRollout), exitNotFound},
 		{errors.New("boom"), exitError},
-		{&outcomeError{outcome: workflows.OutcomeRolledBack}, exitOutcome},
+		{&outcomeError{outcome: workflows.OutcomeRolledBack}, exitRolledBack},
+		{&outcomeError{outcome: workflows.OutcomeAborted}, exitAborted},
+		{fmt.Errorf("x: %w", errWatchTimeout), exitTimeout},
 	} {
 		if got := exitCode(tc.err, io.Discard); got != tc.want {
 			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.want)

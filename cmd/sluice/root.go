@@ -2,10 +2,11 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"os/user"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -44,7 +45,7 @@ TEMPORAL_NAMESPACE and the Temporal config file, or the flags below.`,
 	pf.StringVar(&g.temporalN, "temporal-namespace", "", "Temporal namespace (default: TEMPORAL_NAMESPACE or default)")
 	pf.StringVar(&g.taskQueue, "task-queue", envOr(config.EnvTaskQueue, config.DefaultTaskQueue), "Temporal task queue of the sluice workers")
 	pf.StringVar(&g.as, "as", defaultIdentity(), "who you are, recorded with every command")
-	pf.StringVarP(&g.output, "output", "o", "text", "output format of read verbs: text or json")
+	pf.StringVarP(&g.output, "output", "o", "text", "output format of read verbs: text, json or yaml")
 
 	root.AddCommand(
 		newWorkerCommand(),
@@ -57,7 +58,16 @@ TEMPORAL_NAMESPACE and the Temporal config file, or the flags below.`,
 		newAbortCommand(g),
 		newSetupCommand(g),
 		newDevCommand(),
+		newListCommand(g),
+		newHistoryCommand(g),
+		newRetryCommand(g),
+		newLintCommand(),
+		newVersionCommand(),
 	)
+	if strings.HasPrefix(filepath.Base(os.Args[0]), "kn-") {
+		// Installed as the kn plugin kn-sluice: `kn sluice promote hello`.
+		root.Use = "kn sluice"
+	}
 	return root
 }
 
@@ -101,9 +111,3 @@ func envOr(key, def string) string {
 	return def
 }
 
-func validateOutput(o string) error {
-	if o != "text" && o != "json" {
-		return fmt.Errorf("--output %q: use text or json", o)
-	}
-	return nil
-}

@@ -1,9 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -40,10 +41,7 @@ func newStartCommand(g *globals) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", res.Outcome, res.Reason)
-			if res.Outcome != workflows.OutcomeSucceeded {
-				return &outcomeError{outcome: res.Outcome}
-			}
-			return nil
+			return outcomeErr(res.Outcome)
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the rollout's details")
@@ -52,10 +50,16 @@ func newStartCommand(g *globals) *cobra.Command {
 }
 
 func newStatusCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var watch bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
 		Use:     "status TARGET",
 		Aliases: []string{"get"},
 		Short:   "Show a rollout: phase, step, traffic, holds, deadlines and command history",
+		Long: `Show a rollout. With --watch, follow it until it ends: on a terminal the view is redrawn in
+place, otherwise one line is printed per change; the exit code then says how it ended
+(0 succeeded, 5 rolled back, 6 aborted, 7 failed, 8 superseded, 9 --timeout passed), so a
+pipeline can wait on it.`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := validateOutput(g.output); err != nil {
@@ -70,15 +74,15 @@ func newStatusCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if g.output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(st)
+			if watch {
+				return watchStatus(cmd, c, target, st, timeout)
 			}
-			renderStatus(cmd.OutOrStdout(), st)
-			return nil
+			return printAs(cmd.OutOrStdout(), g.output, st, func(w io.Writer) { renderStatus(w, st) })
 		},
 	}
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "follow the rollout until it ends; the exit code says how it ended")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "with --watch: give up after this long (exit 9)")
+	return cmd
 }
 
 func newPromoteCommand(g *globals) *cobra.Command {
@@ -187,3 +191,11 @@ func (g *globals) forTarget(cmd *cobra.Command, arg string) (activities.TargetRe
 type outcomeError struct{ outcome workflows.Outcome }
 
 func (e *outcomeError) Error() string { return "the rollout ended " + string(e.outcome) }
+
+// outcomeErr is nil for a success and an *outcomeError otherwise.
+func outcomeErr(o workflows.Outcome) error {
+	if o == workflows.OutcomeSucceeded {
+		return nil
+	}
+	return &outcomeError{outcome: o}
+}

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/worker"
+)
+
+func newLintCommand() *cobra.Command {
+	var service, namespace, kubeconfig string
+	cmd := &cobra.Command{
+		Use:   "lint [FILE...]",
+		Short: "Check rollout policies with exactly the worker's rules and messages",
+		Long: `Check the sluice.dev/* annotations of Knative Services and Configurations in YAML files
+(several documents per file are fine; - reads standard input), or of a live Service with
+--service. Defaults come from the same SLUICE_DEFAULT_* settings the worker reads. Exits 1 if
+any policy is invalid.`,
+		Example: `  sluice lint service.yaml
+  kubectl get ksvc hello -o yaml | sluice lint -
+  sluice lint --service hello -n shop`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			settings, err := config.LoadSettings(os.LookupEnv)
+			if err != nil {
+				return err
+			}
+			var docs []lintDoc
+			if service != "" {
+				kc, err := worker.KubeConfig(kubeconfig)
+				if err != nil {
+					return err
+				}
+				serving, err := worker.ServingClient(kc)
+				if err != nil {
+					return err
+				}
+				svc, err := serving.ServingV1().Services(namespace).Get(cmd.Context(), service, metav1.GetOptions{})
+				if err != nil {
+					return fmt.Errorf("read Service %s/%s: %w", namespace, service, err)
+				}
+				docs = append(docs, lintDoc{Kind: "Service", Metadata: lintMeta{Name: svc.Name, Annotations: svc.Annotations}})
+			}
+			for _, f := range args {
+				d, err := readLintDocs(cmd.InOrStdin(), f)
+				if err != nil {
+					return err
+				}
+				docs = append(docs, d...)
+			}
+			if len(docs) == 0 {
+				return errors.New("nothing to lint: name YAML files, - for standard input, or --service NAME")
+			}
+			return lint(cmd.OutOrStdout(), docs, settings.Defaults)
+		},
+	}
+	cmd.Flags().StringVar(&service, "service", "", "lint a live Knative Service instead of files")
+	cmd.Flags().StringVar(&namespace, "service-namespace", "default", "namespace of --service")
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig for --service")
+	return cmd
+}
+
+type lintMeta struct {
+	Name        string            `json:"name"`
+	Annotations map[string]string `json:"annotations"`
+}
+
+type lintDoc struct {
+	Kind     string   `json:"kind"`
+	Metadata lintMeta `json:"metadata"`
+	source   string
+}
+
+func readLintDocs(stdin io.Reader, path string) ([]lintDoc, error) {
+	var b []byte
+	var err error
+	if path == "-" {
+		b, err = io.ReadAll(stdin)
+	} else {
+		b, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	var out []lintDoc
+	for i, part := range bytes.Split(b, []byte("\n---")) {
+		if len(bytes.TrimSpace(part)) == 0 {
+			continue
+		}
+		var d lintDoc
+		if err := yaml.Unmarshal(part, &d); err != nil {
+			return nil, fmt.Errorf("%s: document %d is not valid YAML: %w", path, i+1, err)
+		}
+		if d.Kind != "Service" && d.Kind != "Configuration" {
+			continue // other kinds carry no rollout policy
+		}
+		d.source = path
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// lint prints each policy's verdict; invalid ones make it fail.
+func lint(w io.Writer, docs []lintDoc, d config.Defaults) error {
+	bad := 0
+	for _, doc := range docs {
+		name := doc.Kind + " " + doc.Metadata.Name
+		if doc.source != "" {
+			name += " (" + doc.source + ")"
+		}
+		opted, err := config.OptedIn(doc.Metadata.Annotations)
+		if err == nil && !opted {
+			fmt.Fprintf(w, "%s: not opted in (%s: enabled); nothing to check\n", name, config.AnnotationRollout)
+			continue
+		}
+		var p config.Policy
+		if err == nil {
+			p, err = config.FromAnnotations(doc.Metadata.Annotations, d)
+		}
+		if err == nil && doc.Kind == "Configuration" && doc.Metadata.Annotations[config.AnnotationRoute] == "" {
+			err = fmt.Errorf("%s: a Configuration must name the Route its Revisions roll out on", config.AnnotationRoute)
+		}
+		if err != nil {
+			bad++
+			fmt.Fprintf(w, "%s: invalid\n  %s\n", name, strings.ReplaceAll(err.Error(), "\n", "\n  "))
+			continue
+		}
+		fmt.Fprintf(w, "%s: ok: %s\n", name, describePolicy(p))
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d of %d policies are invalid", bad, len(docs))
+	}
+	return nil
+}
+
+func describePolicy(p config.Policy) string {
+	steps := make([]string, len(p.Steps))
+	for i, s := range p.Steps {
+		steps[i] = fmt.Sprintf("%d%%", s.Weight)
+		if s.Gate {
+			steps[i] = "gate, " + steps[i]
+		}
+		if i < len(p.Steps)-1 {
+			steps[i] += " for " + s.Hold.String()
+		}
+	}
+	return fmt.Sprintf("%s; Ready within %s, verified within %s, done within %s",
+		strings.Join(steps, " → "), p.ProgressDeadline, p.VerifyTimeout, p.Deadline)
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/config"
+)
+
+func TestLintFiles(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "services.yaml")
+	yamlDocs := `apiVersion: serving.knative.dev/v1
+kind: Service
+metadata:
+  name: good
+  annotations:
+    sluice.dev/rollout: enabled
+    sluice.dev/steps: "10,50,100"
+    sluice.dev/hold: 2m
+    sluice.dev/gates: "100"
+---
+apiVersion: serving.knative.dev/v1
+kind: Service
+metadata:
+  name: bad
+  annotations:
+    sluice.dev/rollout: enabled
+    sluice.dev/steps: "50,20"
+    sluice.dev/hold: soon
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: ignored
+---
+apiVersion: serving.knative.dev/v1
+kind: Configuration
+metadata:
+  name: api
+  annotations:
+    sluice.dev/rollout: enabled
+---
+apiVersion: serving.knative.dev/v1
+kind: Service
+metadata:
+  name: plain
+`
+	if err := os.WriteFile(file, []byte(yamlDocs), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	docs, err := readLintDocs(nil, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err = lint(&out, docs, config.BuiltinDefaults())
+	if err == nil || err.Error() != "2 of 4 policies are invalid" {
+		t.Fatalf("lint error = %v", err)
+	}
+	got := strings.ReplaceAll(out.String(), file, "FILE")
+	want := `Service good (FILE): ok: 10% for 2m0s → 50% for 2m0s → gate, 100%; Ready within 10m0s, verified within 2m0s, done within 2h0m0s
+Service bad (FILE): invalid
+  sluice.dev/steps: weights must increase and end at 100, got "50,20"
+  sluice.dev/hold: is not a duration; write it like "90s", "5m" or "1h30m", got "soon"
+Configuration api (FILE): invalid
+  sluice.dev/route: a Configuration must name the Route its Revisions roll out on
+Service plain (FILE): not opted in (sluice.dev/rollout: enabled); nothing to check
+`
+	if got != want {
+		t.Fatalf("lint output:\n%s\nwant:\n%s", got, want)
+	}
+}
