@@ -110,4 +110,3 @@ func envOr(key, def string) string {
 	}
 	return def
 }
-

@@ -60,7 +60,7 @@ func newStatusCommand(g *globals) *cobra.Command {
 place, otherwise one line is printed per change; the exit code then says how it ended
 (0 succeeded, 5 rolled back, 6 aborted, 7 failed, 8 superseded, 9 --timeout passed), so a
 pipeline can wait on it.`,
-		Args:    cobra.ExactArgs(1),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := validateOutput(g.output); err != nil {
 				return err
