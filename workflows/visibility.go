@@ -42,9 +42,14 @@ func SearchAttributes() map[string]string {
 // TargetAttr is the SluiceTarget value of a target: namespace/kind/name.
 func TargetAttr(t activities.TargetRef) string { return t.String() }
 
-// StaticSummary is the one line the Temporal UI shows for a rollout.
-func StaticSummary(t activities.TargetRef, candidate string) string {
-	return fmt.Sprintf("%s: roll out %s", t.Name, candidate)
+// StaticSummary is the one line the Temporal UI shows for a rollout:
+// "hello: hello-00001 → hello-00002", or "hello: roll out hello-00002" when
+// the starter does not know the stable Revision.
+func StaticSummary(t activities.TargetRef, stable, candidate string) string {
+	if stable == "" {
+		return fmt.Sprintf("%s: roll out %s", t.Name, candidate)
+	}
+	return fmt.Sprintf("%s: %s → %s", t.Name, stable, candidate)
 }
 
 // status answers the status query.

@@ -87,7 +87,9 @@ func (r *Receiver) revision(ctx context.Context, a events.Action, principal stri
 	if why != "" {
 		return reply(http.StatusOK, "ignored", "ignored: %s", why)
 	}
-	if _, err := r.Control.Start(ctx, target, a.Name, "Started by a "+a.ObjectKind+" event from "+principal); err != nil {
+	req := control.StartRequest{Target: target, Candidate: a.Name, Reason: "Started by a " + a.ObjectKind + " event from " + principal + ".",
+		Stable: owner.stable(a.Name), Annotations: owner.annotations}
+	if _, err := r.Control.StartWith(ctx, req); err != nil {
 		return temporalError(err, "start a rollout of "+a.Name+" on "+target.String())
 	}
 	return reply(http.StatusAccepted, "started", "started a rollout of %s on %s", a.Name, target)
@@ -96,10 +98,23 @@ func (r *Receiver) revision(ctx context.Context, a events.Action, principal stri
 // owner is what the receiver read about a target to decide whether a
 // Revision is a new candidate for it.
 type owner struct {
-	traffic []servingv1.TrafficTarget
+	traffic     []servingv1.TrafficTarget
+	annotations map[string]string
 	// configGeneration is the Configuration's generation: the template a
 	// Revision must run to be the newest.
 	configGeneration int64
+}
+
+// stable guesses the stable Revision for the rollout's summary: the one with
+// the most traffic besides the candidate. The workflow decides for itself.
+func (o owner) stable(candidate string) string {
+	best, most := "", int64(-1)
+	for _, t := range o.traffic {
+		if t.RevisionName != "" && t.RevisionName != candidate && t.Percent != nil && *t.Percent > most {
+			best, most = t.RevisionName, *t.Percent
+		}
+	}
+	return best
 }
 
 // optedInTarget finds the rollout target of a Revision — its Service, or its
@@ -148,6 +163,7 @@ func (r *Receiver) optedInTarget(ctx context.Context, a events.Action) (activiti
 			}
 		}
 	}
+	o.annotations = ann
 	opted, err := config.OptedIn(ann)
 	if err != nil {
 		return t, o, reply(http.StatusOK, "ignored", "ignored: %s has an invalid annotation: %v", t, err), false

@@ -19,6 +19,8 @@ type fakeTemporal struct {
 	startErr error
 	describe func(workflowID string) (*workflowservice.DescribeWorkflowExecutionResponse, error)
 	update   func(name string) (string, error)
+	// started holds the options of every start.
+	started []client.StartWorkflowOptions
 }
 
 func (f *fakeTemporal) record(call string) {
@@ -46,8 +48,11 @@ type fakeRun struct{ client.WorkflowRun }
 func (fakeRun) GetRunID() string { return "run-1" }
 func (fakeRun) GetID() string    { return "id" }
 
-func (f *fakeTemporal) SignalWithStartWorkflow(_ context.Context, id, signal string, _ any, _ client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
+func (f *fakeTemporal) SignalWithStartWorkflow(_ context.Context, id, signal string, _ any, opts client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
 	f.record("start " + id)
+	f.mu.Lock()
+	f.started = append(f.started, opts)
+	f.mu.Unlock()
 	if f.startErr != nil {
 		return nil, f.startErr
 	}

@@ -189,6 +189,9 @@ func TestRevisionAddStartsOneRollout(t *testing.T) {
 		if got := e.temporal.Calls(); strings.Join(got, "; ") != strings.Join(want, "; ") {
 			t.Fatalf("structured=%v: Temporal calls %v, want %v", structured, got, want)
 		}
+		if s := e.temporal.started[0]; s.StaticSummary != "hello: hello-00001 → hello-00002" || !strings.Contains(s.StaticDetails, "Policy: ") {
+			t.Fatalf("UI summary %q, details %q", s.StaticSummary, s.StaticDetails)
+		}
 		if n := testutil.ToFloat64(e.rcv.Metrics.events.WithLabelValues("dev.knative.apiserver.resource.add", "duplicate")); n != 1 {
 			t.Fatalf("duplicate metric = %v", n)
 		}

@@ -57,12 +57,41 @@ func ParseTarget(namespace, arg string) (activities.TargetRef, error) {
 // the rollout already running there (which then supersedes its candidate).
 // It reports the run that received it.
 func (c *Client) Start(ctx context.Context, target activities.TargetRef, candidate, reason string) (string, error) {
+	return c.StartWith(ctx, StartRequest{Target: target, Candidate: candidate, Reason: reason})
+}
+
+// StartRequest is a rollout start with what the caller already knows about
+// the target, shown in the Temporal UI from the first moment.
+type StartRequest struct {
+	Target    activities.TargetRef
+	Candidate string
+	Reason    string
+	// Stable, if known, makes the summary read "hello: hello-00001 → hello-00002".
+	Stable string
+	// Annotations, if known, are the target's; its sluice.dev/* policy goes into the details.
+	Annotations map[string]string
+}
+
+// StartWith is Start with what the caller knows of the target.
+func (c *Client) StartWith(ctx context.Context, r StartRequest) (string, error) {
+	target, candidate := r.Target, r.Candidate
+	details := fmt.Sprintf("Requested by %s.", c.Identity)
+	if r.Reason != "" {
+		details += " " + r.Reason
+	}
+	if r.Annotations != nil {
+		policy := policyText(r.Annotations)
+		if policy == "" {
+			policy = "the worker's defaults"
+		}
+		details += "\n\nPolicy: " + policy
+	}
 	opts := client.StartWorkflowOptions{
 		ID:                    workflows.WorkflowID(target),
 		TaskQueue:             c.TaskQueue,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		StaticSummary:         workflows.StaticSummary(target, candidate),
-		StaticDetails:         fmt.Sprintf("Requested by %s. %s", c.Identity, reason),
+		StaticSummary:         workflows.StaticSummary(target, r.Stable, candidate),
+		StaticDetails:         details,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.AttrTarget.ValueSet(workflows.TargetAttr(target)),
 			workflows.AttrNamespace.ValueSet(target.Namespace),
@@ -77,6 +106,18 @@ func (c *Client) Start(ctx context.Context, target activities.TargetRef, candida
 		return "", fmt.Errorf("start rollout of %s on %s: %w", candidate, target, err)
 	}
 	return run.GetRunID(), nil
+}
+
+// policyText lists the sluice.dev/* annotations, sorted: the policy as written.
+func policyText(ann map[string]string) string {
+	var parts []string
+	for k, v := range ann {
+		if strings.HasPrefix(k, "sluice.dev/") && k != "sluice.dev/rollout" {
+			parts = append(parts, strings.TrimPrefix(k, "sluice.dev/")+"="+v)
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
 }
 
 // Status reads the rollout's state through the status query. It works on a
