@@ -123,3 +123,37 @@ Commands:
 		t.Fatalf("status output:\n%s\nwant:\n%s", out.String(), want)
 	}
 }
+
+func TestRenderList(t *testing.T) {
+	start := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	rs := []control.Summary{
+		{Target: "default/service/hello", Candidate: "hello-00003", Stable: "hello-00002", Phase: "Holding", Step: 2, Weight: 50, Status: "RUNNING", StartedAt: start.Add(time.Hour)},
+		{Target: "default/service/hello", Candidate: "hello-00002", Stable: "hello-00001", Phase: "Succeeded", Outcome: "Succeeded", Step: 3, Weight: 100, Status: "COMPLETED", StartedAt: start, ClosedAt: start.Add(7 * time.Minute)},
+	}
+	var out bytes.Buffer
+	renderList(&out, rs, start.Add(time.Hour+90*time.Second))
+	want := `TARGET                 CANDIDATE    STABLE       PHASE      STEP  WEIGHT  STARTED               DURATION
+default/service/hello  hello-00003  hello-00002  Holding    2     50%     2026-11-29 11:00:00Z  1m30s
+default/service/hello  hello-00002  hello-00001  Succeeded  3     100%    2026-11-29 10:00:00Z  7m0s
+`
+	if out.String() != want {
+		t.Fatalf("list output:\n%s\nwant:\n%s", out.String(), want)
+	}
+	out.Reset()
+	renderList(&out, nil, start)
+	if out.String() != "No rollouts found.\n" {
+		t.Fatalf("empty list: %q", out.String())
+	}
+}
+
+func TestWatchLine(t *testing.T) {
+	p := func(n int64) *int64 { return &n }
+	st := workflows.Status{
+		State: workflows.State{Candidate: "hello-00002", Phase: workflows.PhaseHolding, Weight: 25, Paused: true, PauseReason: "paused by ann: look",
+			Live: []servingv1.TrafficTarget{{RevisionName: "hello-00001", Percent: p(75)}, {RevisionName: "hello-00002", Percent: p(25)}}},
+		Shown: workflows.PhasePaused, StepNumber: 1, StepCount: 4,
+	}
+	if got, want := watchLine(st), "hello-00002 Paused step 1/4 at 25% (paused by ann: look) | hello-00001=75%, hello-00002=25%"; got != want {
+		t.Fatalf("watch line %q, want %q", got, want)
+	}
+}

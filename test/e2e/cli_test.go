@@ -1,0 +1,125 @@
+package e2e
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/sluicehq/sluice/cmd/sluice/control"
+	"github.com/sluicehq/sluice/workflows"
+)
+
+// sluiceCode runs the CLI and returns its output and exit code.
+func sluiceCode(t *testing.T, bin string, args ...string) (string, int) {
+	t.Helper()
+	args = append(args, "--address", stk.TemporalAddr, "--as", "e2e@test")
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return string(out), exit.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), 0
+}
+
+// Every CLI verb against the stack: list, status (text, yaml, json, --watch),
+// abort, retry, history, promote --full through the kn plugin, lint, version.
+func TestCLIVerbs(t *testing.T) {
+	c := ctl(t)
+	bin := os.Getenv("SLUICE_BIN")
+	kn := filepath.Join(filepath.Dir(bin), "kn-sluice")
+	firstRollout(t, c, "cli", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "1s", "sluice.dev/gates": "100"})
+	deploy(t, "cli", "example.com/cli:v2", nil, nil)
+	waitStatus(t, c, svcTarget("cli"), 60*time.Second, "the gate", func(s workflows.Status) bool {
+		return s.Candidate == "cli-00002" && s.Phase == workflows.PhaseGate
+	})
+
+	// list, filtered by phase, as JSON (the visibility store may lag a moment).
+	var listed []control.Summary
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		out, code := sluiceCode(t, bin, "list", "--phase", "AwaitingPromotion", "-o", "json")
+		if code == 0 && json.Unmarshal([]byte(out), &listed) == nil && len(listed) == 1 && listed[0].Candidate == "cli-00002" {
+			break
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if len(listed) != 1 || listed[0].Target != "default/service/cli" || listed[0].Weight != 50 {
+		t.Fatalf("sluice list --phase AwaitingPromotion: %+v", listed)
+	}
+	if out, code := sluiceCode(t, bin, "list"); code != 0 || !strings.Contains(out, "default/service/cli") || !strings.Contains(out, "AwaitingPromotion") {
+		t.Fatalf("sluice list: %d\n%s", code, out)
+	}
+
+	// status as YAML.
+	out, code := sluiceCode(t, bin, "status", "cli", "-o", "yaml")
+	var st map[string]any
+	if code != 0 || yaml.Unmarshal([]byte(out), &st) != nil || st["phase"] != "AwaitingPromotion" || st["candidate"] != "cli-00002" {
+		t.Fatalf("sluice status -o yaml: %d\n%s", code, out)
+	}
+
+	// status --watch follows the rollout; an abort ends it with exit code 6.
+	watch := exec.Command(bin, "status", "cli", "--watch", "--address", stk.TemporalAddr)
+	var watchOut strings.Builder
+	watch.Stdout, watch.Stderr = &watchOut, &watchOut
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if out, code := sluiceCode(t, bin, "abort", "cli", "--reason", "testing watch"); code != 0 {
+		t.Fatalf("sluice abort: %d\n%s", code, out)
+	}
+	err := watch.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 6 || !strings.Contains(watchOut.String(), "cli-00002 AwaitingPromotion step 2/2 at 50%") ||
+		!strings.Contains(watchOut.String(), "cli-00002 Aborted: aborted by e2e@test: testing watch") {
+		t.Fatalf("sluice status --watch: %v\n%s", err, watchOut.String())
+	}
+
+	// retry starts the rollout again; promote --full through the kn plugin ends it.
+	if out, code := sluiceCode(t, bin, "retry", "cli"); code != 0 || !strings.Contains(out, "retrying the rollout of cli-00002") {
+		t.Fatalf("sluice retry: %d\n%s", code, out)
+	}
+	waitStatus(t, c, svcTarget("cli"), 60*time.Second, "the gate again", func(s workflows.Status) bool {
+		return s.Candidate == "cli-00002" && s.Phase == workflows.PhaseGate
+	})
+	if out, code := sluiceCode(t, kn, "promote", "cli", "--full", "--reason", "ship it"); code != 0 || !strings.Contains(out, "promoting cli-00002 to 100%") {
+		t.Fatalf("kn-sluice promote --full: %d\n%s", code, out)
+	}
+	if out, code := sluiceCode(t, bin, "status", "cli", "--watch", "--timeout", "60s"); code != 0 || !strings.Contains(out, "Succeeded") {
+		t.Fatalf("sluice status --watch after promote: %d\n%s", code, out)
+	}
+	if out, code := sluiceCode(t, bin, "retry", "cli"); code != 3 || !strings.Contains(out, "succeeded; there is nothing to retry") {
+		t.Fatalf("sluice retry after success: %d\n%s", code, out)
+	}
+
+	// history lists the aborted run and the one that succeeded.
+	deadline = time.Now().Add(15 * time.Second)
+	for {
+		out, code = sluiceCode(t, bin, "history", "cli")
+		if code == 0 && strings.Count(out, "cli-00002") >= 2 && strings.Contains(out, "Aborted") && strings.Contains(out, "Succeeded") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sluice history: %d\n%s", code, out)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+
+	// lint a live Service with the worker's rules, and version.
+	if out, code := sluiceCode(t, bin, "lint", "--service", "cli", "--kubeconfig", stk.Kubeconfig); code != 0 || !strings.Contains(out, "Service cli: ok: 50% for 1s → gate, 100%") {
+		t.Fatalf("sluice lint --service: %d\n%s", code, out)
+	}
+	if out, code := sluiceCode(t, bin, "version"); code != 0 || !strings.Contains(out, "go.temporal.io/sdk v1.51.0") {
+		t.Fatalf("sluice version: %d\n%s", code, out)
+	}
+}
