@@ -60,7 +60,7 @@ func run(m *testing.M) int {
 	defer stopSink()
 	sink = s
 	stk, err = stack.Start(ctx, stack.Options{
-		Dir: dir, Tools: tools, CRDDirs: crds, Adapter: true, ProgressSink: sink.URL, ReadyAfter: time.Second,
+		Dir: dir, Tools: tools, CRDDirs: crds, Adapter: true, ProgressSink: sink.URL, ReadyAfter: time.Second, UI: true,
 		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	})
 	if err != nil {

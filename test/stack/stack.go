@@ -79,8 +79,10 @@ type Options struct {
 	Adapter bool
 	// ProgressSink is K_SINK for the worker's progress events.
 	ProgressSink string
-	// TemporalPort and UIPort fix the dev server's ports; 0 picks free ones, and UIPort 0 runs headless.
+	// TemporalPort and UIPort fix the dev server's ports; 0 picks free ones,
+	// and UIPort 0 runs headless unless UI is set.
 	TemporalPort, UIPort int
+	UI                   bool
 	// ReadyAfter is how long a simulated Revision takes to become Ready.
 	ReadyAfter time.Duration
 	// WorkerEnv is extra environment for the worker, e.g. SLUICE_DEFAULT_HOLD.
@@ -285,6 +287,13 @@ func (s *Stack) startTemporal(ctx context.Context) error {
 	}
 	args := []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", fmt.Sprint(port), "--log-level", "warn",
 		"--db-filename", filepath.Join(s.opts.Dir, "temporal.db")}
+	if s.opts.UI && s.opts.UIPort == 0 {
+		p, err := freePort()
+		if err != nil {
+			return err
+		}
+		s.opts.UIPort = p
+	}
 	if s.opts.UIPort != 0 {
 		args = append(args, "--ui-port", fmt.Sprint(s.opts.UIPort))
 		s.UIURL = fmt.Sprintf("http://127.0.0.1:%d", s.opts.UIPort)

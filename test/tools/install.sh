@@ -86,8 +86,23 @@ install_eventing() {
     knative.dev/eventing/cmd/apiserver_receive_adapter
 }
 
+# install_browser installs Debian's Chromium for the Temporal UI test and
+# prints its path.
+install_browser() {
+  if ! command -v chromium >/dev/null 2>&1; then
+    echo "installing Debian's chromium for the UI test (a minute or two)" >&2
+    if [[ $(id -u) -ne 0 ]]; then
+      echo "installing chromium needs root (apt-get); install the chromium package and retry" >&2
+      return 1
+    fi
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core) >&2
+  fi
+  command -v chromium
+}
+
 case "${1:-}" in
   temporal) install_temporal ;;
+  browser) install_browser ;;
   conformance) install_conformance ;;
   kube) install_kube ;;
   etcd) install_etcd ;;
@@ -100,11 +115,13 @@ case "${1:-}" in
     kube=$(install_kube)
     etcd=$(install_etcd)
     eventing=$(install_eventing)
+    browser=$(install_browser)
     echo "export SLUICE_TEMPORAL_BIN=$temporal"
     echo "export SLUICE_CLOUDEVENTS_BIN=$conformance"
     echo "export SLUICE_KUBE_DIR=$kube"
     echo "export SLUICE_ETCD_DIR=$etcd"
     echo "export SLUICE_EVENTING_DIR=$eventing"
+    echo "export SLUICE_CHROMIUM_BIN=$browser"
     ;;
-  *) echo "usage: $0 temporal|conformance|kube|etcd|eventing|all" >&2; exit 2 ;;
+  *) echo "usage: $0 temporal|conformance|kube|etcd|eventing|browser|all" >&2; exit 2 ;;
 esac
