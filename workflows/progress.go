@@ -17,6 +17,11 @@ import (
 const (
 	versionChangeEvents = "cloudevents"
 	versionEvents       = workflow.Version(1)
+	// versionPublishOnWait also publishes the state (search attributes,
+	// current details) whenever the workflow starts to wait, so a rollout
+	// at a gate shows AwaitingPromotion in the UI and in `sluice list`.
+	versionPublishOnWait = workflow.Version(2)
+	versionLatest        = versionPublishOnWait
 )
 
 // emit queues a progress event. One sender goroutine beside the main loop

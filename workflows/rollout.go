@@ -29,7 +29,7 @@ func Rollout(ctx workflow.Context, in Input) (Result, error) {
 		return Result{}, temporal.NewNonRetryableApplicationError(
 			"rollout input needs target namespace, name and a candidate Revision", "InvalidInput", nil)
 	}
-	r := &rollout{version: workflow.GetVersion(ctx, versionChangeEvents, workflow.DefaultVersion, versionEvents)}
+	r := &rollout{version: workflow.GetVersion(ctx, versionChangeEvents, workflow.DefaultVersion, versionLatest)}
 	if in.Carry != nil {
 		r.st = *in.Carry
 		r.st.Runs++
@@ -418,6 +418,9 @@ func (r *rollout) awaitInterrupt(ctx workflow.Context, cond func() bool, why str
 // awaitFor waits up to d (forever when d is 0) for cond, an interruption,
 // a pause or a suggestion to continue as new.
 func (r *rollout) awaitFor(ctx workflow.Context, d time.Duration, summary string, cond func() bool) {
+	if r.version >= versionPublishOnWait {
+		r.publish(ctx)
+	}
 	paused := r.st.Paused
 	wake := func() bool {
 		return cond() || r.interrupted() || r.st.Paused != paused || workflow.GetInfo(ctx).GetContinueAsNewSuggested()

@@ -292,6 +292,9 @@ func TestGateWaitsForPromote(t *testing.T) {
 	if atGate.Phase != PhaseGate || atGate.Weight != 25 {
 		t.Fatalf("at 10m: phase %s weight %d, want waiting at the gate with 25%%", atGate.Phase, atGate.Weight)
 	}
+	if got := atGate.Visible[AttrPhase.GetName()]; got != string(PhaseGate) {
+		t.Fatalf("search attribute %s at the gate = %q, want %q", AttrPhase.GetName(), got, PhaseGate)
+	}
 	if !resume.rejectedWith("not paused") {
 		t.Errorf("resume when not paused: %+v", resume)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -172,6 +173,19 @@ func firstRollout(t *testing.T, c *control.Client, name string, ann map[string]s
 	}
 	deploy(t, name, "example.com/"+name+":v1", all, nil)
 	waitOutcome(t, c, svcTarget(name), name+"-00001", 60*time.Second)
+	// Wait for the workflow to close too, so the next Revision starts a
+	// rollout of its own rather than joining this one as it ends.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		d, err := c.Temporal.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(svcTarget(name)), "")
+		if err == nil && d.WorkflowExecutionInfo.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the first rollout of %s did not close: %v", name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if got := serviceTraffic(t, name); got != name+"-00001=100%" {
 		t.Fatalf("after the first rollout: traffic %s", got)
 	}

@@ -4,17 +4,17 @@ import (
 	"context"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/test/browser"
 	"github.com/sluicehq/sluice/workflows"
 )
 
 // TestTemporalUIShowsRollout opens a rollout's page in the Temporal UI with
-// a real headless Chromium (Debian's) and checks that the UI reads like a
+// a real headless Chromium (Debian's, driven over the DevTools protocol) and checks that the UI reads like a
 // rollout dashboard: the summary names the Revisions, and the current
 // details show the step table. It saves a screenshot as a test artifact
 // (SLUICE_ARTIFACTS, or the test's temporary directory).
@@ -37,7 +37,7 @@ func TestTemporalUIShowsRollout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	page := stk.UIURL + "/namespaces/default/workflows/" + url.PathEscape(id) + "/" + desc.WorkflowExecutionInfo.Execution.RunId + "/history"
+	page := stk.UIURL + "/namespaces/default/workflows/" + url.PathEscape(id) + "/" + desc.WorkflowExecutionInfo.Execution.RunId + "/user-metadata"
 
 	artifacts := os.Getenv("SLUICE_ARTIFACTS")
 	if artifacts == "" {
@@ -46,33 +46,34 @@ func TestTemporalUIShowsRollout(t *testing.T) {
 	if err := os.MkdirAll(artifacts, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	browse := func(extra ...string) string {
-		args := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-			"--disable-background-networking", "--disable-component-update", "--disable-sync",
-			"--user-data-dir=" + t.TempDir(), "--window-size=1440,1300", "--virtual-time-budget=20000"}, extra...)
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, chromium, append(args, page)...).Output()
-		if err != nil {
-			t.Fatalf("chromium %v: %v", extra, err)
-		}
-		return string(out)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	b, err := browser.Start(ctx, chromium, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
-	var dom string
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		dom = browse("--dump-dom")
-		if strings.Contains(dom, "ui: ui-00001 → ui-00002") && strings.Contains(dom, "AwaitingPromotion") && strings.Contains(dom, "<table") {
-			break
-		}
-		if time.Now().After(deadline) {
-			_ = os.WriteFile(filepath.Join(artifacts, "temporal-ui-rollout.html"), []byte(dom), 0o644)
-			t.Fatalf("the Temporal UI page of %s does not show the summary and the step table; its DOM is in %s", id, artifacts)
-		}
-		time.Sleep(time.Second)
+	defer b.Close()
+	p, err := b.Open(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// The summary names the Revisions; the current details are the Markdown
+	// step table, rendered as a table with the rollout's phase above it.
+	if _, err := p.WaitText(ctx, "ui: ui-00001 → ui-00002", "AwaitingPromotion", "weight", "hold", "gate"); err != nil {
+		html, _ := p.HTML()
+		_ = os.WriteFile(filepath.Join(artifacts, "temporal-ui-rollout.html"), []byte(html), 0o644)
+		_ = p.Screenshot(filepath.Join(artifacts, "temporal-ui-rollout.png"))
+		t.Fatalf("the Temporal UI page of %s: %v (its DOM and a screenshot are in %s)", id, err, artifacts)
+	}
+	html, err := p.HTML()
+	if err != nil || !strings.Contains(html, "<table") {
+		t.Fatalf("the step table is not rendered as a table: %v", err)
 	}
 	shot := filepath.Join(artifacts, "temporal-ui-rollout.png")
-	browse("--screenshot=" + shot)
+	if err := p.Screenshot(shot); err != nil {
+		t.Fatal(err)
+	}
 	if fi, err := os.Stat(shot); err != nil || fi.Size() < 10_000 {
 		t.Fatalf("screenshot %s: %v", shot, err)
 	}
