@@ -9,7 +9,8 @@ import (
 )
 
 // TestReplayRecordedHistories replays histories recorded from real rollouts
-// (v0-*: before the "cloudevents" version gate, rollouts started by older
+// (v0-*: before the "cloudevents" version gate; v1-*: at its version 1 — the
+// rollouts started by older
 // sluice releases)
 // on a Temporal server (see test/integration, SLUICE_RECORD_HISTORY). A
 // change to the workflow that would break rollouts already running — a
