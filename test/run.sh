@@ -6,6 +6,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
+# Screenshots and other artifacts of the tests land here.
+export SLUICE_ARTIFACTS=${SLUICE_ARTIFACTS:-$PWD/test-artifacts}
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"testing"
+	"time"
 
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
@@ -59,5 +60,23 @@ func TestPinAndRollbackTraffic(t *testing.T) {
 	st.CandidateReady = true
 	if got := rollbackTraffic(st); !activities.SameTraffic(got, pinned) {
 		t.Fatalf("rollback with a Ready candidate must pin latestRevision, got %s", activities.FormatTraffic(got))
+	}
+}
+
+func TestDetailsMarkdown(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 0, 30, 0, time.UTC)
+	p := func(n int64) *int64 { return &n }
+	r := &rollout{st: State{
+		Target: activities.TargetRef{Namespace: "default", Kind: "Service", Name: "hello"}, Phase: PhaseHolding,
+		Stable: "hello-00001", Candidate: "hello-00002", Step: 0, HoldUntil: now.Add(90 * time.Second),
+		Live:  []servingv1.TrafficTarget{{RevisionName: "hello-00001", Percent: p(75)}, {RevisionName: "hello-00002", Percent: p(25)}},
+		Steps: []StepStatus{{Weight: 25, Hold: 2 * time.Minute, StartedAt: now.Add(-30 * time.Second)}, {Weight: 100, Gate: true}},
+	}}
+	want := "**Holding** · hello-00001=75%, hello-00002=25% · hold ends in 1m30s\n\n" +
+		"| step | weight | hold | gate | started | ended |\n|---|---|---|---|---|---|\n" +
+		"| 1 ◀ | 25% | 2m0s |  | 10:00:00 |  |\n" +
+		"| 2 | 100% | 0s | manual |  |  |\n"
+	if got := r.details(now); got != want {
+		t.Fatalf("details:\n%s\nwant:\n%s", got, want)
 	}
 }

@@ -132,9 +132,11 @@ func (r *rollout) details(now time.Time) string {
 	if st.Paused {
 		phase = "Paused — " + st.PauseReason
 	}
-	fmt.Fprintf(&b, "**%s** %s → %s: %s", st.Target.Name, orDash(st.Stable), st.Candidate, phase)
-	if st.Reason != "" {
-		fmt.Fprintf(&b, " (%s)", st.Reason)
+	// One short line above the table: the UI gives current details a small
+	// frame, and the summary already names the Revisions.
+	fmt.Fprintf(&b, "**%s** · %s", phase, activities.FormatTraffic(st.Live))
+	if st.Phase == PhaseHolding && !st.Paused && st.HoldUntil.After(now) {
+		fmt.Fprintf(&b, " · hold ends in %s", st.HoldUntil.Sub(now).Round(time.Second))
 	}
 	b.WriteString("\n\n| step | weight | hold | gate | started | ended |\n|---|---|---|---|---|---|\n")
 	for i, s := range st.Steps {
@@ -151,10 +153,9 @@ func (r *rollout) details(now time.Time) string {
 		}
 		fmt.Fprintf(&b, "| %d%s | %d%% | %s | %s | %s | %s |\n", i+1, marker, s.Weight, s.Hold, gate, clock(s.StartedAt), clock(s.EndedAt))
 	}
-	if st.Phase == PhaseHolding && !st.Paused && st.HoldUntil.After(now) {
-		fmt.Fprintf(&b, "\nHold ends in %s.", st.HoldUntil.Sub(now).Round(time.Second))
+	if st.Reason != "" {
+		fmt.Fprintf(&b, "\n%s\n", st.Reason)
 	}
-	fmt.Fprintf(&b, "\nLive traffic: %s", activities.FormatTraffic(st.Live))
 	return b.String()
 }
 
@@ -163,11 +164,4 @@ func clock(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format("15:04:05")
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "—"
-	}
-	return s
 }

@@ -135,15 +135,27 @@ func (p *Page) call(method string, params map[string]any, result any) error {
 	}
 }
 
-// Text returns the page's visible text.
+// Text returns the page's visible text, with that of its same-origin
+// frames (the Temporal UI renders Markdown in frames).
 func (p *Page) Text() (string, error) {
+	return p.Eval(`[document.body ? document.body.innerText : ''].concat(
+		Array.from(document.querySelectorAll('iframe')).map(f => {
+			try { return f.contentDocument && f.contentDocument.body ? f.contentDocument.body.innerText : '' } catch (e) { return '' }
+		})).join('\n')`)
+}
+
+// Eval evaluates a JavaScript expression in the page and returns its value as a string.
+func (p *Page) Eval(expr string) (string, error) {
 	var r struct {
 		Result struct {
-			Value string `json:"value"`
+			Value any `json:"value"`
 		} `json:"result"`
 	}
-	err := p.call("Runtime.evaluate", map[string]any{"expression": "document.body ? document.body.innerText : ''", "returnByValue": true}, &r)
-	return r.Result.Value, err
+	err := p.call("Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true}, &r)
+	if r.Result.Value == nil {
+		return "", err
+	}
+	return fmt.Sprint(r.Result.Value), err
 }
 
 // HTML returns the page's DOM as HTML.

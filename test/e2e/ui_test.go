@@ -5,7 +5,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -66,9 +65,10 @@ func TestTemporalUIShowsRollout(t *testing.T) {
 		_ = p.Screenshot(filepath.Join(artifacts, "temporal-ui-rollout.png"))
 		t.Fatalf("the Temporal UI page of %s: %v (its DOM and a screenshot are in %s)", id, err, artifacts)
 	}
-	html, err := p.HTML()
-	if err != nil || !strings.Contains(html, "<table") {
-		t.Fatalf("the step table is not rendered as a table: %v", err)
+	table, err := p.Eval(`Array.from(document.querySelectorAll('iframe')).some(f => {
+		try { return !!f.contentDocument.querySelector('table') } catch (e) { return false } })`)
+	if err != nil || table != "true" {
+		t.Fatalf("the step table is not rendered as a table: %q, %v", table, err)
 	}
 	shot := filepath.Join(artifacts, "temporal-ui-rollout.png")
 	if err := p.Screenshot(shot); err != nil {
