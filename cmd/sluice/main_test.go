@@ -157,3 +157,10 @@ func TestWatchLine(t *testing.T) {
 		t.Fatalf("watch line %q, want %q", got, want)
 	}
 }
+
+func TestUILink(t *testing.T) {
+	got := uiLink("http://localhost:8233/", "default", activities.TargetRef{Namespace: "shop", Kind: "Service", Name: "hello"})
+	if want := "http://localhost:8233/namespaces/default/workflows/rollout%2Fshop%2Fservice%2Fhello"; got != want {
+		t.Fatalf("uiLink = %s, want %s", got, want)
+	}
+}

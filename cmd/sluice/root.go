@@ -23,6 +23,7 @@ type globals struct {
 	taskQueue string
 	as        string
 	output    string
+	uiURL     string
 }
 
 func newRootCommand() *cobra.Command {
@@ -46,6 +47,7 @@ TEMPORAL_NAMESPACE and the Temporal config file, or the flags below.`,
 	pf.StringVar(&g.taskQueue, "task-queue", envOr(config.EnvTaskQueue, config.DefaultTaskQueue), "Temporal task queue of the sluice workers")
 	pf.StringVar(&g.as, "as", defaultIdentity(), "who you are, recorded with every command")
 	pf.StringVarP(&g.output, "output", "o", "text", "output format of read verbs: text, json or yaml")
+	pf.StringVar(&g.uiURL, "ui-url", envOr("SLUICE_TEMPORAL_UI", "http://localhost:8233"), "the Temporal UI's address, for links (SLUICE_TEMPORAL_UI)")
 
 	root.AddCommand(
 		newWorkerCommand(),

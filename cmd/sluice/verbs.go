@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 	"time"
 
@@ -77,7 +78,10 @@ pipeline can wait on it.`,
 			if watch {
 				return watchStatus(cmd, c, target, st, timeout)
 			}
-			return printAs(cmd.OutOrStdout(), g.output, st, func(w io.Writer) { renderStatus(w, st) })
+			return printAs(cmd.OutOrStdout(), g.output, st, func(w io.Writer) {
+				renderStatus(w, st)
+				fmt.Fprintf(w, "\nTemporal UI: %s\n", uiLink(g.uiURL, g.temporalNamespace(), st.Target))
+			})
 		},
 	}
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "follow the rollout until it ends; the exit code says how it ended")
@@ -159,10 +163,7 @@ func newSetupCommand(g *globals) *cobra.Command {
 				return err
 			}
 			defer closeFn()
-			ns := g.temporalN
-			if ns == "" {
-				ns = envOr("TEMPORAL_NAMESPACE", "default")
-			}
+			ns := g.temporalNamespace()
 			added, err := c.Setup(cmd.Context(), ns)
 			if err != nil {
 				return err
@@ -198,4 +199,17 @@ func outcomeErr(o workflows.Outcome) error {
 		return nil
 	}
 	return &outcomeError{outcome: o}
+}
+
+// uiLink is the rollout's page in the Temporal UI.
+func uiLink(base, namespace string, t activities.TargetRef) string {
+	return strings.TrimSuffix(base, "/") + "/namespaces/" + url.PathEscape(namespace) + "/workflows/" + url.PathEscape(workflows.WorkflowID(t))
+}
+
+// temporalNamespace is the Temporal namespace the verbs talk to.
+func (g *globals) temporalNamespace() string {
+	if g.temporalN != "" {
+		return g.temporalN
+	}
+	return envOr("TEMPORAL_NAMESPACE", "default")
 }

@@ -92,6 +92,16 @@ func TestCLIVerbs(t *testing.T) {
 	waitStatus(t, c, svcTarget("cli"), 60*time.Second, "the gate again", func(s workflows.Status) bool {
 		return s.Candidate == "cli-00002" && s.Phase == workflows.PhaseGate
 	})
+	if out, code := sluiceCode(t, bin, "pause", "cli", "--reason", "lunch"); code != 0 || !strings.Contains(out, "paused the rollout of cli-00002") {
+		t.Fatalf("sluice pause: %d\n%s", code, out)
+	}
+	if out, code := sluiceCode(t, bin, "status", "cli"); code != 0 || !strings.Contains(out, "Paused:     paused by e2e@test: lunch") ||
+		!strings.Contains(out, "Temporal UI: http://localhost:8233/namespaces/default/workflows/rollout%2Fdefault%2Fservice%2Fcli") {
+		t.Fatalf("sluice status while paused: %d\n%s", code, out)
+	}
+	if out, code := sluiceCode(t, bin, "resume", "cli"); code != 0 || !strings.Contains(out, "resumed the rollout of cli-00002") {
+		t.Fatalf("sluice resume: %d\n%s", code, out)
+	}
 	if out, code := sluiceCode(t, kn, "promote", "cli", "--full", "--reason", "ship it"); code != 0 || !strings.Contains(out, "promoting cli-00002 to 100%") {
 		t.Fatalf("kn-sluice promote --full: %d\n%s", code, out)
 	}
@@ -113,6 +123,20 @@ func TestCLIVerbs(t *testing.T) {
 			t.Fatalf("sluice history: %d\n%s", code, out)
 		}
 		time.Sleep(300 * time.Millisecond)
+	}
+
+	// start by hand: a rollout back to cli-00001, then abort it.
+	if out, code := sluiceCode(t, bin, "start", "cli", "cli-00001", "--reason", "manual rollback drill"); code != 0 || !strings.Contains(out, "rollout of cli-00001 on default/service/cli") {
+		t.Fatalf("sluice start: %d\n%s", code, out)
+	}
+	waitStatus(t, c, svcTarget("cli"), 60*time.Second, "the manual rollout", func(s workflows.Status) bool {
+		return s.Candidate == "cli-00001" && s.Phase == workflows.PhaseHolding
+	})
+	if out, code := sluiceCode(t, bin, "abort", "cli", "--reason", "drill over"); code != 0 {
+		t.Fatalf("sluice abort: %d\n%s", code, out)
+	}
+	if out, code := sluiceCode(t, bin, "status", "cli", "--watch", "--timeout", "60s"); code != 6 {
+		t.Fatalf("sluice status --watch after the drill: %d\n%s", code, out)
 	}
 
 	// lint a live Service with the worker's rules, and version.
