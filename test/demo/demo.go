@@ -132,7 +132,13 @@ func Run(ctx context.Context, o Options) error {
 	if st.Outcome != workflows.OutcomeRolledBack || traffic(ctx, s) != "hello-00002=100%" {
 		problems = append(problems, fmt.Sprintf("hello-00003: want RolledBack with hello-00002 at 100%%, got %s with %s", st.Outcome, traffic(ctx, s)))
 	}
+	// The last progress event is sent just after the rollout's status reads
+	// as ended: give the sends a moment.
 	for _, want := range []string{events.ProgressStarted, events.ProgressStep, events.ProgressPromoted, events.ProgressSucceeded, events.ProgressRolledBack} {
+		deadline := time.Now().Add(15 * time.Second)
+		for !sink.Has(want) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
 		if !sink.Has(want) {
 			problems = append(problems, "no "+want+" progress event")
 		}
