@@ -111,9 +111,9 @@ Hold:       42s left
 Deadlines:  Ready by 2026-11-29 10:10:00Z, 100% by 2026-11-29 12:00:00Z
 
 Steps:
-  #  WEIGHT  HOLD  GATE    STARTED               ENDED
-  1  25%     1m0s  -       2026-11-29 10:00:00Z  -  <- now
-  2  100%    0s    manual  -                     -
+  #  WEIGHT  HOLD  GATE    STATE    STARTED               ENDED
+  1  25%     1m0s  -       holding  2026-11-29 10:00:00Z  -  <- now
+  2  100%    0s    manual  pending  -                     -
 
 Commands:
   2026-11-29 10:00:00Z  start   by ci   via start

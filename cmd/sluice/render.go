@@ -47,12 +47,13 @@ func renderStatus(w io.Writer, st workflows.Status) {
 	if len(st.Steps) > 0 {
 		fmt.Fprintln(w, "\nSteps:")
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  #\tWEIGHT\tHOLD\tGATE\tSTARTED\tENDED")
+		fmt.Fprintln(tw, "  #\tWEIGHT\tHOLD\tGATE\tSTATE\tSTARTED\tENDED")
 		for i, s := range st.Steps {
 			mark := ""
 			if i == st.Step && st.StepNumber > 0 && !st.Phase.Done() {
 				mark = "  <- now"
 			}
+			state := stepState(st, i)
 			gate := "-"
 			if s.Gate {
 				gate = "manual"
@@ -60,7 +61,7 @@ func renderStatus(w io.Writer, st workflows.Status) {
 					gate = "passed"
 				}
 			}
-			fmt.Fprintf(tw, "  %d\t%d%%\t%s\t%s\t%s\t%s%s\n", i+1, s.Weight, s.Hold, gate, stamp(s.StartedAt), stamp(s.EndedAt), mark)
+			fmt.Fprintf(tw, "  %d\t%d%%\t%s\t%s\t%s\t%s\t%s%s\n", i+1, s.Weight, s.Hold, gate, state, stamp(s.StartedAt), stamp(s.EndedAt), mark)
 		}
 		tw.Flush()
 	}
@@ -93,4 +94,29 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
+}
+
+// stepState says where a step stands: done, holding, at its gate, pending,
+// cut short (the rollout ended in it) or skipped (it ended before it).
+func stepState(st workflows.Status, i int) string {
+	s := st.Steps[i]
+	switch {
+	case !s.EndedAt.IsZero():
+		return "done"
+	case i == st.Step && !st.Phase.Done() && st.Phase == workflows.PhaseGate:
+		return "at gate"
+	case i == st.Step && !st.Phase.Done() && !s.StartedAt.IsZero():
+		if st.Paused {
+			return "paused"
+		}
+		return "holding"
+	case !s.StartedAt.IsZero() && st.Phase.Done():
+		if i == len(st.Steps)-1 && st.Outcome == workflows.OutcomeSucceeded {
+			return "done"
+		}
+		return "cut short"
+	case st.Phase.Done():
+		return "skipped"
+	}
+	return "pending"
 }
