@@ -1,10 +1,20 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/yaml"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,8 +27,10 @@ import (
 )
 
 // TestDeployManifests applies config/deploy to the real API server with
-// Knative's Serving and Eventing CRDs (server-side apply) and checks that
-// each ServiceAccount has exactly the rights sluice needs.
+// Knative's Serving and Eventing CRDs (server-side apply; the stack applied
+// it too, and runs the worker and receiver with their own ServiceAccounts'
+// tokens, so every other scenario proves those rights suffice) and checks
+// that each ServiceAccount has only the rights sluice needs.
 func TestDeployManifests(t *testing.T) {
 	ctx := context.Background()
 	root, err := stack.RepoRoot(".")
@@ -84,5 +96,70 @@ func TestDeployManifests(t *testing.T) {
 	}
 	if _, err := serving.ServingV1().Services("default").Patch(ctx, "rbac", types.MergePatchType, []byte(`{"spec":{"traffic":[{"revisionName":"rbac-00001","percent":100}]}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("the worker patching a Service's traffic: %v", err)
+	}
+}
+
+// TestReceiverAsDeployedRefusesAnonymousCommands runs the receiver with the
+// environment config/deploy gives it and sends a command event without a
+// token: it must be refused.
+func TestReceiverAsDeployedRefusesAnonymousCommands(t *testing.T) {
+	root, err := stack.RepoRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "config", "deploy", "510-receiver.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dep appsv1.Deployment
+	if err := yaml.Unmarshal(bytes.Split(raw, []byte("\n---"))[0], &dep); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"KUBECONFIG=" + stk.Kubeconfig, "TEMPORAL_ADDRESS=" + stk.TemporalAddr}
+	for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
+		if e.ValueFrom == nil && e.Name != "SLUICE_RECEIVER_ADDR" {
+			env = append(env, e.Name+"="+e.Value)
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(os.Getenv("SLUICE_BIN"), append(dep.Spec.Template.Spec.Containers[0].Args, "--listen", addr)...)
+	cmd.Env = append(os.Environ(), env...)
+	var logs strings.Builder
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the receiver did not get ready: %v\n%s", err, logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/", strings.NewReader(`{"target":"hello","namespace":"default","reason":"x"}`))
+	for k, v := range map[string]string{"Ce-Specversion": "1.0", "Ce-Id": "anon-1", "Ce-Source": "/anyone", "Ce-Type": "dev.sluice.rollout.abort", "Content-Type": "application/json"} {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), "accepts no command events") {
+		t.Fatalf("an anonymous abort: %d %s", resp.StatusCode, body)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -60,7 +61,8 @@ func run(m *testing.M) int {
 	defer stopSink()
 	sink = s
 	stk, err = stack.Start(ctx, stack.Options{
-		Dir: dir, Tools: tools, CRDDirs: crds, Adapter: true, ProgressSink: sink.URL, ReadyAfter: time.Second, UI: true,
+		Dir: dir, Tools: tools, CRDDirs: crds, DeployDir: filepath.Join(root, "config", "deploy"),
+		Adapter: true, ProgressSink: sink.URL, ReadyAfter: time.Second, UI: true,
 		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	})
 	if err != nil {

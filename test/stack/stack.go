@@ -75,6 +75,10 @@ type Options struct {
 	// CRDDirs hold Knative's CRD YAML (Serving's config/core/300-resources,
 	// Eventing's config/core/resources).
 	CRDDirs []string
+	// DeployDir, if set, is config/deploy: it is applied, and the worker and
+	// receiver then run with their own ServiceAccounts' tokens — exactly the
+	// rights the manifests give them — instead of the administrator's.
+	DeployDir string
 	// Adapter runs the ApiServerSource adapter (it binds port 8080: one per machine).
 	Adapter bool
 	// ProgressSink is K_SINK for the worker's progress events.
@@ -106,6 +110,8 @@ type Stack struct {
 	ReceiverURL, ReceiverToken string
 	// WorkerHTTP serves the worker's /healthz and /metrics.
 	WorkerHTTP string
+	// workerKubeconfig and receiverKubeconfig are what those processes use.
+	workerKubeconfig, receiverKubeconfig string
 
 	simCancel context.CancelFunc
 	simDone   chan struct{}
@@ -135,6 +141,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		{"etcd", s.startEtcd},
 		{"kube-apiserver", s.startAPIServer},
 		{"Knative CRDs", s.applyCRDs},
+		{"sluice's manifests", s.applyDeploy},
 		{"Temporal dev server", s.startTemporal},
 		{"Knative simulator", s.startSimulator},
 		{"sluice worker", s.StartWorker},
@@ -276,6 +283,34 @@ func (s *Stack) applyCRDs(ctx context.Context) error {
 	return err
 }
 
+// applyDeploy applies sluice's manifests and gives the worker and receiver
+// kubeconfigs with their ServiceAccounts' tokens. Without DeployDir they use
+// the administrator's.
+func (s *Stack) applyDeploy(ctx context.Context) error {
+	s.workerKubeconfig, s.receiverKubeconfig = s.Kubeconfig, s.Kubeconfig
+	if s.opts.DeployDir == "" {
+		return nil
+	}
+	if _, err := s.kubectl(ctx, "apply", "--server-side", "-k", s.opts.DeployDir); err != nil {
+		return err
+	}
+	for _, sa := range []struct {
+		name string
+		into *string
+	}{{"sluice-worker", &s.workerKubeconfig}, {"sluice-receiver", &s.receiverKubeconfig}} {
+		token, err := s.kubectl(ctx, "create", "token", sa.name, "-n", "sluice-system", "--duration", "48h")
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(s.opts.Dir, sa.name+".kubeconfig")
+		if err := writeKubeconfig(path, s.KubeURL, strings.TrimSpace(token)); err != nil {
+			return err
+		}
+		*sa.into = path
+	}
+	return nil
+}
+
 func (s *Stack) startTemporal(ctx context.Context) error {
 	port := s.opts.TemporalPort
 	if port == 0 {
@@ -334,7 +369,7 @@ func (s *Stack) StartWorker(ctx context.Context) error {
 		return err
 	}
 	s.WorkerHTTP = fmt.Sprintf("127.0.0.1:%d", port)
-	env := append([]string{"KUBECONFIG=" + s.Kubeconfig, "TEMPORAL_ADDRESS=" + s.TemporalAddr}, s.opts.WorkerEnv...)
+	env := append([]string{"KUBECONFIG=" + s.workerKubeconfig, "TEMPORAL_ADDRESS=" + s.TemporalAddr}, s.opts.WorkerEnv...)
 	if s.opts.ProgressSink != "" {
 		env = append(env, "K_SINK="+s.opts.ProgressSink)
 	}
@@ -362,7 +397,7 @@ func (s *Stack) StartReceiver(ctx context.Context) error {
 		}
 	}
 	addr := strings.TrimSuffix(strings.TrimPrefix(s.ReceiverURL, "http://"), "/")
-	env := []string{"KUBECONFIG=" + s.Kubeconfig, "TEMPORAL_ADDRESS=" + s.TemporalAddr,
+	env := []string{"KUBECONFIG=" + s.receiverKubeconfig, "TEMPORAL_ADDRESS=" + s.TemporalAddr,
 		"SLUICE_RECEIVER_TOKENS_FILE=" + filepath.Join(s.opts.Dir, "receiver-tokens")}
 	var err error
 	s.receiver, err = startProc(s.opts.Dir, "receiver", env, s.opts.Tools.Sluice, "receiver", "--listen", addr)
