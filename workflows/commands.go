@@ -194,7 +194,10 @@ func (r *rollout) apply(ctx workflow.Context, name string, cmd Command, via stri
 	case CommandPromote:
 		st.PromoteRequested = true
 		r.emit(ctx, events.ProgressPromoted, cmd.Reason, cmd.By)
-		return fmt.Sprintf("promoted %s past step %d of %d", st.Candidate, st.Step+1, len(st.Steps))
+		if st.Phase == PhaseGate {
+			return fmt.Sprintf("promoted %s: passed the gate before step %d of %d (%d%%)", st.Candidate, st.Step+1, len(st.Steps), st.Steps[st.Step].Weight)
+		}
+		return fmt.Sprintf("promoted %s: ended the hold of step %d of %d (%d%%)", st.Candidate, st.Step+1, len(st.Steps), st.Weight)
 	case CommandPromoteFull:
 		st.PromoteFull = true
 		if st.Paused {

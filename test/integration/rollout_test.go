@@ -183,7 +183,7 @@ func TestRolloutDrivenByUpdates(t *testing.T) {
 	if out, code := s.cli("resume", "hello"); code != 3 || !strings.Contains(out, "rejected: resume rejected: the rollout is not paused") {
 		t.Fatalf("sluice resume when not paused: exit %d\n%s", code, out)
 	}
-	if out, code := s.cli("promote", "hello", "--reason", "metrics look fine"); code != 0 || !strings.Contains(out, "promoted hello-00002 past step 2 of 3") {
+	if out, code := s.cli("promote", "hello", "--reason", "metrics look fine"); code != 0 || !strings.Contains(out, "promoted hello-00002: passed the gate before step 2 of 3 (50%)") {
 		t.Fatalf("sluice promote: exit %d\n%s", code, out)
 	}
 
