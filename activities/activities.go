@@ -375,14 +375,11 @@ func readError(err error, what string) error {
 }
 
 func writeError(err error, o ObjectRef) error {
-	var status apierrors.APIStatus
 	switch {
 	case apierrors.IsNotFound(err):
 		return temporal.NewNonRetryableApplicationError(o.String()+" was deleted during the rollout", ErrTargetNotFound, err)
 	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) || apierrors.IsUnsupportedMediaType(err):
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("write traffic to %s: %v", o, err), ErrInvalidTraffic, err)
-	case errors.As(err, &status):
-		return fmt.Errorf("write traffic to %s: %w", o, err)
 	}
 	return fmt.Errorf("write traffic to %s: %w", o, err)
 }

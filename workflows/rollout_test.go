@@ -553,23 +553,3 @@ func TestRouteModeRollsOutOnTheRoute(t *testing.T) {
 		t.Fatalf("route writes = %d, want 3 (pin, 50%%, 100%%)", h.k.WriteCount("api-route"))
 	}
 }
-
-func TestLateOldRevisionAtTheEndStartsNothing(t *testing.T) {
-	objs := append(helloObjects(map[string]string{config.AnnotationSteps: "100"}, true), knativefake.Revision(ns, "hello", 3, true))
-	h := newHarness(t, objs...)
-	// Both arrive while the only step is being verified: the old one must
-	// be dropped, the newer one rolled out next.
-	h.at(0, func() { h.env.SignalWorkflow(SignalCandidate, CandidateSignal{Revision: "hello-00001"}) })
-	h.run("hello-00002")
-	if res := h.result(); res.Outcome != OutcomeSucceeded {
-		t.Fatalf("result %+v", res)
-	}
-
-	h = newHarness(t, objs...)
-	h.at(0, func() { h.env.SignalWorkflow(SignalCandidate, CandidateSignal{Revision: "hello-00003"}) })
-	h.run("hello-00002")
-	var can *workflow.ContinueAsNewError
-	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
-		t.Fatalf("a newer Revision at the end: %v, want continue-as-new", err)
-	}
-}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
@@ -180,7 +181,7 @@ func (c *Cluster) SetRevisionReady(ns, name, status, reason, message string) err
 	r := obj.(*servingv1.Revision).DeepCopy()
 	r.Status.ObservedGeneration = r.Generation
 	r.Status.Conditions = duckv1.Conditions{{Type: apis.ConditionReady, Status: "Unknown"}}
-	r.Status.Conditions[0].Status = corev1ConditionStatus(status)
+	r.Status.Conditions[0].Status = corev1.ConditionStatus(status)
 	r.Status.Conditions[0].Reason, r.Status.Conditions[0].Message = reason, message
 	return c.Tracker().Update(gvr, r, ns)
 }
@@ -245,7 +246,7 @@ func Revision(ns, config string, gen int, ready bool) *servingv1.Revision {
 		status = "True"
 	}
 	r.Status.ObservedGeneration = 1
-	r.Status.Conditions = duckv1.Conditions{{Type: apis.ConditionReady, Status: corev1ConditionStatus(status)}}
+	r.Status.Conditions = duckv1.Conditions{{Type: apis.ConditionReady, Status: corev1.ConditionStatus(status)}}
 	return r
 }
 

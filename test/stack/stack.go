@@ -100,6 +100,7 @@ type Stack struct {
 
 	etcd, apiserver, temporal, worker, receiver, adapter *proc
 
+	etcdURL string
 	// KubeURL and Kubeconfig reach the API server as its administrator.
 	KubeURL, Kubeconfig string
 	Rest                *rest.Config
@@ -182,7 +183,7 @@ func (s *Stack) startEtcd(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.KubeURL = cu // replaced below; etcd's URL is kept for the API server
+	s.etcdURL = cu
 	return waitFor(ctx, s.etcd, "etcd", 30*time.Second, func() error {
 		resp, err := http.Get(cu + "/health")
 		if err != nil {
@@ -197,7 +198,6 @@ func (s *Stack) startEtcd(ctx context.Context) error {
 }
 
 func (s *Stack) startAPIServer(ctx context.Context) error {
-	etcdURL := s.KubeURL
 	dir := s.opts.Dir
 	port, err := freePort()
 	if err != nil {
@@ -211,7 +211,7 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 		return err
 	}
 	s.apiserver, err = startProc(dir, "kube-apiserver", nil, filepath.Join(s.opts.Tools.KubeDir, "kube-apiserver"),
-		"--etcd-servers", etcdURL,
+		"--etcd-servers", s.etcdURL,
 		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", fmt.Sprint(port),
 		"--cert-dir", filepath.Join(dir, "pki"),
 		"--token-auth-file", filepath.Join(dir, "tokens.csv"),
