@@ -6,12 +6,13 @@
 #   make tools   build the Temporal CLI (dev server + UI) and the CloudEvents conformance tool into the tool cache
 #   make demo    the local stack and a guided rollout (SLUICE_DEMO_UNATTENDED=1: promote by itself, check, exit)
 #   make worker  run a Temporal dev server (UI on :8233) and a sluice worker against $KUBECONFIG
+#   make images  container images with ko, no Docker engine: dist/oci, dist/sluice.yaml (KO_DOCKER_REPO=...)
 #   make bench   Go benchmarks of the hot paths, and the receiver's event-to-start latency (1,000 events, 3 runs)
 
 GO ?= go
 TOOLS := test/tools/install.sh
 
-.PHONY: build test lint tools worker demo bench
+.PHONY: build test lint tools worker demo bench images
 
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 
@@ -23,6 +24,7 @@ build:
 
 lint:
 	$(GO) vet ./...
+	cd images && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
@@ -34,6 +36,12 @@ TOOL_ENV = env=$$(bash $(TOOLS) all) || exit 1; eval "$$env"; export SLUICE_BIN=
 
 test: lint build
 	@$(TOOL_ENV); bash test/run.sh
+
+# Images for a cluster (docs/install.md): an OCI layout with linux/amd64 and
+# linux/arm64, config/deploy resolved to $(KO_DOCKER_REPO)/sluice@digest, and
+# the host platform's image as a tarball.
+images:
+	@SLUICE_VERSION=$(VERSION) bash images/build.sh dist
 
 # The local demo stack: a rollout stops at a manual gate until you promote it.
 demo: build

@@ -13,6 +13,7 @@ CONFORMANCE_VERSION=v0.4.1 # keep in step with test/tools/conformance/go.mod
 KUBERNETES_VERSION=v1.36.3 # test/tools/kube/go.mod
 ETCD_VERSION=v3.6.8        # test/tools/etcd/go.mod
 EVENTING_VERSION=v0.50.0   # test/tools/eventing/go.mod
+KO_VERSION=v0.19.1         # images/go.mod
 
 cache_root=${SLUICE_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice/tools}
 
@@ -86,6 +87,19 @@ install_eventing() {
     knative.dev/eventing/cmd/apiserver_receive_adapter
 }
 
+# install_ko builds ko, which builds sluice's images (make images), from the
+# images module, so its version is pinned with go.sum.
+install_ko() {
+  local dir="$cache_root/ko-$KO_VERSION"
+  if [[ ! -x "$dir/ko" ]]; then
+    echo "building ko $KO_VERSION into $dir (a minute or two)" >&2
+    mkdir -p "$dir"
+    (cd "$(dirname "$0")/../../images" && GOFLAGS=-buildvcs=false go build -o "$dir/ko.tmp" github.com/google/ko) >&2
+    mv "$dir/ko.tmp" "$dir/ko"
+  fi
+  echo "$dir/ko"
+}
+
 # install_browser installs Debian's Chromium for the Temporal UI test and
 # prints its path.
 install_browser() {
@@ -107,6 +121,7 @@ case "${1:-}" in
   kube) install_kube ;;
   etcd) install_etcd ;;
   eventing) install_eventing ;;
+  ko) install_ko ;;
   all)
     # Prints one line per tool, "export NAME=PATH", for the tests' and the
     # local stack's environment.
@@ -116,12 +131,14 @@ case "${1:-}" in
     etcd=$(install_etcd)
     eventing=$(install_eventing)
     browser=$(install_browser)
+    ko=$(install_ko)
     echo "export SLUICE_TEMPORAL_BIN=$temporal"
     echo "export SLUICE_CLOUDEVENTS_BIN=$conformance"
     echo "export SLUICE_KUBE_DIR=$kube"
     echo "export SLUICE_ETCD_DIR=$etcd"
     echo "export SLUICE_EVENTING_DIR=$eventing"
     echo "export SLUICE_CHROMIUM_BIN=$browser"
+    echo "export SLUICE_KO_BIN=$ko"
     ;;
-  *) echo "usage: $0 temporal|conformance|kube|etcd|eventing|browser|all" >&2; exit 2 ;;
+  *) echo "usage: $0 temporal|conformance|kube|etcd|eventing|browser|ko|all" >&2; exit 2 ;;
 esac
