@@ -50,7 +50,7 @@ func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolv
 		annotations = svc.Annotations
 		res.Object = ObjectRef{Namespace: t.Namespace, Kind: KindService, Name: t.Name}
 		res.Configuration = t.Name
-		res.Traffic = svc.Spec.Traffic
+		res.Traffic = serviceTraffic(svc)
 	case KindConfiguration:
 		cfg, err := a.Serving.ServingV1().Configurations(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 		if err != nil {
@@ -300,7 +300,7 @@ func (a *Activities) readTraffic(ctx context.Context, o ObjectRef) (liveTraffic,
 		if err != nil {
 			return liveTraffic{}, readError(err, o.String())
 		}
-		lt := liveTraffic{spec: svc.Spec.Traffic, status: svc.Status.Traffic, resourceVersion: svc.ResourceVersion,
+		lt := liveTraffic{spec: serviceTraffic(svc), status: svc.Status.Traffic, resourceVersion: svc.ResourceVersion,
 			generation: svc.Generation, observedGeneration: svc.Status.ObservedGeneration}
 		lt.ready, lt.notReady = conditionTrue(svc.Status.GetCondition(servingv1.ServiceConditionRoutesReady), "RoutesReady")
 		return lt, nil
@@ -318,6 +318,17 @@ func (a *Activities) readTraffic(ctx context.Context, o ObjectRef) (liveTraffic,
 		return lt, nil
 	}
 	return liveTraffic{}, temporal.NewNonRetryableApplicationError("cannot write traffic to a "+o.Kind, ErrInvalidTraffic, nil)
+}
+
+// serviceTraffic is a Service's spec.traffic as Knative reads it: a Service
+// that gives none (created where Knative's defaulting webhook did not run)
+// sends all traffic to its latest Ready Revision.
+func serviceTraffic(svc *servingv1.Service) []servingv1.TrafficTarget {
+	if len(svc.Spec.Traffic) > 0 {
+		return svc.Spec.Traffic
+	}
+	latest, all := true, int64(100)
+	return []servingv1.TrafficTarget{{LatestRevision: &latest, Percent: &all}}
 }
 
 func conditionTrue(c *apis.Condition, name string) (bool, string) {

@@ -224,6 +224,29 @@ func TestResolveServiceTarget(t *testing.T) {
 	}
 }
 
+// A Service created where Knative's defaulting webhook did not run has no
+// spec.traffic: Knative reads that as all traffic to the latest Ready
+// Revision, and so must sluice, or its first step would write a list
+// without the stable Revision.
+func TestResolveServiceWithoutTraffic(t *testing.T) {
+	f := newFixture(t, knativefake.Service(ns, "hello", nil), knativefake.Revision(ns, "hello", 1, true), knativefake.Revision(ns, "hello", 2, true))
+	res, err := f.resolve(TargetRef{Namespace: ns, Kind: KindService, Name: "hello"}, "hello-00002")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stable != "hello-00001" || FormatTraffic(res.Traffic) != FormatTraffic([]servingv1.TrafficTarget{tgt("@latest", 100, "")}) {
+		t.Fatalf("resolved stable %q, traffic %s", res.Stable, FormatTraffic(res.Traffic))
+	}
+	// The write from that starting point is not mistaken for drift.
+	pinned := []servingv1.TrafficTarget{tgt("hello-00001", 100, "")}
+	if _, err := f.setTraffic(SetTrafficInput{Object: helloRef, Expected: res.Traffic, Desired: pinned}); err != nil {
+		t.Fatal(err)
+	}
+	if got := FormatTraffic(f.liveTraffic()); got != FormatTraffic(pinned) {
+		t.Errorf("live traffic %s, want %s", got, FormatTraffic(pinned))
+	}
+}
+
 func TestResolveRouteTarget(t *testing.T) {
 	cfg := &servingv1.Configuration{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api",
 		Annotations: map[string]string{config.AnnotationRollout: "enabled", config.AnnotationRoute: "api-route"}}}

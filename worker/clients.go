@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
+	"strings"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
@@ -44,9 +47,51 @@ func DialTemporal(ctx context.Context, opts client.Options) (client.Client, erro
 	return c, nil
 }
 
+// Client-side rate limits on sluice's Kubernetes API requests. client-go's
+// own default (5 per second, bursts of 10) throttles sluice as soon as a few
+// dozen rollouts step at once: each step reads and writes a handful of
+// objects within a second.
+const (
+	EnvKubeQPS       = "SLUICE_KUBE_QPS"
+	EnvKubeBurst     = "SLUICE_KUBE_BURST"
+	DefaultKubeQPS   = 50
+	DefaultKubeBurst = 100
+)
+
 // KubeConfig loads a kubeconfig file when one is named, else the in-cluster
-// config, else the usual kubeconfig locations.
+// config, else the usual kubeconfig locations; SLUICE_KUBE_QPS and
+// SLUICE_KUBE_BURST set its rate limits.
 func KubeConfig(kubeconfig string) (*rest.Config, error) {
+	cfg, err := loadKubeConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.QPS, cfg.Burst, err = kubeRate(os.LookupEnv); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func kubeRate(lookup func(string) (string, bool)) (float32, int, error) {
+	qps, burst := float32(DefaultKubeQPS), DefaultKubeBurst
+	if v, ok := lookup(EnvKubeQPS); ok && strings.TrimSpace(v) != "" {
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 32)
+		if err != nil || f <= 0 {
+			return 0, 0, fmt.Errorf("%s: want requests per second above 0, got %q", EnvKubeQPS, v)
+		}
+		qps = float32(f)
+	}
+	if v, ok := lookup(EnvKubeBurst); ok && strings.TrimSpace(v) != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 {
+			return 0, 0, fmt.Errorf("%s: want a whole number of requests of at least 1, got %q", EnvKubeBurst, v)
+		}
+		burst = n
+	}
+	return qps, burst, nil
+}
+
+func loadKubeConfig(kubeconfig string) (*rest.Config, error) {
 	if kubeconfig == "" {
 		if cfg, err := rest.InClusterConfig(); err == nil {
 			return cfg, nil

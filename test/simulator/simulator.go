@@ -18,6 +18,7 @@ package simulator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -27,12 +28,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
 	"knative.dev/pkg/apis"
 	duckv1 "knative.dev/pkg/apis/duck/v1"
 	"knative.dev/serving/pkg/apis/serving"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	servingclient "knative.dev/serving/pkg/client/clientset/versioned"
+	informers "knative.dev/serving/pkg/client/informers/externalversions"
 )
 
 // Template annotations that steer a simulated Revision.
@@ -54,9 +56,16 @@ type Simulator struct {
 	Log        *slog.Logger
 	// Now is the clock; tests set it.
 	Now func() time.Time
+	// OnReady, if set, is told when the simulator has written a Revision's
+	// Ready status, and when the write returned.
+	OnReady func(revision string, at time.Time)
+
+	lists lists
 }
 
 // Run reconciles on every change it watches, and every resync interval, until ctx ends.
+// It reads from informer caches, so a pass over hundreds of Services costs
+// no API-server reads: only the writes that change something reach it.
 func (s *Simulator) Run(ctx context.Context, resync time.Duration) error {
 	wake := make(chan struct{}, 1)
 	poke := func() {
@@ -65,14 +74,26 @@ func (s *Simulator) Run(ctx context.Context, resync time.Duration) error {
 		default:
 		}
 	}
-	for _, w := range []func(context.Context, metav1.ListOptions) (watch.Interface, error){
-		s.Serving.ServingV1().Services(s.Namespace).Watch,
-		s.Serving.ServingV1().Configurations(s.Namespace).Watch,
-		s.Serving.ServingV1().Revisions(s.Namespace).Watch,
-		s.Serving.ServingV1().Routes(s.Namespace).Watch,
-	} {
-		go s.watch(ctx, w, poke)
+	factory := informers.NewSharedInformerFactoryWithOptions(s.Serving, 0, informers.WithNamespace(s.Namespace))
+	v1 := factory.Serving().V1()
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { poke() },
+		UpdateFunc: func(any, any) { poke() },
+		DeleteFunc: func(any) { poke() },
 	}
+	for _, inf := range []cache.SharedIndexInformer{v1.Services().Informer(), v1.Configurations().Informer(), v1.Revisions().Informer(), v1.Routes().Informer()} {
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			return fmt.Errorf("simulator: watch: %w", err)
+		}
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("simulator: cache of %v did not sync", typ)
+		}
+	}
+	s.lists = cacheLists{ns: s.Namespace, svc: v1.Services().Lister(), cfg: v1.Configurations().Lister(), rev: v1.Revisions().Lister(), rt: v1.Routes().Lister()}
 	tick := time.NewTicker(resync)
 	defer tick.Stop()
 	for {
@@ -88,20 +109,6 @@ func (s *Simulator) Run(ctx context.Context, resync time.Duration) error {
 	}
 }
 
-func (s *Simulator) watch(ctx context.Context, start func(context.Context, metav1.ListOptions) (watch.Interface, error), poke func()) {
-	for ctx.Err() == nil {
-		w, err := start(ctx, metav1.ListOptions{})
-		if err != nil {
-			time.Sleep(200 * time.Millisecond)
-			continue
-		}
-		for range w.ResultChan() {
-			poke()
-		}
-		w.Stop()
-	}
-}
-
 func (s *Simulator) now() time.Time {
 	if s.Now != nil {
 		return s.Now()
@@ -110,59 +117,61 @@ func (s *Simulator) now() time.Time {
 }
 
 // Reconcile brings every object in the namespace one step closer to what
-// Knative's controllers would make of it. It writes only what differs.
+// Knative's controllers would make of it. It writes only what differs, and
+// goes on past an object it cannot write (a conflict is retried on the next
+// pass), returning every error.
 func (s *Simulator) Reconcile(ctx context.Context) error {
-	v1 := s.Serving.ServingV1()
-	svcs, err := v1.Services(s.Namespace).List(ctx, metav1.ListOptions{})
+	l := s.lists
+	if l == nil {
+		l = apiLists{c: s.Serving, ns: s.Namespace}
+	}
+	var errs []error
+	svcs, cfgs, routes, revs, err := readAll(ctx, l)
 	if err != nil {
-		return fmt.Errorf("list Services: %w", err)
-	}
-	for i := range svcs.Items {
-		if err := s.reconcileServiceChildren(ctx, &svcs.Items[i]); err != nil {
-			return err
-		}
-	}
-	cfgs, err := v1.Configurations(s.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("list Configurations: %w", err)
-	}
-	for i := range cfgs.Items {
-		if err := s.reconcileConfiguration(ctx, &cfgs.Items[i]); err != nil {
-			return err
-		}
-	}
-	revs, err := v1.Revisions(s.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("list Revisions: %w", err)
-	}
-	for i := range revs.Items {
-		if err := s.reconcileRevision(ctx, &revs.Items[i]); err != nil {
-			return err
-		}
-	}
-	// Re-read: Revisions and Configurations may have changed above.
-	revs, _ = v1.Revisions(s.Namespace).List(ctx, metav1.ListOptions{})
-	cfgs, _ = v1.Configurations(s.Namespace).List(ctx, metav1.ListOptions{})
-	if err := s.reconcileConfigurationStatus(ctx, cfgs.Items, revs.Items); err != nil {
 		return err
 	}
-	cfgs, _ = v1.Configurations(s.Namespace).List(ctx, metav1.ListOptions{})
-	routes, err := v1.Routes(s.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("list Routes: %w", err)
+	for i := range svcs {
+		errs = append(errs, s.reconcileServiceChildren(ctx, &svcs[i], byName(cfgs), byName(routes)))
 	}
-	for i := range routes.Items {
-		if err := s.reconcileRouteStatus(ctx, &routes.Items[i], cfgs.Items, revs.Items); err != nil {
-			return err
-		}
+	if cfgs, err = l.configurations(ctx); err != nil {
+		return err
 	}
-	routes, _ = v1.Routes(s.Namespace).List(ctx, metav1.ListOptions{})
-	for i := range svcs.Items {
-		if err := s.reconcileServiceStatus(ctx, svcs.Items[i].Name, cfgs.Items, routes.Items); err != nil {
-			return err
-		}
+	for i := range cfgs {
+		errs = append(errs, s.reconcileConfiguration(ctx, &cfgs[i], byName(revs)))
 	}
-	return nil
+	if revs, err = l.revisions(ctx); err != nil {
+		return err
+	}
+	for i := range revs {
+		errs = append(errs, s.reconcileRevision(ctx, &revs[i]))
+	}
+	// Re-read: Revisions and Configurations may have changed above.
+	if revs, err = l.revisions(ctx); err != nil {
+		return err
+	}
+	if cfgs, err = l.configurations(ctx); err != nil {
+		return err
+	}
+	errs = append(errs, s.reconcileConfigurationStatus(ctx, cfgs, revs))
+	if cfgs, err = l.configurations(ctx); err != nil {
+		return err
+	}
+	if routes, err = l.routes(ctx); err != nil {
+		return err
+	}
+	for i := range routes {
+		errs = append(errs, s.reconcileRouteStatus(ctx, &routes[i], cfgs, revs))
+	}
+	if routes, err = l.routes(ctx); err != nil {
+		return err
+	}
+	if svcs, err = l.services(ctx); err != nil {
+		return err
+	}
+	for i := range svcs {
+		errs = append(errs, s.reconcileServiceStatus(ctx, &svcs[i], byName(cfgs), byName(routes)))
+	}
+	return errors.Join(errs...)
 }
 
 func owned(svc *servingv1.Service) []metav1.OwnerReference {
@@ -188,12 +197,12 @@ func serviceTraffic(svc *servingv1.Service) []servingv1.TrafficTarget {
 	return out
 }
 
-func (s *Simulator) reconcileServiceChildren(ctx context.Context, svc *servingv1.Service) error {
+func (s *Simulator) reconcileServiceChildren(ctx context.Context, svc *servingv1.Service, cfgs map[string]*servingv1.Configuration, routes map[string]*servingv1.Route) error {
 	v1 := s.Serving.ServingV1()
 	labels := map[string]string{serving.ServiceLabelKey: svc.Name}
-	cfg, err := v1.Configurations(s.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+	cfg := cfgs[svc.Name]
 	switch {
-	case apierrors.IsNotFound(err):
+	case cfg == nil:
 		cfg = &servingv1.Configuration{
 			ObjectMeta: metav1.ObjectMeta{Name: svc.Name, Namespace: s.Namespace, Labels: labels, OwnerReferences: owned(svc)},
 			Spec:       svc.Spec.ConfigurationSpec,
@@ -201,8 +210,6 @@ func (s *Simulator) reconcileServiceChildren(ctx context.Context, svc *servingv1
 		if _, err := v1.Configurations(s.Namespace).Create(ctx, cfg, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create Configuration %s: %w", svc.Name, err)
 		}
-	case err != nil:
-		return fmt.Errorf("get Configuration %s: %w", svc.Name, err)
 	case !equalJSON(cfg.Spec, svc.Spec.ConfigurationSpec):
 		cfg.Spec = svc.Spec.ConfigurationSpec
 		if _, err := v1.Configurations(s.Namespace).Update(ctx, cfg, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
@@ -210,9 +217,9 @@ func (s *Simulator) reconcileServiceChildren(ctx context.Context, svc *servingv1
 		}
 	}
 	want := serviceTraffic(svc)
-	rt, err := v1.Routes(s.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+	rt := routes[svc.Name]
 	switch {
-	case apierrors.IsNotFound(err):
+	case rt == nil:
 		rt = &servingv1.Route{
 			ObjectMeta: metav1.ObjectMeta{Name: svc.Name, Namespace: s.Namespace, Labels: labels, OwnerReferences: owned(svc)},
 			Spec:       servingv1.RouteSpec{Traffic: want},
@@ -220,8 +227,6 @@ func (s *Simulator) reconcileServiceChildren(ctx context.Context, svc *servingv1
 		if _, err := v1.Routes(s.Namespace).Create(ctx, rt, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create Route %s: %w", svc.Name, err)
 		}
-	case err != nil:
-		return fmt.Errorf("get Route %s: %w", svc.Name, err)
 	case !equalJSON(rt.Spec.Traffic, want):
 		// The Service owns its Route: a direct edit is reverted.
 		rt.Spec.Traffic = want
@@ -234,14 +239,10 @@ func (s *Simulator) reconcileServiceChildren(ctx context.Context, svc *servingv1
 
 // reconcileConfiguration creates the Revision for the Configuration's
 // current generation.
-func (s *Simulator) reconcileConfiguration(ctx context.Context, cfg *servingv1.Configuration) error {
+func (s *Simulator) reconcileConfiguration(ctx context.Context, cfg *servingv1.Configuration, revs map[string]*servingv1.Revision) error {
 	name := fmt.Sprintf("%s-%05d", cfg.Name, cfg.Generation)
-	_, err := s.Serving.ServingV1().Revisions(s.Namespace).Get(ctx, name, metav1.GetOptions{})
-	if err == nil {
+	if revs[name] != nil {
 		return nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("get Revision %s: %w", name, err)
 	}
 	labels := map[string]string{
 		serving.ConfigurationLabelKey:           cfg.Name,
@@ -272,7 +273,11 @@ func (s *Simulator) reconcileRevision(ctx context.Context, rev *servingv1.Revisi
 	}
 	rev.Status.ObservedGeneration = rev.Generation
 	rev.Status.Conditions = want
-	if _, err := s.Serving.ServingV1().Revisions(s.Namespace).UpdateStatus(ctx, rev, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
+	_, err := s.Serving.ServingV1().Revisions(s.Namespace).UpdateStatus(ctx, rev, metav1.UpdateOptions{})
+	switch {
+	case err == nil && s.OnReady != nil && revisionReady(rev):
+		s.OnReady(rev.Name, time.Now())
+	case err != nil && !apierrors.IsConflict(err):
 		return fmt.Errorf("update Revision %s status: %w", rev.Name, err)
 	}
 	return nil
@@ -423,23 +428,9 @@ func (s *Simulator) reconcileRouteStatus(ctx context.Context, rt *servingv1.Rout
 	return nil
 }
 
-func (s *Simulator) reconcileServiceStatus(ctx context.Context, name string, cfgs []servingv1.Configuration, routes []servingv1.Route) error {
-	svc, err := s.Serving.ServingV1().Services(s.Namespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil // deleted meanwhile
-	}
-	var cfg *servingv1.Configuration
-	for i := range cfgs {
-		if cfgs[i].Name == name {
-			cfg = &cfgs[i]
-		}
-	}
-	var rt *servingv1.Route
-	for i := range routes {
-		if routes[i].Name == name {
-			rt = &routes[i]
-		}
-	}
+func (s *Simulator) reconcileServiceStatus(ctx context.Context, svc *servingv1.Service, cfgs map[string]*servingv1.Configuration, routes map[string]*servingv1.Route) error {
+	name := svc.Name
+	cfg, rt := cfgs[name], routes[name]
 	if cfg == nil || rt == nil {
 		return nil
 	}

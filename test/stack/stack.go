@@ -91,6 +91,11 @@ type Options struct {
 	ReadyAfter time.Duration
 	// WorkerEnv is extra environment for the worker, e.g. SLUICE_DEFAULT_HOLD.
 	WorkerEnv []string
+	// Audit turns on the API server's audit log (AuditLog) for Knative's
+	// kinds: traffic patches with their bodies, other requests without.
+	Audit bool
+	// OnReady is told when the simulator makes a Revision Ready.
+	OnReady func(revision string, at time.Time)
 	Log       *slog.Logger
 }
 
@@ -111,6 +116,8 @@ type Stack struct {
 	ReceiverURL, ReceiverToken string
 	// WorkerHTTP serves the worker's /healthz and /metrics.
 	WorkerHTTP string
+	// AuditLog is the API server's audit log (JSON lines), with Options.Audit.
+	AuditLog string
 	// workerKubeconfig and receiverKubeconfig are what those processes use.
 	workerKubeconfig, receiverKubeconfig string
 
@@ -210,7 +217,16 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 	if err := writeServiceAccountKeys(dir); err != nil {
 		return err
 	}
-	s.apiserver, err = startProc(dir, "kube-apiserver", nil, filepath.Join(s.opts.Tools.KubeDir, "kube-apiserver"),
+	var audit []string
+	if s.opts.Audit {
+		s.AuditLog = filepath.Join(dir, "audit.log")
+		if err := os.WriteFile(filepath.Join(dir, "audit-policy.yaml"), []byte(auditPolicy), 0o600); err != nil {
+			return err
+		}
+		audit = []string{"--audit-policy-file", filepath.Join(dir, "audit-policy.yaml"), "--audit-log-path", s.AuditLog,
+			"--audit-log-format", "json", "--audit-log-mode", "batch", "--audit-log-maxsize", "0"}
+	}
+	s.apiserver, err = startProc(dir, "kube-apiserver", nil, filepath.Join(s.opts.Tools.KubeDir, "kube-apiserver"), append([]string{
 		"--etcd-servers", s.etcdURL,
 		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", fmt.Sprint(port),
 		"--cert-dir", filepath.Join(dir, "pki"),
@@ -222,7 +238,7 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 		"--service-cluster-ip-range", "10.0.0.0/24",
 		"--endpoint-reconciler-type", "none",
 		"--enable-priority-and-fairness=false",
-		"--v", "0")
+		"--v", "0"}, audit...)...)
 	if err != nil {
 		return err
 	}
@@ -354,7 +370,7 @@ func (s *Stack) startTemporal(ctx context.Context) error {
 func (s *Stack) startSimulator(ctx context.Context) error {
 	simCtx, cancel := context.WithCancel(context.Background())
 	s.simCancel, s.simDone = cancel, make(chan struct{})
-	sim := &simulator.Simulator{Serving: s.Serving, Namespace: Namespace, ReadyAfter: s.opts.ReadyAfter, Log: s.opts.Log}
+	sim := &simulator.Simulator{Serving: s.Serving, Namespace: Namespace, ReadyAfter: s.opts.ReadyAfter, Log: s.opts.Log, OnReady: s.opts.OnReady}
 	go func() {
 		defer close(s.simDone)
 		_ = sim.Run(simCtx, 250*time.Millisecond)
@@ -437,6 +453,27 @@ func (s *Stack) startAdapter(ctx context.Context) error {
 		return fmt.Errorf("ApiServerSource adapter exited (%v):\n%s", err, s.adapter.tail(3000))
 	}
 	return nil
+}
+
+// auditPolicy records what sluice's benchmark reads from the audit log:
+// traffic patches with their bodies (which step a patch is), every other
+// request on Knative's kinds without (who asked for what, and when).
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Request
+  verbs: [patch]
+  resources: [{group: serving.knative.dev, resources: [services, routes]}]
+- level: Metadata
+  resources: [{group: serving.knative.dev}]
+- level: None
+`
+
+// Pids are the process IDs of the worker and the receiver, for reading
+// their CPU time and memory from /proc.
+func (s *Stack) Pids() (worker, receiver int) {
+	return s.worker.cmd.Process.Pid, s.receiver.cmd.Process.Pid
 }
 
 // Logs returns the end of every component's log, for a failed test.

@@ -1,0 +1,304 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/test/stack"
+	"github.com/sluicehq/sluice/workflows"
+)
+
+// Footprint is a process's share of the run: CPU time spent during the
+// rollouts, and the most memory it ever held.
+type Footprint struct {
+	CPUSeconds float64 `json:"cpu_seconds"`
+	PeakRSSMiB float64 `json:"peak_rss_mib"`
+}
+
+type procSample struct {
+	cpu    float64 // seconds
+	hwmKiB float64
+}
+
+type snap struct {
+	worker, receiver procSample
+	metrics          map[string]float64 // verb → requests, serving.knative.dev
+}
+
+func snapshot(ctx context.Context, stk *stack.Stack, workerPid, receiverPid int) snap {
+	return snap{worker: sample(workerPid), receiver: sample(receiverPid), metrics: apiRequests(ctx, stk)}
+}
+
+// sample reads a process's CPU time (utime+stime, in clock ticks of 1/100 s
+// on Linux) and its peak resident set (VmHWM).
+func sample(pid int) procSample {
+	var s procSample
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		// Fields after the command name, which is in parentheses.
+		if i := strings.LastIndexByte(string(b), ')'); i > 0 {
+			f := strings.Fields(string(b)[i+2:])
+			if len(f) > 12 {
+				u, _ := strconv.ParseFloat(f[11], 64)
+				k, _ := strconv.ParseFloat(f[12], 64)
+				s.cpu = (u + k) / 100
+			}
+		}
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				s.hwmKiB, _ = strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			}
+		}
+	}
+	return s
+}
+
+func footprint(before, after procSample) Footprint {
+	return Footprint{CPUSeconds: round(after.cpu-before.cpu, 2), PeakRSSMiB: round(after.hwmKiB/1024, 1)}
+}
+
+// apiRequests reads apiserver_request_total for Knative Serving's kinds from
+// the API server's own metrics, summed by verb.
+func apiRequests(ctx context.Context, stk *stack.Stack) map[string]float64 {
+	out := map[string]float64{}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 10 * time.Second}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, stk.KubeURL+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+stk.Rest.BearerToken)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `group="serving.knative.dev"`) {
+			continue
+		}
+		labels, value, ok := strings.Cut(strings.TrimPrefix(line, "apiserver_request_total{"), "} ")
+		if !ok {
+			continue
+		}
+		v, _ := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		for _, l := range strings.Split(labels, ",") {
+			if verb, ok := strings.CutPrefix(l, `verb="`); ok {
+				out[strings.TrimSuffix(verb, `"`)] += v
+			}
+		}
+	}
+	return out
+}
+
+func diffMetrics(before, after map[string]float64) map[string]int {
+	out := map[string]int{}
+	for k, v := range after {
+		if d := int(v - before[k]); d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// HistoryCost is what the rollouts' Temporal histories hold, per rollout.
+type HistoryCost struct {
+	EventsPerRollout  float64 `json:"events_per_rollout"`
+	ActionsPerRollout float64 `json:"billable_actions_per_rollout"`
+	ActionsPerStep    float64 `json:"billable_actions_per_step"`
+	// Actions per rollout by kind: start, activity (every attempt), timer,
+	// signal, update, search-attributes, marker.
+	Actions map[string]float64 `json:"billable_actions_by_kind"`
+}
+
+// historyCost counts each rollout's history events and the billable actions
+// among them, as Temporal Cloud counts them: a start (or continue-as-new),
+// each activity attempt, each timer, signal and update, each search-attribute
+// upsert, and each marker other than a version marker. Queries are billable
+// too but leave no event; the bench sends none.
+func historyCost(ctx context.Context, tc client.Client, svcs []string, steps int) (HistoryCost, error) {
+	kinds := map[string]float64{}
+	events := 0
+	for _, n := range svcs {
+		id := workflows.WorkflowID(activities.TargetRef{Namespace: stack.Namespace, Kind: activities.KindService, Name: n})
+		it := tc.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				return HistoryCost{}, fmt.Errorf("history of %s: %w", id, err)
+			}
+			events++
+			switch ev.GetEventType() {
+			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+				kinds["start"]++
+			case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+				kinds["activity"] += float64(max(ev.GetActivityTaskStartedEventAttributes().GetAttempt(), 1))
+			case enumspb.EVENT_TYPE_TIMER_STARTED:
+				kinds["timer"]++
+			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+				kinds["signal"]++
+			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+				kinds["update"]++
+			case enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+				kinds["search-attributes"]++
+			case enumspb.EVENT_TYPE_MARKER_RECORDED:
+				if ev.GetMarkerRecordedEventAttributes().GetMarkerName() != "Version" {
+					kinds["marker"]++
+				}
+			}
+		}
+	}
+	n := float64(len(svcs))
+	c := HistoryCost{EventsPerRollout: round(float64(events)/n, 1), Actions: map[string]float64{}}
+	total := 0.0
+	for k, v := range kinds {
+		c.Actions[k] = round(v/n, 2)
+		total += v
+	}
+	c.ActionsPerRollout = round(total/n, 1)
+	c.ActionsPerStep = round(total/n/float64(steps), 2)
+	return c, nil
+}
+
+// auditEvent is the part of a Kubernetes audit event the bench reads.
+type auditEvent struct {
+	Verb string `json:"verb"`
+	User struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ObjectRef struct {
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+		Name        string `json:"name"`
+	} `json:"objectRef"`
+	ResponseStatus struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	RequestObject *struct {
+		Spec struct {
+			Traffic []struct {
+				RevisionName string `json:"revisionName"`
+				Percent      *int64 `json:"percent"`
+			} `json:"traffic"`
+		} `json:"spec"`
+	} `json:"requestObject"`
+	Received time.Time `json:"requestReceivedTimestamp"`
+}
+
+func readAudit(path string) ([]auditEvent, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("the API server's audit log: %w", err)
+	}
+	defer f.Close()
+	var out []auditEvent
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 4<<20), 4<<20)
+	for sc.Scan() {
+		var e auditEvent
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			return nil, fmt.Errorf("audit log line: %w", err)
+		}
+		out = append(out, e)
+	}
+	return out, sc.Err()
+}
+
+// candidatePercent is the share a traffic patch gives the Service's second
+// Revision, and whether the patch set traffic at all.
+func candidatePercent(e auditEvent) (int64, bool) {
+	if e.RequestObject == nil || len(e.RequestObject.Spec.Traffic) == 0 {
+		return 0, false
+	}
+	for _, t := range e.RequestObject.Spec.Traffic {
+		if t.RevisionName == e.ObjectRef.Name+"-00002" && t.Percent != nil {
+			return *t.Percent, true
+		}
+	}
+	return 0, true
+}
+
+// stepPatches are the times, in order, at which each Service's traffic
+// patches giving the second Revision a share arrived, by user.
+func stepPatches(audit []auditEvent, user string, from, to time.Time) map[string][]time.Time {
+	out := map[string][]time.Time{}
+	for _, e := range audit {
+		if e.User.Username != user || e.Verb != "patch" || e.ObjectRef.Resource != "services" || e.ObjectRef.Subresource != "" ||
+			e.ResponseStatus.Code != http.StatusOK || e.Received.Before(from) || e.Received.After(to) {
+			continue
+		}
+		if p, ok := candidatePercent(e); ok && p > 0 {
+			out[e.ObjectRef.Name] = append(out[e.ObjectRef.Name], e.Received)
+		}
+	}
+	for _, ts := range out {
+		sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
+	}
+	return out
+}
+
+// gaps are the step overheads: time between consecutive step patches, less the hold.
+func gaps(patches map[string][]time.Time, hold time.Duration) []float64 {
+	var out []float64
+	for _, ts := range patches {
+		for i := 1; i < len(ts); i++ {
+			out = append(out, ms(ts[i].Sub(ts[i-1])-hold))
+		}
+	}
+	return out
+}
+
+func (res *Result) fromAudit(audit []auditEvent, ready *readyLog, t0, t1, f0, f1 time.Time) {
+	sluice := stepPatches(audit, workerUser, t0, t1)
+	var trig []float64
+	for name, ts := range sluice {
+		if at, ok := ready.get(name + "-00002"); ok && len(ts) > 0 {
+			trig = append(trig, ms(ts[0].Sub(at)))
+		}
+	}
+	res.Trigger = stats(trig)
+	res.StepOverhead = stats(gaps(sluice, res.Hold))
+	res.Floor = stats(gaps(stepPatches(audit, "admin", f0, f1), res.Hold))
+	if res.Floor.P50 > 0 {
+		res.RatioP50 = round(res.StepOverhead.P50/res.Floor.P50, 2)
+	}
+	if res.Floor.P99 > 0 {
+		res.RatioP99 = round(res.StepOverhead.P99/res.Floor.P99, 2)
+	}
+
+	res.APIByUser = map[string]map[string]int{}
+	writes := 0
+	for _, e := range audit {
+		if e.Received.Before(t0) || e.Received.After(t1) {
+			continue
+		}
+		who := "others"
+		switch e.User.Username {
+		case workerUser:
+			who = "worker"
+		case receiverUser:
+			who = "receiver"
+		}
+		if res.APIByUser[who] == nil {
+			res.APIByUser[who] = map[string]int{}
+		}
+		res.APIByUser[who][e.Verb]++
+		if who == "worker" && (e.Verb == "patch" || e.Verb == "update" || e.Verb == "create" || e.Verb == "delete") {
+			writes++
+		}
+	}
+	res.WorkerWritesPerStep = round(float64(writes)/float64(res.Rollouts*res.Steps), 2)
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+	informers "knative.dev/serving/pkg/client/informers/externalversions"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/test/stack"
+)
+
+// floor steps every Service the plainest way client-go allows, with no
+// durability: per step, read the Service, patch its traffic (with the
+// resourceVersion it read, as sluice does), wait — on a watch, not by
+// polling — until its status shows the traffic, then sleep the hold. The
+// gaps between its patches are the best a step can do on this stack.
+func floor(ctx context.Context, stk *stack.Stack, svcs []string, r Run) error {
+	factory := informers.NewSharedInformerFactoryWithOptions(stk.Serving, 0, informers.WithNamespace(stack.Namespace))
+	inf := factory.Serving().V1().Services()
+	var mu sync.Mutex
+	wake := map[string]chan struct{}{}
+	for _, n := range svcs {
+		wake[n] = make(chan struct{}, 1)
+	}
+	poke := func(obj any) {
+		if svc, ok := obj.(*servingv1.Service); ok {
+			mu.Lock()
+			ch := wake[svc.Name]
+			mu.Unlock()
+			if ch != nil {
+				select {
+				case ch <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
+	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, o any) { poke(o) }}); err != nil {
+		return err
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	factory.Start(stop)
+	factory.WaitForCacheSync(stop)
+	lister := inf.Lister().Services(stack.Namespace)
+
+	client := stk.Serving.ServingV1().Services(stack.Namespace)
+	errs := make(chan error, len(svcs))
+	var wg sync.WaitGroup
+	for _, name := range svcs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i, w := range weights(r.Steps) {
+				if err := floorStep(ctx, client, lister, wake[name], name, w); err != nil {
+					errs <- fmt.Errorf("%s step %d: %w", name, i+1, err)
+					return
+				}
+				if i < r.Steps-1 {
+					time.Sleep(r.Hold)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+type servicesClient interface {
+	Get(context.Context, string, metav1.GetOptions) (*servingv1.Service, error)
+	Patch(context.Context, string, types.PatchType, []byte, metav1.PatchOptions, ...string) (*servingv1.Service, error)
+}
+
+type servicesLister interface {
+	Get(string) (*servingv1.Service, error)
+}
+
+func floorStep(ctx context.Context, client servicesClient, lister servicesLister, wake <-chan struct{}, name string, weight int64) error {
+	svc, err := client.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	desired := []servingv1.TrafficTarget{{RevisionName: name + "-00002", Percent: ptr(weight)}}
+	if weight < 100 {
+		desired = append([]servingv1.TrafficTarget{{RevisionName: name + "-00001", Percent: ptr(100 - weight)}}, desired...)
+	}
+	patch, _ := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": svc.ResourceVersion},
+		"spec":     map[string]any{"traffic": desired},
+	})
+	out, err := client.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return err
+	}
+	deadline := time.After(30 * time.Second)
+	for {
+		if cur, err := lister.Get(name); err == nil && cur.Status.ObservedGeneration >= out.Generation && activities.SameTraffic(cur.Status.Traffic, desired) {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-deadline:
+			return fmt.Errorf("status did not show %s within 30s", activities.FormatTraffic(desired))
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func ptr(v int64) *int64 { return &v }

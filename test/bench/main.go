@@ -1,0 +1,141 @@
+// Command bench measures sluice on the local stack with real processes: many
+// rollouts at once, each on its own Service, and beside them the floor — a
+// plain client-go loop doing the same read-patch-verify on the same stack.
+//
+//	go run ./test/bench [-rollouts 10,100,500] [-steps 4] [-hold 1s] [-growth 100x8]
+//
+// Timings come from the API server's own audit log (when a traffic patch
+// arrived) and from the simulator (when it wrote a Revision's Ready status);
+// costs from the rollouts' Temporal histories and the API server's metrics;
+// footprint from /proc. It prints a Markdown table and writes JSON to
+// $BENCH_OUT (default bench-results.json). Run it with `make bench`.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/test/stack"
+)
+
+// Run is one configuration measured on a fresh stack.
+type Run struct {
+	Rollouts int           `json:"rollouts"`
+	Steps    int           `json:"steps"`
+	Hold     time.Duration `json:"hold_ns"`
+}
+
+func main() {
+	levels := flag.String("rollouts", "10,100,500", "concurrency levels: rollouts at once, each on its own Service")
+	steps := flag.Int("steps", 4, "steps per rollout at every level")
+	hold := flag.Duration("hold", time.Second, "hold of each step")
+	growth := flag.String("growth", "100x8", "extra runs to see growth in steps, ROLLOUTSxSTEPS, comma-separated (empty: none)")
+	timeout := flag.Duration("timeout", 5*time.Minute, "how long one level's rollouts may take")
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+
+	runs, err := parseRuns(*levels, *growth, *steps, *hold)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	tools, err := stack.ToolsFromEnv()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	root, err := stack.RepoRoot(".")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	crds, err := stack.KnativeCRDDirs(context.Background(), root)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+
+	began := time.Now()
+	report := Report{Machine: machine(), Started: began.UTC()}
+	for _, r := range runs {
+		log.Info("bench: run", "rollouts", r.Rollouts, "steps", r.Steps, "hold", r.Hold)
+		res, err := measure(context.Background(), r, env{tools: tools, root: root, crds: crds, log: log, timeout: *timeout})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %d rollouts × %d steps: %v\n", r.Rollouts, r.Steps, err)
+			res.Error = err.Error()
+		}
+		report.Results = append(report.Results, res)
+	}
+	report.Took = time.Since(began).Round(time.Second).String()
+	report.Targets = targets(report.Results)
+
+	fmt.Print(report.Markdown())
+	out := os.Getenv("BENCH_OUT")
+	if out == "" {
+		out = "bench-results.json"
+	}
+	b, _ := json.MarshalIndent(report, "", "  ")
+	if err := os.WriteFile(out, append(b, '\n'), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "bench: wrote %s (took %s)\n", out, report.Took)
+	for _, r := range report.Results {
+		if r.Error != "" {
+			os.Exit(1)
+		}
+	}
+}
+
+func parseRuns(levels, growth string, steps int, hold time.Duration) ([]Run, error) {
+	var runs []Run
+	for _, f := range strings.Split(levels, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-rollouts: want numbers above 0, got %q", f)
+		}
+		runs = append(runs, Run{Rollouts: n, Steps: steps, Hold: hold})
+	}
+	if strings.TrimSpace(growth) == "" {
+		return runs, nil
+	}
+	for _, f := range strings.Split(growth, ",") {
+		n, s, ok := strings.Cut(strings.TrimSpace(f), "x")
+		rn, err1 := strconv.Atoi(n)
+		sn, err2 := strconv.Atoi(s)
+		if !ok || err1 != nil || err2 != nil || rn < 1 || sn < 1 {
+			return nil, fmt.Errorf("-growth: want ROLLOUTSxSTEPS such as 100x8, got %q", f)
+		}
+		runs = append(runs, Run{Rollouts: rn, Steps: sn, Hold: hold})
+	}
+	return runs, nil
+}
+
+// Machine is where the figures were measured.
+type Machine struct {
+	Cores  int    `json:"cores"`
+	GOOS   string `json:"goos"`
+	GOARCH string `json:"goarch"`
+	CPU    string `json:"cpu,omitempty"`
+}
+
+func machine() Machine {
+	m := Machine{Cores: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return m
+}

@@ -1,0 +1,333 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/test/eventsink"
+	"github.com/sluicehq/sluice/test/stack"
+	"github.com/sluicehq/sluice/workflows"
+)
+
+type env struct {
+	tools   stack.Tools
+	root    string
+	crds    []string
+	log     *slog.Logger
+	timeout time.Duration
+}
+
+const (
+	workerUser   = "system:serviceaccount:sluice-system:sluice-worker"
+	receiverUser = "system:serviceaccount:sluice-system:sluice-receiver"
+	imageV1      = "example.com/bench:v1"
+	imageV2      = "example.com/bench:v2"
+	// parallel bounds the bench's own concurrent API calls while it sets
+	// up and triggers: it is the load generator, not the load.
+	parallel = 32
+)
+
+// readyLog records when the simulator wrote each Revision's Ready status.
+type readyLog struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+func (r *readyLog) set(rev string, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.at[rev]; !ok {
+		r.at[rev] = at
+	}
+}
+
+func (r *readyLog) get(rev string) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.at[rev]
+	return t, ok
+}
+
+// measure runs one configuration on a fresh stack: set up 2N Services, roll
+// out a new Revision on N of them with sluice, then step the other N with
+// the floor loop, and read what it cost.
+func measure(ctx context.Context, r Run, e env) (res Result, err error) {
+	res.Run = r
+	dir, err := os.MkdirTemp("", "sluice-bench-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dir)
+	sink, stopSink := eventsink.Start()
+	defer stopSink()
+	ready := &readyLog{at: map[string]time.Time{}}
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	stk, err := stack.Start(ctx, stack.Options{
+		Dir: dir, Tools: e.tools, CRDDirs: e.crds, DeployDir: filepath.Join(e.root, "config", "deploy"),
+		Adapter: true, ProgressSink: sink.URL, ReadyAfter: time.Second, Audit: true, OnReady: ready.set, Log: quiet,
+	})
+	if err != nil {
+		return res, fmt.Errorf("start the local stack: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, stk.Logs())
+		}
+		stk.Stop()
+	}()
+	tc, err := client.Dial(client.Options{HostPort: stk.TemporalAddr, Logger: nopLogger{}})
+	if err != nil {
+		return res, err
+	}
+	defer tc.Close()
+
+	sluiceNames, floorNames := names("b", r.Rollouts), names("f", r.Rollouts)
+	setupStart := time.Now()
+	if err := setup(ctx, stk, sluiceNames, floorNames, ready, e.timeout); err != nil {
+		return res, err
+	}
+	e.log.Info("bench: services ready", "services", 2*r.Rollouts, "took", time.Since(setupStart).Round(time.Millisecond))
+
+	// sluice
+	workerPid, receiverPid := stk.Pids()
+	before := snapshot(ctx, stk, workerPid, receiverPid)
+	t0 := time.Now()
+	if err := forEach(ctx, sluiceNames, func(ctx context.Context, name string) error {
+		return trigger(ctx, stk, name, r)
+	}); err != nil {
+		return res, err
+	}
+	ends, err := waitRollouts(ctx, tc, sluiceNames, e.timeout)
+	if err != nil {
+		return res, err
+	}
+	t1 := time.Now()
+	after := snapshot(ctx, stk, workerPid, receiverPid)
+	e.log.Info("bench: rollouts done", "rollouts", r.Rollouts, "took", t1.Sub(t0).Round(time.Millisecond))
+	for _, end := range ends {
+		if end.outcome != workflows.OutcomeSucceeded {
+			res.Failed++
+			if len(res.FailedReasons) < 5 {
+				res.FailedReasons = append(res.FailedReasons, end.name+": "+string(end.outcome)+": "+end.reason)
+			}
+		}
+	}
+	last := t0
+	for _, end := range ends {
+		if end.at.After(last) {
+			last = end.at
+		}
+	}
+	res.PerMinute = float64(r.Rollouts) / last.Sub(t0).Minutes()
+	res.Worker = footprint(before.worker, after.worker)
+	res.Receiver = footprint(before.receiver, after.receiver)
+	res.APIByVerb = diffMetrics(before.metrics, after.metrics)
+	if res.History, err = historyCost(ctx, tc, sluiceNames, r.Steps); err != nil {
+		return res, err
+	}
+	res.ProgressEvents = len(sink.Events())
+
+	// the floor, on the same stack
+	f0 := time.Now()
+	if err := floor(ctx, stk, floorNames, r); err != nil {
+		return res, fmt.Errorf("floor loop: %w", err)
+	}
+	f1 := time.Now()
+	e.log.Info("bench: floor done", "services", r.Rollouts, "took", f1.Sub(f0).Round(time.Millisecond))
+
+	stk.Stop() // flushes the audit log
+	audit, err := readAudit(stk.AuditLog)
+	if err != nil {
+		return res, err
+	}
+	res.fromAudit(audit, ready, t0, t1, f0, f1)
+	return res, nil
+}
+
+func names(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%04d", prefix, i)
+	}
+	return out
+}
+
+// forEach runs fn for every name, parallel at most `parallel` at a time, and
+// returns the first error.
+func forEach(ctx context.Context, list []string, fn func(context.Context, string) error) error {
+	sem := make(chan struct{}, parallel)
+	errs := make(chan error, len(list))
+	var wg sync.WaitGroup
+	for _, n := range list {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := fn(ctx, n); err != nil {
+				errs <- fmt.Errorf("%s: %w", n, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+func service(name string) *servingv1.Service {
+	svc := &servingv1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: stack.Namespace}}
+	svc.Spec.Template.Spec.Containers = []corev1.Container{{Image: imageV1}}
+	return svc
+}
+
+// setup creates the Services, waits for their first Revisions, and gives the
+// floor's Services their second Revision, pinned at 0%.
+func setup(ctx context.Context, stk *stack.Stack, sluiceNames, floorNames []string, ready *readyLog, timeout time.Duration) error {
+	all := append(append([]string{}, sluiceNames...), floorNames...)
+	svcs := stk.Serving.ServingV1().Services(stack.Namespace)
+	if err := forEach(ctx, all, func(ctx context.Context, name string) error {
+		_, err := svcs.Create(ctx, service(name), metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return fmt.Errorf("create Services: %w", err)
+	}
+	if err := waitReady(ready, all, "00001", timeout); err != nil {
+		return err
+	}
+	if err := forEach(ctx, floorNames, func(ctx context.Context, name string) error {
+		patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"image":%q}]}},"traffic":[{"revisionName":"%s-00001","percent":100}]}}`, imageV2, name)
+		_, err := svcs.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		return err
+	}); err != nil {
+		return fmt.Errorf("floor Services' second Revision: %w", err)
+	}
+	return waitReady(ready, floorNames, "00002", timeout)
+}
+
+func waitReady(ready *readyLog, svcs []string, suffix string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		missing := 0
+		for _, n := range svcs {
+			if _, ok := ready.get(n + "-" + suffix); !ok {
+				missing++
+			}
+		}
+		if missing == 0 {
+			// Let the Route and Service status catch up with the Revision.
+			time.Sleep(2 * time.Second)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d Revisions -%s not Ready after %s", missing, len(svcs), suffix, timeout)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// weights are the step weights of an n-step rollout: 100/n apart, ending at 100.
+func weights(n int) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = int64(100 * (i + 1) / n)
+	}
+	return out
+}
+
+func stepsAnnotation(n int) string {
+	var parts []string
+	for _, w := range weights(n) {
+		parts = append(parts, fmt.Sprint(w))
+	}
+	return strings.Join(parts, ",")
+}
+
+// trigger opts a Service in and deploys its second Revision in one write, as
+// a team would with `kubectl apply`.
+func trigger(ctx context.Context, stk *stack.Stack, name string, r Run) error {
+	patch, _ := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]string{
+			"sluice.dev/rollout": "enabled", "sluice.dev/steps": stepsAnnotation(r.Steps), "sluice.dev/hold": r.Hold.String(),
+		}},
+		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"containers": []map[string]string{{"image": imageV2}}}}},
+	})
+	_, err := stk.Serving.ServingV1().Services(stack.Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}
+
+type ended struct {
+	name    string
+	at      time.Time
+	outcome workflows.Outcome
+	reason  string
+}
+
+// waitRollouts waits until every Service's rollout has closed, and reads
+// each one's outcome.
+func waitRollouts(ctx context.Context, tc client.Client, svcs []string, timeout time.Duration) ([]ended, error) {
+	deadline := time.Now().Add(timeout)
+	pending := map[string]bool{}
+	for _, n := range svcs {
+		pending[n] = true
+	}
+	var out []ended
+	for len(pending) > 0 {
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%d of %d rollouts still running after %s", len(pending), len(svcs), timeout)
+		}
+		for _, n := range svcs {
+			if !pending[n] {
+				continue
+			}
+			id := workflows.WorkflowID(activities.TargetRef{Namespace: stack.Namespace, Kind: activities.KindService, Name: n})
+			desc, err := tc.DescribeWorkflowExecution(ctx, id, "")
+			var nf *serviceerror.NotFound
+			if errors.As(err, &nf) {
+				continue // not started yet
+			}
+			if err != nil {
+				return nil, fmt.Errorf("describe %s: %w", id, err)
+			}
+			info := desc.GetWorkflowExecutionInfo()
+			if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				continue
+			}
+			e := ended{name: n, at: info.GetCloseTime().AsTime()}
+			var result workflows.Result
+			if err := tc.GetWorkflow(ctx, id, "").Get(ctx, &result); err != nil {
+				e.outcome, e.reason = "error", err.Error()
+			} else {
+				e.outcome, e.reason = result.Outcome, result.Reason
+			}
+			out = append(out, e)
+			delete(pending, n)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return out, nil
+}
+
+// nopLogger keeps the Temporal client quiet.
+type nopLogger struct{}
+
+func (nopLogger) Debug(string, ...any) {}
+func (nopLogger) Info(string, ...any)  {}
+func (nopLogger) Warn(string, ...any)  {}
+func (nopLogger) Error(string, ...any) {}

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Report is everything one `make bench` measured.
+type Report struct {
+	Machine Machine   `json:"machine"`
+	Started time.Time `json:"started"`
+	Took    string    `json:"took"`
+	Results []Result  `json:"results"`
+	Targets []Target  `json:"targets"`
+}
+
+// Result is one configuration's figures. Times are milliseconds.
+type Result struct {
+	Run
+	Error         string   `json:"error,omitempty"`
+	Failed        int      `json:"failed_rollouts"`
+	FailedReasons []string `json:"failed_reasons,omitempty"`
+	// Trigger: the candidate Revision's Ready status written → sluice's
+	// first traffic patch giving it a share arrives at the API server.
+	Trigger Stats `json:"trigger_latency_ms"`
+	// StepOverhead: time between two of sluice's traffic patches, less the hold.
+	StepOverhead Stats `json:"step_overhead_ms"`
+	// Floor: the same for the plain client-go loop, on the same stack.
+	Floor    Stats   `json:"floor_step_overhead_ms"`
+	RatioP50 float64 `json:"overhead_ratio_p50"`
+	RatioP99 float64 `json:"overhead_ratio_p99"`
+	// PerMinute: rollouts completed per minute, first trigger to last close.
+	PerMinute float64     `json:"rollouts_per_minute"`
+	Worker    Footprint   `json:"worker"`
+	Receiver  Footprint   `json:"receiver"`
+	History   HistoryCost `json:"history"`
+	// APIByVerb: requests on Knative Serving's kinds while the rollouts ran,
+	// from apiserver_request_total (every client).
+	APIByVerb map[string]int `json:"api_requests_by_verb"`
+	// APIByUser: the same from the audit log, by who asked: sluice's worker,
+	// its receiver, and others (the simulator, the ApiServerSource adapter
+	// and the bench's trigger, which share the administrator's account).
+	APIByUser           map[string]map[string]int `json:"api_requests_by_user"`
+	WorkerWritesPerStep float64                   `json:"worker_writes_per_step"`
+	ProgressEvents      int                       `json:"progress_events"`
+}
+
+// Stats summarise a sample in milliseconds.
+type Stats struct {
+	N   int     `json:"n"`
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+func stats(v []float64) Stats {
+	if len(v) == 0 {
+		return Stats{}
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return Stats{N: len(s), P50: round(quantile(s, 0.5), 1), P99: round(quantile(s, 0.99), 1), Max: round(s[len(s)-1], 1)}
+}
+
+// quantile of a sorted sample, by the nearest-rank method.
+func quantile(sorted []float64, q float64) float64 {
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func round(v float64, places int) float64 {
+	p := math.Pow(10, float64(places))
+	return math.Round(v*p) / p
+}
+
+// Target is one of the goals sluice works toward, and where it stands.
+type Target struct {
+	Goal   string `json:"goal"`
+	Result string `json:"result"`
+	Met    bool   `json:"met"`
+}
+
+func find(results []Result, rollouts, steps int) *Result {
+	for i := range results {
+		if results[i].Rollouts == rollouts && results[i].Steps == steps && results[i].Error == "" {
+			return &results[i]
+		}
+	}
+	return nil
+}
+
+func targets(results []Result) []Target {
+	var out []Target
+	steps := 0
+	if len(results) > 0 {
+		steps = results[0].Steps
+	}
+	if r := find(results, 100, steps); r != nil {
+		out = append(out,
+			Target{"step overhead p99 within 3x the floor at 100 rollouts",
+				fmt.Sprintf("%.1f ms vs floor %.1f ms: %.2fx", r.StepOverhead.P99, r.Floor.P99, r.RatioP99), r.RatioP99 > 0 && r.RatioP99 <= 3},
+			Target{"trigger latency p99 under 250 ms at 100 rollouts",
+				fmt.Sprintf("%.1f ms", r.Trigger.P99), r.Trigger.N > 0 && r.Trigger.P99 < 250})
+	}
+	if r := find(results, 500, steps); r != nil {
+		out = append(out, Target{"500 rollouts: none fails, step overhead p99 under 1 s",
+			fmt.Sprintf("%d failed, p99 %.1f ms", r.Failed, r.StepOverhead.P99), r.Failed == 0 && r.StepOverhead.N > 0 && r.StepOverhead.P99 < 1000})
+	}
+	worstActions, worstWrites := 0.0, 0.0
+	for _, r := range results {
+		if r.Error == "" {
+			worstActions = math.Max(worstActions, r.History.ActionsPerStep)
+			worstWrites = math.Max(worstWrites, r.WorkerWritesPerStep)
+		}
+	}
+	out = append(out,
+		Target{"at most 6 billable Temporal actions per step", fmt.Sprintf("at most %.2f per step in any run", worstActions), worstActions > 0 && worstActions <= 6},
+		Target{"at most 2 API-server writes per step", fmt.Sprintf("at most %.2f per step in any run", worstWrites), worstWrites > 0 && worstWrites <= 2})
+	return out
+}
+
+// Markdown renders the report as tables.
+func (r Report) Markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sluice bench: %d cores (%s), %s/%s, took %s\n\n", r.Machine.Cores, r.Machine.CPU, r.Machine.GOOS, r.Machine.GOARCH, r.Took)
+	b.WriteString("| rollouts × steps | failed | trigger p50 / p99 ms | step overhead p50 / p99 ms | floor p50 / p99 ms | ratio p50 / p99 | rollouts/min | worker CPU s / peak RSS MiB | receiver CPU s / peak RSS MiB |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	for _, x := range r.Results {
+		if x.Error != "" {
+			fmt.Fprintf(&b, "| %d × %d | error: %s |||||||\n", x.Rollouts, x.Steps, x.Error)
+			continue
+		}
+		fmt.Fprintf(&b, "| %d × %d | %d | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.2f / %.2f | %.0f | %.1f / %.0f | %.1f / %.0f |\n",
+			x.Rollouts, x.Steps, x.Failed, x.Trigger.P50, x.Trigger.P99, x.StepOverhead.P50, x.StepOverhead.P99, x.Floor.P50, x.Floor.P99,
+			x.RatioP50, x.RatioP99, x.PerMinute, x.Worker.CPUSeconds, x.Worker.PeakRSSMiB, x.Receiver.CPUSeconds, x.Receiver.PeakRSSMiB)
+	}
+	b.WriteString("\nCost per rollout\n\n")
+	b.WriteString("| rollouts × steps | history events | billable actions (per step) | by kind | worker writes per step | API requests by sluice (worker; receiver) | API requests, all clients, by verb |\n")
+	b.WriteString("|---|---|---|---|---|---|---|\n")
+	for _, x := range r.Results {
+		if x.Error != "" {
+			continue
+		}
+		n := float64(x.Rollouts)
+		fmt.Fprintf(&b, "| %d × %d | %.1f | %.1f (%.2f) | %s | %.2f | %s; %s | %s |\n", x.Rollouts, x.Steps,
+			x.History.EventsPerRollout, x.History.ActionsPerRollout, x.History.ActionsPerStep, perKind(x.History.Actions),
+			x.WorkerWritesPerStep, perRollout(x.APIByUser["worker"], n), perRollout(x.APIByUser["receiver"], n), perRollout(x.APIByVerb, n))
+	}
+	b.WriteString("\nTargets\n\n| goal | where sluice stands | met |\n|---|---|---|\n")
+	for _, t := range r.Targets {
+		met := "no"
+		if t.Met {
+			met = "yes"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.Goal, t.Result, met)
+	}
+	return b.String()
+}
+
+func perKind(m map[string]float64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func perRollout(m map[string]int, n float64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %.1f", k, float64(m[k])/n))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,28 @@
+package worker
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestKubeRate(t *testing.T) {
+	env := func(kv map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := kv[k]; return v, ok }
+	}
+	qps, burst, err := kubeRate(env(nil))
+	if err != nil || qps != DefaultKubeQPS || burst != DefaultKubeBurst {
+		t.Errorf("defaults: %v %v %v", qps, burst, err)
+	}
+	qps, burst, err = kubeRate(env(map[string]string{EnvKubeQPS: "12.5", EnvKubeBurst: " 30 "}))
+	if err != nil || qps != 12.5 || burst != 30 {
+		t.Errorf("set: %v %v %v", qps, burst, err)
+	}
+	for _, bad := range []map[string]string{{EnvKubeQPS: "0"}, {EnvKubeQPS: "fast"}, {EnvKubeBurst: "0"}, {EnvKubeBurst: "1.5"}} {
+		_, _, err := kubeRate(env(bad))
+		for k := range bad {
+			if err == nil || !strings.Contains(err.Error(), k) {
+				t.Errorf("%v: error %v should name %s", bad, err, k)
+			}
+		}
+	}
+}
