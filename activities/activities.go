@@ -7,13 +7,17 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"knative.dev/pkg/apis"
 	"knative.dev/serving/pkg/apis/serving"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
@@ -30,6 +34,11 @@ type Activities struct {
 	Defaults config.Defaults
 	// Events sends progress events; nil when no sink is configured.
 	Events *events.Sender
+	// WatchLimit bounds how long one activity watches an object's status
+	// before it answers "not yet"; 0 means until shortly before its deadline.
+	// Tests over a fake cluster, whose clock the workflow tests skip but a
+	// watch cannot, set it short.
+	WatchLimit time.Duration
 }
 
 // ResolveTarget reads the target's policy, its live traffic and its stable
@@ -264,14 +273,138 @@ func (a *Activities) checkRevisionsReady(ctx context.Context, namespace string, 
 }
 
 // VerifyTraffic succeeds once the object's status shows Desired at the
-// generation sluice wrote. Until then it fails with a retryable error that
-// says what is missing; the workflow's retry policy and timeout bound the wait.
+// generation sluice wrote. It reads the object, and if the status does not
+// show it yet, watches the object until it does — so it answers the moment
+// Knative reports the traffic, without polling — or until the activity's
+// time is nearly up, when it fails with a retryable error that says what is
+// missing; the workflow's retry policy and timeout bound the wait.
 func (a *Activities) VerifyTraffic(ctx context.Context, in VerifyInput) error {
 	live, err := a.readTraffic(ctx, in.Object)
 	if err != nil {
 		return err
 	}
+	notYet := notVisible(in, live)
+	if notYet == nil {
+		return nil
+	}
+	wctx, cancel := watchContext(ctx, a.WatchLimit)
+	defer cancel()
+	return a.watchTraffic(wctx, in, live.resourceVersion, notYet)
+}
+
+// ApplyTraffic writes Desired as SetTraffic does and then verifies it as
+// VerifyTraffic does, for at most in.VerifyFor: one activity per step. If the
+// status does not show the traffic in that time it still succeeds, with
+// Visible false, and the workflow goes on verifying.
+func (a *Activities) ApplyTraffic(ctx context.Context, in ApplyTrafficInput) (ApplyTrafficResult, error) {
+	set, err := a.SetTraffic(ctx, in.SetTrafficInput)
+	if err != nil {
+		return ApplyTrafficResult{}, err
+	}
+	res := ApplyTrafficResult{SetTrafficResult: set}
+	v := VerifyInput{Object: in.Object, Desired: in.Desired, Generation: set.Generation}
+	live, err := a.readTraffic(ctx, in.Object)
+	if err != nil {
+		return res, nil // written; the workflow's own verification reads again
+	}
+	notYet := notVisible(v, live)
+	if notYet == nil {
+		res.Visible = true
+		return res, nil
+	}
+	limit := in.VerifyFor
+	if a.WatchLimit > 0 && (limit == 0 || a.WatchLimit < limit) {
+		limit = a.WatchLimit
+	}
+	wctx, cancel := watchContext(ctx, limit)
+	defer cancel()
+	res.Visible = a.watchTraffic(wctx, v, live.resourceVersion, notYet) == nil
+	return res, nil
+}
+
+// watchContext ends a little before the activity's own deadline (so the
+// activity answers rather than times out), and after limit if that is set.
+func watchContext(ctx context.Context, limit time.Duration) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if ok {
+		deadline = deadline.Add(-watchMargin)
+	}
+	if limit > 0 && (!ok || time.Now().Add(limit).Before(deadline)) {
+		deadline, ok = time.Now().Add(limit), true
+	}
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, deadline)
+}
+
+// watchMargin is how long before its deadline a verifying activity stops
+// watching and answers.
+const watchMargin = 250 * time.Millisecond
+
+// watchTraffic watches the object from resourceVersion until its status shows
+// the traffic (nil) or ctx ends (the last reason it did not). A watch the API
+// server closes early is re-opened from a fresh read.
+func (a *Activities) watchTraffic(ctx context.Context, in VerifyInput, resourceVersion string, notYet error) error {
+	for ctx.Err() == nil {
+		w, err := a.watchObject(ctx, in.Object, resourceVersion)
+		if err != nil {
+			return notYet
+		}
+		done, visible := false, false
+		for !done {
+			select {
+			case <-ctx.Done():
+				done = true
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					done = true
+					break
+				}
+				live, isTraffic := liveFromObject(ev.Object)
+				if !isTraffic || (ev.Type != watch.Added && ev.Type != watch.Modified) {
+					continue
+				}
+				if notYet = notVisible(in, live); notYet == nil {
+					done, visible = true, true
+				}
+				resourceVersion = live.resourceVersion
+			}
+		}
+		if visible {
+			w.Stop()
+			return nil
+		}
+		w.Stop()
+		if ctx.Err() != nil {
+			break
+		}
+		live, err := a.readTraffic(ctx, in.Object)
+		if err != nil {
+			return notYet
+		}
+		if notYet = notVisible(in, live); notYet == nil {
+			return nil
+		}
+		resourceVersion = live.resourceVersion
+	}
+	return notYet
+}
+
+func (a *Activities) watchObject(ctx context.Context, o ObjectRef, resourceVersion string) (watch.Interface, error) {
+	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", o.Name).String(), ResourceVersion: resourceVersion}
+	if o.Kind == KindRoute {
+		return a.Serving.ServingV1().Routes(o.Namespace).Watch(ctx, opts)
+	}
+	return a.Serving.ServingV1().Services(o.Namespace).Watch(ctx, opts)
+}
+
+// notVisible says what the object's status still lacks, as a retryable
+// error, or nil once it shows the traffic.
+func notVisible(in VerifyInput, live liveTraffic) error {
 	switch {
+	case live.name != "" && live.name != in.Object.Name:
+		return temporal.NewApplicationError(fmt.Sprintf("%s: not reported yet", in.Object), ErrNotVisible)
 	case live.observedGeneration < in.Generation || live.observedGeneration != live.generation:
 		return temporal.NewApplicationError(fmt.Sprintf("%s: status is at generation %d, waiting for %d",
 			in.Object, live.observedGeneration, live.generation), ErrNotVisible)
@@ -285,6 +418,7 @@ func (a *Activities) VerifyTraffic(ctx context.Context, in VerifyInput) error {
 }
 
 type liveTraffic struct {
+	name               string
 	spec, status       []servingv1.TrafficTarget
 	resourceVersion    string
 	generation         int64
@@ -294,30 +428,43 @@ type liveTraffic struct {
 }
 
 func (a *Activities) readTraffic(ctx context.Context, o ObjectRef) (liveTraffic, error) {
+	var (
+		obj runtime.Object
+		err error
+	)
 	switch o.Kind {
 	case KindService:
-		svc, err := a.Serving.ServingV1().Services(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
-		if err != nil {
-			return liveTraffic{}, readError(err, o.String())
-		}
-		lt := liveTraffic{spec: serviceTraffic(svc), status: svc.Status.Traffic, resourceVersion: svc.ResourceVersion,
-			generation: svc.Generation, observedGeneration: svc.Status.ObservedGeneration}
-		lt.ready, lt.notReady = conditionTrue(svc.Status.GetCondition(servingv1.ServiceConditionRoutesReady), "RoutesReady")
-		return lt, nil
+		obj, err = a.Serving.ServingV1().Services(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
 	case KindRoute:
-		r, err := a.Serving.ServingV1().Routes(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
-		if err != nil {
-			return liveTraffic{}, readError(err, o.String())
-		}
-		lt := liveTraffic{spec: r.Spec.Traffic, status: r.Status.Traffic, resourceVersion: r.ResourceVersion,
-			generation: r.Generation, observedGeneration: r.Status.ObservedGeneration}
-		lt.ready, lt.notReady = conditionTrue(r.Status.GetCondition(servingv1.RouteConditionAllTrafficAssigned), "AllTrafficAssigned")
-		if lt.ready {
-			lt.ready, lt.notReady = conditionTrue(r.Status.GetCondition(apis.ConditionReady), "Ready")
-		}
-		return lt, nil
+		obj, err = a.Serving.ServingV1().Routes(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+	default:
+		return liveTraffic{}, temporal.NewNonRetryableApplicationError("cannot write traffic to a "+o.Kind, ErrInvalidTraffic, nil)
 	}
-	return liveTraffic{}, temporal.NewNonRetryableApplicationError("cannot write traffic to a "+o.Kind, ErrInvalidTraffic, nil)
+	if err != nil {
+		return liveTraffic{}, readError(err, o.String())
+	}
+	live, _ := liveFromObject(obj)
+	return live, nil
+}
+
+// liveFromObject reads the traffic of a Service or Route as sluice compares it.
+func liveFromObject(obj runtime.Object) (liveTraffic, bool) {
+	switch o := obj.(type) {
+	case *servingv1.Service:
+		lt := liveTraffic{name: o.Name, spec: serviceTraffic(o), status: o.Status.Traffic, resourceVersion: o.ResourceVersion,
+			generation: o.Generation, observedGeneration: o.Status.ObservedGeneration}
+		lt.ready, lt.notReady = conditionTrue(o.Status.GetCondition(servingv1.ServiceConditionRoutesReady), "RoutesReady")
+		return lt, true
+	case *servingv1.Route:
+		lt := liveTraffic{name: o.Name, spec: o.Spec.Traffic, status: o.Status.Traffic, resourceVersion: o.ResourceVersion,
+			generation: o.Generation, observedGeneration: o.Status.ObservedGeneration}
+		lt.ready, lt.notReady = conditionTrue(o.Status.GetCondition(servingv1.RouteConditionAllTrafficAssigned), "AllTrafficAssigned")
+		if lt.ready {
+			lt.ready, lt.notReady = conditionTrue(o.Status.GetCondition(apis.ConditionReady), "Ready")
+		}
+		return lt, true
+	}
+	return liveTraffic{}, false
 }
 
 // serviceTraffic is a Service's spec.traffic as Knative reads it: a Service

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -187,13 +188,64 @@ func TestVerifyTraffic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.env.ExecuteActivity(f.a.VerifyTraffic, VerifyInput{Object: helloRef, Desired: desired, Generation: res.Generation})
+	in := VerifyInput{Object: helloRef, Desired: desired, Generation: res.Generation}
+	// The status never catches up: it watches until its time is nearly up,
+	// then says what is missing.
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+	defer cancel()
+	err = f.a.VerifyTraffic(ctx, in)
 	if errType(err) != ErrNotVisible || !strings.Contains(err.Error(), "waiting for") {
 		t.Fatalf("verify before status caught up: %v", err)
 	}
-	f.k.SetFrozen(false)
-	if _, err := f.env.ExecuteActivity(f.a.VerifyTraffic, VerifyInput{Object: helloRef, Desired: desired, Generation: res.Generation}); err != nil {
+	// The status catches up while it watches: it answers then, not at its
+	// deadline (where it would fail as above).
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		f.k.SetFrozen(false)
+	}()
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.a.VerifyTraffic(ctx, in); err != nil {
+		t.Fatalf("verify as the status caught up: %v", err)
+	}
+	if _, err := f.env.ExecuteActivity(f.a.VerifyTraffic, in); err != nil {
 		t.Fatalf("verify after status caught up: %v", err)
+	}
+}
+
+func TestApplyTrafficWritesAndVerifies(t *testing.T) {
+	f := newFixture(t, helloObjects()...)
+	desired := []servingv1.TrafficTarget{tgt("hello-00001", 90, ""), tgt("hello-00002", 10, "")}
+	apply := func(d []servingv1.TrafficTarget, verifyFor time.Duration) ApplyTrafficResult {
+		t.Helper()
+		v, err := f.env.ExecuteActivity(f.a.ApplyTraffic, ApplyTrafficInput{
+			SetTrafficInput: SetTrafficInput{Object: helloRef, Expected: f.liveTraffic(), Desired: d}, VerifyFor: verifyFor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res ApplyTrafficResult
+		if err := v.Get(&res); err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := apply(desired, 5*time.Second); !res.Changed || !res.Visible {
+		t.Errorf("status reconciles at once: %+v", res)
+	}
+	// Knative is slow: written, not yet visible; the workflow verifies on.
+	f.k.SetFrozen(true)
+	next := []servingv1.TrafficTarget{tgt("hello-00001", 50, ""), tgt("hello-00002", 50, "")}
+	if res := apply(next, 300*time.Millisecond); !res.Changed || res.Visible {
+		t.Errorf("frozen status: %+v", res)
+	}
+	if got := FormatTraffic(f.liveTraffic()); got != FormatTraffic(next) {
+		t.Errorf("live traffic %s, want %s", got, FormatTraffic(next))
+	}
+	// A drift is reported as SetTraffic reports it.
+	_, err := f.env.ExecuteActivity(f.a.ApplyTraffic, ApplyTrafficInput{SetTrafficInput: SetTrafficInput{
+		Object: helloRef, Expected: desired, Desired: []servingv1.TrafficTarget{tgt("hello-00001", 100, "")}}})
+	if errType(err) != ErrDrift {
+		t.Errorf("apply from a stale starting point: %v", err)
 	}
 }
 

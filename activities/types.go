@@ -5,6 +5,7 @@ package activities
 
 import (
 	"strings"
+	"time"
 
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
@@ -115,4 +116,17 @@ type VerifyInput struct {
 	Object     ObjectRef                 `json:"object"`
 	Desired    []servingv1.TrafficTarget `json:"desired"`
 	Generation int64                     `json:"generation"`
+}
+
+// ApplyTrafficInput writes and then verifies, for at most VerifyFor.
+type ApplyTrafficInput struct {
+	SetTrafficInput
+	VerifyFor time.Duration `json:"verifyFor"`
+}
+
+// ApplyTrafficResult says what was written, and whether the status showed it
+// within VerifyFor.
+type ApplyTrafficResult struct {
+	SetTrafficResult
+	Visible bool `json:"visible"`
 }

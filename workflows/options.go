@@ -38,3 +38,14 @@ func verifyOptions(ctx workflow.Context, timeout time.Duration, summary string) 
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 1.5, MaximumInterval: 3 * time.Second},
 	})
 }
+
+// applyOptions suit ApplyTraffic: a write, then up to verifyFor of watching
+// the status. It is idempotent, so retries after a lost answer are safe.
+func applyOptions(ctx workflow.Context, verifyFor time.Duration, summary string) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		Summary:                summary,
+		StartToCloseTimeout:    verifyFor + 30*time.Second,
+		ScheduleToCloseTimeout: 5 * time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+	})
+}

@@ -21,7 +21,12 @@ const (
 	// current details) whenever the workflow starts to wait, so a rollout
 	// at a gate shows AwaitingPromotion in the UI and in `sluice list`.
 	versionPublishOnWait = workflow.Version(2)
-	versionLatest        = versionPublishOnWait
+	// versionApply writes and verifies each traffic list in one activity
+	// (ApplyTraffic, which watches the object instead of polling), and no
+	// longer publishes the passing Stepping phase: one search-attribute
+	// upsert per step, when the hold begins.
+	versionApply  = workflow.Version(3)
+	versionLatest = versionApply
 )
 
 // emit queues a progress event. One sender goroutine beside the main loop

@@ -34,7 +34,7 @@ func (h *harness) withSink(t *testing.T) *eventsink.Sink {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.env.RegisterActivity(&activities.Activities{Serving: h.k, Defaults: config.BuiltinDefaults(), Events: sender})
+	h.env.RegisterActivity(&activities.Activities{Serving: h.k, Defaults: config.BuiltinDefaults(), WatchLimit: testWatch, Events: sender})
 	return s
 }
 

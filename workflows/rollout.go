@@ -58,7 +58,9 @@ type rollout struct {
 
 func (r *rollout) run(ctx workflow.Context) (Result, error) {
 	for !r.st.Phase.Done() {
-		r.publish(ctx)
+		if r.version < versionApply || r.st.Phase != PhaseStepping {
+			r.publish(ctx)
+		}
 		if err := r.continueAsNewIfSuggested(ctx); err != nil {
 			return Result{}, err
 		}
@@ -235,10 +237,23 @@ func (r *rollout) writeTraffic(ctx workflow.Context, desired []servingTraffic, s
 	if activities.SameTraffic(r.st.Live, desired) {
 		return true
 	}
-	var res activities.SetTrafficResult
-	err := workflow.ExecuteActivity(writeOptions(ctx, summary), a.SetTraffic, activities.SetTrafficInput{
+	set := activities.SetTrafficInput{
 		Object: r.st.Object, Expected: r.st.Live, Desired: desired, Force: r.st.ForceNext || r.st.Phase == PhaseRollingBack,
-	}).Get(ctx, &res)
+	}
+	var (
+		res     activities.SetTrafficResult
+		visible bool
+		err     error
+	)
+	verifyFor := min(r.st.Policy.VerifyTimeout, verifyBurst)
+	if r.version >= versionApply {
+		var applied activities.ApplyTrafficResult
+		err = workflow.ExecuteActivity(applyOptions(ctx, verifyFor, summary), a.ApplyTraffic,
+			activities.ApplyTrafficInput{SetTrafficInput: set, VerifyFor: verifyFor}).Get(ctx, &applied)
+		res, visible = applied.SetTrafficResult, applied.Visible
+	} else {
+		err = workflow.ExecuteActivity(writeOptions(ctx, summary), a.SetTraffic, set).Get(ctx, &res)
+	}
 	if err != nil {
 		var appErr *temporal.ApplicationError
 		errors.As(err, &appErr)
@@ -257,7 +272,14 @@ func (r *rollout) writeTraffic(ctx workflow.Context, desired []servingTraffic, s
 	}
 	r.st.Live = cloneTraffic(desired)
 	r.st.ForceNext = false
-	err = r.verify(ctx, activities.VerifyInput{Object: r.st.Object, Desired: desired, Generation: res.Generation}, "verify "+summary)
+	if visible {
+		return true
+	}
+	timeout := r.st.Policy.VerifyTimeout
+	if r.version >= versionApply {
+		timeout -= verifyFor
+	}
+	err = r.verify(ctx, activities.VerifyInput{Object: r.st.Object, Desired: desired, Generation: res.Generation}, timeout, "verify "+summary)
 	if err != nil {
 		msg := fmt.Sprintf("%s: traffic did not show in %s status within the verify timeout of %s: %s", summary, r.st.Object, r.st.Policy.VerifyTimeout, errorMessage(err))
 		if r.st.Phase == PhaseRollingBack {
@@ -364,11 +386,11 @@ func (r *rollout) end(ctx workflow.Context, phase Phase) {
 // most the verify timeout. Quick activity retries cover the usual second or
 // so; past that the workflow waits for a traffic hint (a Route or Service
 // event) or a short timer before it looks again.
-func (r *rollout) verify(ctx workflow.Context, in activities.VerifyInput, summary string) error {
+func (r *rollout) verify(ctx workflow.Context, in activities.VerifyInput, timeout time.Duration, summary string) error {
 	if r.version < versionEvents {
-		return workflow.ExecuteActivity(verifyOptions(ctx, r.st.Policy.VerifyTimeout, summary), a.VerifyTraffic, in).Get(ctx, nil)
+		return workflow.ExecuteActivity(verifyOptions(ctx, timeout, summary), a.VerifyTraffic, in).Get(ctx, nil)
 	}
-	deadline := workflow.Now(ctx).Add(r.st.Policy.VerifyTimeout)
+	deadline := workflow.Now(ctx).Add(timeout)
 	for {
 		burst := min(deadline.Sub(workflow.Now(ctx)), verifyBurst)
 		err := workflow.ExecuteActivity(verifyOptions(ctx, burst, summary), a.VerifyTraffic, in).Get(ctx, nil)

@@ -34,6 +34,10 @@ type harness struct {
 	k   *knativefake.Cluster
 }
 
+// testWatch keeps verifying activities short: the workflow tests skip time,
+// a watch on the fake cluster waits in real time.
+const testWatch = 20 * time.Millisecond
+
 func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
@@ -42,7 +46,7 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	env.SetTestTimeout(30 * time.Second)
 	k := knativefake.New(objs...)
 	env.RegisterWorkflowWithOptions(Rollout, workflow.RegisterOptions{Name: WorkflowName})
-	env.RegisterActivity(&activities.Activities{Serving: k, Defaults: config.BuiltinDefaults()})
+	env.RegisterActivity(&activities.Activities{Serving: k, Defaults: config.BuiltinDefaults(), WatchLimit: testWatch})
 	return &harness{t: t, env: env, k: k}
 }
 
@@ -422,7 +426,7 @@ func TestSupersedeReturnsTrafficAndContinuesWithNewer(t *testing.T) {
 	// still restores the original traffic on abort.
 	h2 := newHarness(t, objs...)
 	h2.k = h.k
-	h2.env.RegisterActivity(&activities.Activities{Serving: h.k, Defaults: config.BuiltinDefaults()})
+	h2.env.RegisterActivity(&activities.Activities{Serving: h.k, Defaults: config.BuiltinDefaults(), WatchLimit: testWatch})
 	h2.env.ExecuteWorkflow(Rollout, next)
 	var res Result
 	if err := h2.env.GetWorkflowResult(&res); err != nil || res.Outcome != OutcomeSucceeded || res.Candidate != "hello-00003" {
@@ -451,7 +455,7 @@ func TestContinueAsNewCarriesState(t *testing.T) {
 	}
 
 	h2 := newHarness(t)
-	h2.env.RegisterActivity(&activities.Activities{Serving: h.k, Defaults: config.BuiltinDefaults()})
+	h2.env.RegisterActivity(&activities.Activities{Serving: h.k, Defaults: config.BuiltinDefaults(), WatchLimit: testWatch})
 	h2.env.RegisterDelayedCallback(func() { h2.update(CommandResume, Command{By: "hal"}) }, time.Minute)
 	h2.env.ExecuteWorkflow(Rollout, next)
 	var res Result

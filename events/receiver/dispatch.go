@@ -26,7 +26,10 @@ func (r *Receiver) dispatch(ctx context.Context, e cloudevents.Event, a events.A
 	case events.KindRevision:
 		return r.revision(ctx, a, principal)
 	case events.KindTraffic:
-		return r.traffic(ctx, a)
+		// Rollouts written by this version verify traffic by watching the
+		// object from the activity that wrote it; a signal per status
+		// change would only add history events and billable actions.
+		return reply(http.StatusOK, "ignored", "ignored: sluice watches %s %s/%s itself while it verifies a step", a.ObjectKind, a.Namespace, a.Name)
 	case events.KindDeleted:
 		kind := activities.KindService
 		if a.ObjectKind == "Configuration" {
@@ -64,6 +67,12 @@ func (r *Receiver) revision(ctx context.Context, a events.Action, principal stri
 	if a.Deleted && a.Configuration == "" {
 		return reply(http.StatusOK, "ignored", "ignored: a deleted Revision is noticed by its rollout's own re-read")
 	}
+	// A Revision's status is written several times on its way to Ready;
+	// its rollout needs to hear of each state once.
+	told := "told:" + a.Namespace + "/" + a.Name + "/" + readiness(a)
+	if r.Seen.Has(told) {
+		return reply(http.StatusOK, "duplicate", "ignored: sluice already acted on %s/%s being %s", a.Namespace, a.Name, readiness(a))
+	}
 	target, owner, res, ok := r.optedInTarget(ctx, a)
 	if !ok {
 		return res
@@ -71,6 +80,7 @@ func (r *Receiver) revision(ctx context.Context, a events.Action, principal stri
 	signal := workflows.CandidateSignal{Revision: a.Name, By: principal}
 	err := r.Control.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(target), "", workflows.SignalCandidate, signal)
 	if err == nil {
+		r.Seen.Add(told)
 		return reply(http.StatusAccepted, "signalled", "signalled the rollout of %s about %s", target, a.Name)
 	}
 	var nf *serviceerror.NotFound
@@ -92,7 +102,22 @@ func (r *Receiver) revision(ctx context.Context, a events.Action, principal stri
 	if _, err := r.Control.StartWith(ctx, req); err != nil {
 		return temporalError(err, "start a rollout of "+a.Name+" on "+target.String())
 	}
+	r.Seen.Add(told)
 	return reply(http.StatusAccepted, "started", "started a rollout of %s on %s", a.Name, target)
+}
+
+// readiness names the state of a Revision that matters to its rollout:
+// pending (not Ready yet), ready, failed, or deleted.
+func readiness(a events.Action) string {
+	switch {
+	case a.Deleted:
+		return "deleted"
+	case a.Ready == "True":
+		return "ready"
+	case a.Ready == "False":
+		return "failed"
+	}
+	return "pending"
 }
 
 // owner is what the receiver read about a target to decide whether a
@@ -206,41 +231,6 @@ func (r *Receiver) alreadyHandled(ctx context.Context, t activities.TargetRef, o
 		}
 	}
 	return "", nil
-}
-
-// traffic forwards a Service or Route status change to the rollout that
-// waits for it.
-func (r *Receiver) traffic(ctx context.Context, a events.Action) result {
-	hint := workflows.ObjectHint{Kind: a.ObjectKind, Name: a.Name}
-	if a.ObjectKind == "Service" {
-		return r.hint(ctx, activities.TargetRef{Namespace: a.Namespace, Kind: activities.KindService, Name: a.Name}, workflows.SignalTrafficHint, hint, "traffic changed")
-	}
-	// A Route: owned by a Service, or the Route of opted-in Configurations.
-	rt, err := r.Serving.ServingV1().Routes(a.Namespace).Get(ctx, a.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return reply(http.StatusOK, "ignored", "ignored: Route %s/%s no longer exists", a.Namespace, a.Name)
-	}
-	if err != nil {
-		return kubeError(err, "read Route "+a.Namespace+"/"+a.Name)
-	}
-	if svc := rt.Labels["serving.knative.dev/service"]; svc != "" {
-		return r.hint(ctx, activities.TargetRef{Namespace: a.Namespace, Kind: activities.KindService, Name: svc}, workflows.SignalTrafficHint, hint, "traffic changed")
-	}
-	cfgs, err := r.Serving.ServingV1().Configurations(a.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return kubeError(err, "list Configurations in "+a.Namespace)
-	}
-	res := reply(http.StatusOK, "ignored", "ignored: no opted-in Configuration rolls out on Route %s", a.Name)
-	for _, c := range cfgs.Items {
-		if c.Annotations[config.AnnotationRoute] != a.Name {
-			continue
-		}
-		res = r.hint(ctx, activities.TargetRef{Namespace: a.Namespace, Kind: activities.KindConfiguration, Name: c.Name}, workflows.SignalTrafficHint, hint, "traffic changed")
-		if res.code >= 300 {
-			return res
-		}
-	}
-	return res
 }
 
 // hint signals the running rollout of a target; no running rollout means

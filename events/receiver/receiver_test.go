@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -367,13 +368,15 @@ func signToken(t *testing.T, key *rsa.PrivateKey, iss, audience string, ttl time
 	return tok
 }
 
-func TestTrafficAndDeleteHints(t *testing.T) {
+// Route and Service status changes are not forwarded: the rollout watches
+// the object it wrote while it verifies. A deleted target is.
+func TestTrafficIgnoredDeleteHinted(t *testing.T) {
 	owned := &servingv1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "hello-route",
 		Labels: map[string]string{"serving.knative.dev/service": "hello"}}}
 	e := newEnv(t, append(helloObjects(), owned)...)
 	e.temporal.signalFn = func(string, string) error { return nil }
 	code, msg := e.replay("resource/06-route-update-status.json", nil)
-	if code != http.StatusAccepted || !strings.Contains(msg, "told the rollout of default/service/hello: traffic changed") {
+	if code != http.StatusOK || !strings.Contains(msg, "sluice watches Route default/hello-route itself") {
 		t.Fatalf("route update: %d %s", code, msg)
 	}
 	del := commandEvent("dev.knative.apiserver.resource.delete", `{"apiVersion":"serving.knative.dev/v1","kind":"Service","metadata":{"name":"hello","namespace":"default"}}`)
@@ -381,23 +384,44 @@ func TestTrafficAndDeleteHints(t *testing.T) {
 	if code != http.StatusAccepted || !strings.Contains(msg, "target deleted") {
 		t.Fatalf("service delete: %d %s", code, msg)
 	}
-	want := "signal traffic-hint rollout/default/service/hello; signal target-deleted rollout/default/service/hello"
+	want := "signal target-deleted rollout/default/service/hello"
 	if got := strings.Join(e.temporal.Calls(), "; "); got != want {
 		t.Fatalf("calls %s, want %s", got, want)
 	}
 }
 
-func TestRouteOfOptedInConfiguration(t *testing.T) {
-	cfg := &servingv1.Configuration{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "api",
-		Annotations: map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/route": "hello-route"}}}
-	route := &servingv1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "hello-route"}}
-	e := newEnv(t, cfg, route)
-	e.temporal.signalFn = func(string, string) error { return nil }
-	code, msg := e.replay("resource/06-route-update-status.json", nil)
-	if code != http.StatusAccepted || !strings.Contains(msg, "default/configuration/api") {
-		t.Fatalf("route update: %d %s", code, msg)
+// A Revision's status is written several times on its way to Ready; its
+// rollout hears of each state once: the add starts it, the Unknown update
+// says nothing new, Ready wakes it, a repeated Ready does not.
+func TestRevisionStatesToldOnce(t *testing.T) {
+	e := newEnv(t, helloObjects()...)
+	started := false
+	e.temporal.signalFn = func(string, string) error {
+		if !started {
+			return serviceerror.NewNotFound("no rollout")
+		}
+		return nil
 	}
-	if got := e.temporal.Calls(); len(got) != 1 || got[0] != "signal traffic-hint rollout/default/configuration/api" {
-		t.Fatalf("calls %v", got)
+	steps := []struct {
+		fixture string
+		code    int
+		calls   string
+	}{
+		{"resource/02-revision-add.json", http.StatusAccepted, "signal candidate; describe; start"},
+		{"resource/03-revision-update-ready-unknown.json", http.StatusOK, ""},
+		{"resource/04-revision-update-ready-true.json", http.StatusAccepted, "signal candidate"},
+		{"resource/04-revision-update-ready-true.json", http.StatusOK, ""},
+	}
+	for i, st := range steps {
+		before := len(e.temporal.Calls())
+		code, msg := e.replay(st.fixture, func(h map[string]string) { h["Ce-Id"] = fmt.Sprint("delivery-", i) })
+		started = true
+		var calls []string
+		for _, c := range e.temporal.Calls()[before:] {
+			calls = append(calls, strings.Fields(c)[0]+map[bool]string{true: " candidate", false: ""}[strings.Contains(c, "candidate")])
+		}
+		if code != st.code || strings.Join(calls, "; ") != st.calls {
+			t.Fatalf("%s: %d %s, calls %v; want %d, calls %q", st.fixture, code, msg, calls, st.code, st.calls)
+		}
 	}
 }
