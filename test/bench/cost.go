@@ -36,10 +36,11 @@ type procSample struct {
 type snap struct {
 	worker, receiver procSample
 	metrics          map[string]float64 // verb → requests, serving.knative.dev
+	receiverTimes    map[string]float64
 }
 
 func snapshot(ctx context.Context, stk *stack.Stack, workerPid, receiverPid int) snap {
-	return snap{worker: sample(workerPid), receiver: sample(receiverPid), metrics: apiRequests(ctx, stk)}
+	return snap{worker: sample(workerPid), receiver: sample(receiverPid), metrics: apiRequests(ctx, stk), receiverTimes: receiverTimes(ctx, stk)}
 }
 
 // sample reads a process's CPU time (utime+stime, in clock ticks of 1/100 s
@@ -75,9 +76,61 @@ func footprint(before, after procSample) Footprint {
 // the API server's own metrics, summed by verb.
 func apiRequests(ctx context.Context, stk *stack.Stack) map[string]float64 {
 	out := map[string]float64{}
+	for series, v := range scrape(ctx, stk.KubeURL+"/metrics", stk.Rest.BearerToken, "apiserver_request_total{") {
+		if strings.Contains(series, `group="serving.knative.dev"`) {
+			out[label(series, "verb")] += v
+		}
+	}
+	return out
+}
+
+// receiverTimes reads the receiver's own histogram of how long it took to
+// answer each event: the sum of seconds and the count, by event type.
+func receiverTimes(ctx context.Context, stk *stack.Stack) map[string]float64 {
+	out := map[string]float64{}
+	for series, v := range scrape(ctx, stk.ReceiverURL+"metrics", "", "sluice_receiver_event_duration_seconds_") {
+		switch {
+		case strings.HasPrefix(series, "sluice_receiver_event_duration_seconds_sum{"):
+			out["sum "+label(series, "type")] += v
+		case strings.HasPrefix(series, "sluice_receiver_event_duration_seconds_count{"):
+			out["count "+label(series, "type")] += v
+		}
+	}
+	return out
+}
+
+// ReceiverLoad is what the receiver answered while the rollouts ran, by
+// event type: how many events, and how long each took on average.
+type ReceiverLoad struct {
+	Events int     `json:"events"`
+	MeanMS float64 `json:"mean_ms"`
+}
+
+func receiverLoad(before, after map[string]float64) map[string]ReceiverLoad {
+	out := map[string]ReceiverLoad{}
+	for k, count := range after {
+		typ, ok := strings.CutPrefix(k, "count ")
+		if !ok {
+			continue
+		}
+		n := count - before[k]
+		if n <= 0 {
+			continue
+		}
+		sum := after["sum "+typ] - before["sum "+typ]
+		out[strings.TrimPrefix(typ, "dev.knative.apiserver.")] = ReceiverLoad{Events: int(n), MeanMS: round(sum/n*1000, 1)}
+	}
+	return out
+}
+
+// scrape reads the series of a Prometheus text endpoint that start with prefix.
+func scrape(ctx context.Context, url, token, prefix string) map[string]float64 {
+	out := map[string]float64{}
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 10 * time.Second}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, stk.KubeURL+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+stk.Rest.BearerToken)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
 		return out
@@ -87,21 +140,27 @@ func apiRequests(ctx context.Context, stk *stack.Stack) map[string]float64 {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `group="serving.knative.dev"`) {
+		if !strings.HasPrefix(line, prefix) {
 			continue
 		}
-		labels, value, ok := strings.Cut(strings.TrimPrefix(line, "apiserver_request_total{"), "} ")
-		if !ok {
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
 			continue
 		}
-		v, _ := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		for _, l := range strings.Split(labels, ",") {
-			if verb, ok := strings.CutPrefix(l, `verb="`); ok {
-				out[strings.TrimSuffix(verb, `"`)] += v
-			}
-		}
+		v, _ := strconv.ParseFloat(line[i+1:], 64)
+		out[line[:i]] += v
 	}
 	return out
+}
+
+// label is one label's value in a series name.
+func label(series, name string) string {
+	_, rest, ok := strings.Cut(series, name+`="`)
+	if !ok {
+		return ""
+	}
+	v, _, _ := strings.Cut(rest, `"`)
+	return v
 }
 
 func diffMetrics(before, after map[string]float64) map[string]int {

@@ -139,6 +139,7 @@ func measure(ctx context.Context, r Run, e env) (res Result, err error) {
 	res.Worker = footprint(before.worker, after.worker)
 	res.Receiver = footprint(before.receiver, after.receiver)
 	res.APIByVerb = diffMetrics(before.metrics, after.metrics)
+	res.ReceiverEvents = receiverLoad(before.receiverTimes, after.receiverTimes)
 	if res.History, err = historyCost(ctx, tc, sluiceNames, r.Steps); err != nil {
 		return res, err
 	}

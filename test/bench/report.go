@@ -45,7 +45,11 @@ type Result struct {
 	// and the bench's trigger, which share the administrator's account).
 	APIByUser           map[string]map[string]int `json:"api_requests_by_user"`
 	WorkerWritesPerStep float64                   `json:"worker_writes_per_step"`
-	ProgressEvents      int                       `json:"progress_events"`
+	// ReceiverEvents: the ApiServerSource events the receiver answered
+	// while the rollouts ran, by type, and its mean time to answer. The
+	// adapter sends each resource's events one at a time.
+	ReceiverEvents map[string]ReceiverLoad `json:"receiver_events"`
+	ProgressEvents int                     `json:"progress_events"`
 }
 
 // Stats summarise a sample in milliseconds.
@@ -150,6 +154,22 @@ func (r Report) Markdown() string {
 		fmt.Fprintf(&b, "| %d × %d | %.1f | %.1f (%.2f) | %s | %.2f | %s; %s | %s |\n", x.Rollouts, x.Steps,
 			x.History.EventsPerRollout, x.History.ActionsPerRollout, x.History.ActionsPerStep, perKind(x.History.Actions),
 			x.WorkerWritesPerStep, perRollout(x.APIByUser["worker"], n), perRollout(x.APIByUser["receiver"], n), perRollout(x.APIByVerb, n))
+	}
+	b.WriteString("\nReceiver: events answered while the rollouts ran (count, mean ms to answer)\n\n| rollouts × steps | events |\n|---|---|\n")
+	for _, x := range r.Results {
+		if x.Error != "" {
+			continue
+		}
+		keys := make([]string, 0, len(x.ReceiverEvents))
+		for k := range x.ReceiverEvents {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s %d × %.1f ms", k, x.ReceiverEvents[k].Events, x.ReceiverEvents[k].MeanMS))
+		}
+		fmt.Fprintf(&b, "| %d × %d | %s |\n", x.Rollouts, x.Steps, strings.Join(parts, ", "))
 	}
 	b.WriteString("\nTargets\n\n| goal | where sluice stands | met |\n|---|---|---|\n")
 	for _, t := range r.Targets {

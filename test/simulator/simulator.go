@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -59,6 +60,10 @@ type Simulator struct {
 	// OnReady, if set, is told when the simulator has written a Revision's
 	// Ready status, and when the write returned.
 	OnReady func(revision string, at time.Time)
+	// Parallel is how many objects one pass writes at once (default 1).
+	// Knative's controllers reconcile many keys at once; so must a stand-in
+	// that hundreds of rollouts wait on.
+	Parallel int
 
 	lists lists
 }
@@ -109,6 +114,29 @@ func (s *Simulator) Run(ctx context.Context, resync time.Duration) error {
 	}
 }
 
+// each runs fn for 0..n-1, Parallel at a time, and joins the errors.
+func (s *Simulator) each(n int, fn func(int) error) error {
+	par := max(s.Parallel, 1)
+	errs := make([]error, n)
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		if par == 1 {
+			errs[i] = fn(i)
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = fn(i)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 func (s *Simulator) now() time.Time {
 	if s.Now != nil {
 		return s.Now()
@@ -130,21 +158,17 @@ func (s *Simulator) Reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for i := range svcs {
-		errs = append(errs, s.reconcileServiceChildren(ctx, &svcs[i], byName(cfgs), byName(routes)))
-	}
+	cfgByName, routeByName := byName(cfgs), byName(routes)
+	errs = append(errs, s.each(len(svcs), func(i int) error { return s.reconcileServiceChildren(ctx, &svcs[i], cfgByName, routeByName) }))
 	if cfgs, err = l.configurations(ctx); err != nil {
 		return err
 	}
-	for i := range cfgs {
-		errs = append(errs, s.reconcileConfiguration(ctx, &cfgs[i], byName(revs)))
-	}
+	revByName := byName(revs)
+	errs = append(errs, s.each(len(cfgs), func(i int) error { return s.reconcileConfiguration(ctx, &cfgs[i], revByName) }))
 	if revs, err = l.revisions(ctx); err != nil {
 		return err
 	}
-	for i := range revs {
-		errs = append(errs, s.reconcileRevision(ctx, &revs[i]))
-	}
+	errs = append(errs, s.each(len(revs), func(i int) error { return s.reconcileRevision(ctx, &revs[i]) }))
 	// Re-read: Revisions and Configurations may have changed above.
 	if revs, err = l.revisions(ctx); err != nil {
 		return err
@@ -159,18 +183,16 @@ func (s *Simulator) Reconcile(ctx context.Context) error {
 	if routes, err = l.routes(ctx); err != nil {
 		return err
 	}
-	for i := range routes {
-		errs = append(errs, s.reconcileRouteStatus(ctx, &routes[i], cfgs, revs))
-	}
+	idx := newRouteIndex(cfgs, revs)
+	errs = append(errs, s.each(len(routes), func(i int) error { return s.reconcileRouteStatus(ctx, &routes[i], idx) }))
 	if routes, err = l.routes(ctx); err != nil {
 		return err
 	}
 	if svcs, err = l.services(ctx); err != nil {
 		return err
 	}
-	for i := range svcs {
-		errs = append(errs, s.reconcileServiceStatus(ctx, &svcs[i], byName(cfgs), byName(routes)))
-	}
+	cfgByName, routeByName = byName(cfgs), byName(routes)
+	errs = append(errs, s.each(len(svcs), func(i int) error { return s.reconcileServiceStatus(ctx, &svcs[i], cfgByName, routeByName) }))
 	return errors.Join(errs...)
 }
 
@@ -311,9 +333,14 @@ func revisionReady(r *servingv1.Revision) bool {
 }
 
 func (s *Simulator) reconcileConfigurationStatus(ctx context.Context, cfgs []servingv1.Configuration, revs []servingv1.Revision) error {
-	for i := range cfgs {
+	byConfig := map[string][]servingv1.Revision{}
+	for _, r := range revs {
+		c := r.Labels[serving.ConfigurationLabelKey]
+		byConfig[c] = append(byConfig[c], r)
+	}
+	return s.each(len(cfgs), func(i int) error {
 		cfg := &cfgs[i]
-		created, ready := latestRevisions(cfg.Name, revs)
+		created, ready := latestRevisions(cfg.Name, byConfig[cfg.Name])
 		st := cfg.Status
 		st.ObservedGeneration = cfg.Generation
 		st.LatestCreatedRevisionName, st.LatestReadyRevisionName = created, ready
@@ -323,14 +350,14 @@ func (s *Simulator) reconcileConfigurationStatus(ctx context.Context, cfgs []ser
 		}
 		st.Conditions = duckv1.Conditions{{Type: apis.ConditionReady, Status: readyStatus}}
 		if equalJSON(st, cfg.Status) {
-			continue
+			return nil
 		}
 		cfg.Status = st
 		if _, err := s.Serving.ServingV1().Configurations(s.Namespace).UpdateStatus(ctx, cfg, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
 			return fmt.Errorf("update Configuration %s status: %w", cfg.Name, err)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // latestRevisions names a Configuration's newest and newest Ready Revisions.
@@ -357,22 +384,31 @@ func latestRevisions(config string, revs []servingv1.Revision) (created, ready s
 	return created, ready
 }
 
+// routeIndex is what a Route's status depends on, indexed once per pass.
+type routeIndex struct {
+	exists, ready map[string]bool   // by Revision
+	latestReady   map[string]string // by Configuration
+}
+
+func newRouteIndex(cfgs []servingv1.Configuration, revs []servingv1.Revision) routeIndex {
+	idx := routeIndex{exists: map[string]bool{}, ready: map[string]bool{}, latestReady: map[string]string{}}
+	for i := range revs {
+		idx.exists[revs[i].Name] = true
+		idx.ready[revs[i].Name] = revisionReady(&revs[i])
+	}
+	for _, c := range cfgs {
+		idx.latestReady[c.Name] = c.Status.LatestReadyRevisionName
+	}
+	return idx
+}
+
 // routeStatus is what Knative's Route reconciler reports for a spec: the
 // resolved traffic, or — if a target is missing or not Ready, or percents do
 // not sum to 100 — the previous traffic with AllTrafficAssigned False.
-func routeStatus(rt *servingv1.Route, cfgs []servingv1.Configuration, revs []servingv1.Revision) servingv1.RouteStatus {
+func routeStatus(rt *servingv1.Route, idx routeIndex) servingv1.RouteStatus {
 	st := *rt.Status.DeepCopy()
 	st.ObservedGeneration = rt.Generation
-	readyRevs := map[string]bool{}
-	exists := map[string]bool{}
-	for i := range revs {
-		exists[revs[i].Name] = true
-		readyRevs[revs[i].Name] = revisionReady(&revs[i])
-	}
-	latestReady := map[string]string{}
-	for _, c := range cfgs {
-		latestReady[c.Name] = c.Status.LatestReadyRevisionName
-	}
+	readyRevs, exists, latestReady := idx.ready, idx.exists, idx.latestReady
 	resolved := make([]servingv1.TrafficTarget, 0, len(rt.Spec.Traffic))
 	var sum int64
 	problem := ""
@@ -416,8 +452,8 @@ func routeStatus(rt *servingv1.Route, cfgs []servingv1.Configuration, revs []ser
 	return st
 }
 
-func (s *Simulator) reconcileRouteStatus(ctx context.Context, rt *servingv1.Route, cfgs []servingv1.Configuration, revs []servingv1.Revision) error {
-	st := routeStatus(rt, cfgs, revs)
+func (s *Simulator) reconcileRouteStatus(ctx context.Context, rt *servingv1.Route, idx routeIndex) error {
+	st := routeStatus(rt, idx)
 	if equalStatus(st, rt.Status) {
 		return nil
 	}

@@ -52,7 +52,7 @@ func TestRouteStatusRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st := routeStatus(tt.route, cfgs, revs)
+			st := routeStatus(tt.route, newRouteIndex(cfgs, revs))
 			if st.ObservedGeneration != 4 {
 				t.Errorf("observedGeneration %d", st.ObservedGeneration)
 			}

@@ -370,7 +370,7 @@ func (s *Stack) startTemporal(ctx context.Context) error {
 func (s *Stack) startSimulator(ctx context.Context) error {
 	simCtx, cancel := context.WithCancel(context.Background())
 	s.simCancel, s.simDone = cancel, make(chan struct{})
-	sim := &simulator.Simulator{Serving: s.Serving, Namespace: Namespace, ReadyAfter: s.opts.ReadyAfter, Log: s.opts.Log, OnReady: s.opts.OnReady}
+	sim := &simulator.Simulator{Serving: s.Serving, Namespace: Namespace, ReadyAfter: s.opts.ReadyAfter, Log: s.opts.Log, OnReady: s.opts.OnReady, Parallel: 16}
 	go func() {
 		defer close(s.simDone)
 		_ = sim.Run(simCtx, 250*time.Millisecond)
