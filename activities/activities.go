@@ -196,6 +196,48 @@ func (a *Activities) ReadRevision(ctx context.Context, ref RevisionRef) (Revisio
 	return revisionState(r), nil
 }
 
+// AwaitRevision answers with the Revision's state once it is Ready, has
+// failed, or is gone — watching it, so readiness is seen the moment Knative
+// reports it — or, if none of that happens within in.For, with its state then.
+func (a *Activities) AwaitRevision(ctx context.Context, in AwaitRevisionInput) (RevisionState, error) {
+	revs := a.Serving.ServingV1().Revisions(in.Namespace)
+	r, err := revs.Get(ctx, in.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return RevisionState{Name: in.Name}, nil
+	}
+	if err != nil {
+		return RevisionState{}, fmt.Errorf("read Revision %s/%s: %w", in.Namespace, in.Name, err)
+	}
+	st := revisionState(r)
+	if st.Ready || st.Failed {
+		return st, nil
+	}
+	limit := in.For
+	if a.WatchLimit > 0 && (limit == 0 || a.WatchLimit < limit) {
+		limit = a.WatchLimit
+	}
+	wctx, cancel := watchContext(ctx, limit)
+	defer cancel()
+	w := watcher{
+		open: func(ctx context.Context, rv string) (watch.Interface, error) {
+			return revs.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", in.Name).String(), ResourceVersion: rv})
+		},
+		read: func(ctx context.Context) (runtime.Object, error) { return revs.Get(ctx, in.Name, metav1.GetOptions{}) },
+		done: func(typ watch.EventType, obj runtime.Object) bool {
+			if typ == watch.Deleted {
+				st = RevisionState{Name: in.Name}
+				return true
+			}
+			if rev, ok := obj.(*servingv1.Revision); ok && rev.Name == in.Name {
+				st = revisionState(rev)
+			}
+			return st.Ready || st.Failed
+		},
+	}
+	w.until(wctx, r.ResourceVersion)
+	return st, nil
+}
+
 func revisionState(r *servingv1.Revision) RevisionState {
 	st := RevisionState{Name: r.Name, Found: true, Generation: revisionGeneration(r)}
 	if c := r.Status.GetCondition(apis.ConditionReady); c != nil {
@@ -343,50 +385,27 @@ func watchContext(ctx context.Context, limit time.Duration) (context.Context, co
 const watchMargin = 250 * time.Millisecond
 
 // watchTraffic watches the object from resourceVersion until its status shows
-// the traffic (nil) or ctx ends (the last reason it did not). A watch the API
-// server closes early is re-opened from a fresh read.
+// the traffic (nil) or ctx ends (the last reason it did not).
 func (a *Activities) watchTraffic(ctx context.Context, in VerifyInput, resourceVersion string, notYet error) error {
-	for ctx.Err() == nil {
-		w, err := a.watchObject(ctx, in.Object, resourceVersion)
-		if err != nil {
-			return notYet
-		}
-		done, visible := false, false
-		for !done {
-			select {
-			case <-ctx.Done():
-				done = true
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					done = true
-					break
-				}
-				live, isTraffic := liveFromObject(ev.Object)
-				if !isTraffic || (ev.Type != watch.Added && ev.Type != watch.Modified) {
-					continue
-				}
-				if notYet = notVisible(in, live); notYet == nil {
-					done, visible = true, true
-				}
-				resourceVersion = live.resourceVersion
+	w := watcher{
+		open: func(ctx context.Context, rv string) (watch.Interface, error) { return a.watchObject(ctx, in.Object, rv) },
+		read: func(ctx context.Context) (runtime.Object, error) {
+			if in.Object.Kind == KindRoute {
+				return a.Serving.ServingV1().Routes(in.Object.Namespace).Get(ctx, in.Object.Name, metav1.GetOptions{})
 			}
-		}
-		if visible {
-			w.Stop()
-			return nil
-		}
-		w.Stop()
-		if ctx.Err() != nil {
-			break
-		}
-		live, err := a.readTraffic(ctx, in.Object)
-		if err != nil {
-			return notYet
-		}
-		if notYet = notVisible(in, live); notYet == nil {
-			return nil
-		}
-		resourceVersion = live.resourceVersion
+			return a.Serving.ServingV1().Services(in.Object.Namespace).Get(ctx, in.Object.Name, metav1.GetOptions{})
+		},
+		done: func(_ watch.EventType, obj runtime.Object) bool {
+			live, ok := liveFromObject(obj)
+			if !ok {
+				return false
+			}
+			notYet = notVisible(in, live)
+			return notYet == nil
+		},
+	}
+	if w.until(ctx, resourceVersion) {
+		return nil
 	}
 	return notYet
 }

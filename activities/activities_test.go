@@ -367,3 +367,35 @@ func TestReadRevision(t *testing.T) {
 		t.Errorf("missing revision: %+v", st)
 	}
 }
+
+func TestAwaitRevision(t *testing.T) {
+	f := newFixture(t, helloObjects()...)
+	await := func(name string, wait time.Duration) RevisionState {
+		t.Helper()
+		st, err := f.a.AwaitRevision(context.Background(), AwaitRevisionInput{RevisionRef: RevisionRef{Namespace: ns, Name: name}, For: wait})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	// Already Ready: answers at once.
+	if st := await("hello-00002", time.Minute); !st.Ready {
+		t.Errorf("hello-00002: %+v", st)
+	}
+	// Not Ready within the wait: its state then.
+	if st := await("hello-00003", 300*time.Millisecond); !st.Found || st.Ready || st.Failed {
+		t.Errorf("hello-00003 before it is Ready: %+v", st)
+	}
+	// Turns Ready while watched: answers then (else it would wait its minute).
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		_ = f.k.SetRevisionReady(ns, "hello-00003", "True", "", "")
+	}()
+	if st := await("hello-00003", time.Minute); !st.Ready {
+		t.Errorf("hello-00003 after it turned Ready: %+v", st)
+	}
+	// Gone.
+	if st := await("hello-00009", time.Minute); st.Found {
+		t.Errorf("missing Revision: %+v", st)
+	}
+}

@@ -93,6 +93,13 @@ type RevisionState struct {
 	Generation int64  `json:"generation"`
 }
 
+// AwaitRevisionInput asks for a Revision's state once it is Ready, failed or
+// gone, waiting at most For.
+type AwaitRevisionInput struct {
+	RevisionRef
+	For time.Duration `json:"for"`
+}
+
 // SetTrafficInput asks to change Object's traffic from Expected to Desired.
 // Expected is what sluice believes is live; if the object shows something else
 // someone changed it, and unless Force is set sluice stops instead of

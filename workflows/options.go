@@ -49,3 +49,13 @@ func applyOptions(ctx workflow.Context, verifyFor time.Duration, summary string)
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
 	})
 }
+
+// awaitOptions suit AwaitRevision: it watches for up to wait, then answers.
+func awaitOptions(ctx workflow.Context, wait time.Duration, summary string) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		Summary:                summary,
+		StartToCloseTimeout:    wait + 30*time.Second,
+		ScheduleToCloseTimeout: wait + 5*time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+	})
+}

@@ -22,9 +22,11 @@ const (
 	// at a gate shows AwaitingPromotion in the UI and in `sluice list`.
 	versionPublishOnWait = workflow.Version(2)
 	// versionApply writes and verifies each traffic list in one activity
-	// (ApplyTraffic, which watches the object instead of polling), and no
-	// longer publishes the passing Stepping phase: one search-attribute
-	// upsert per step, when the hold begins.
+	// (ApplyTraffic, which watches the object instead of polling), waits for
+	// the candidate with one watching activity (AwaitRevision) instead of
+	// re-reading it every ReadinessPoll, and no longer publishes the passing
+	// Stepping phase: one search-attribute upsert per step, when the hold
+	// begins.
 	versionApply  = workflow.Version(3)
 	versionLatest = versionApply
 )

@@ -146,9 +146,20 @@ func (r *rollout) resolve(ctx workflow.Context) {
 }
 
 func (r *rollout) waitReady(ctx workflow.Context) {
-	var rev activities.RevisionState
-	err := workflow.ExecuteActivity(readOptions(ctx, "read "+r.st.Candidate), a.ReadRevision,
-		activities.RevisionRef{Namespace: r.st.Target.Namespace, Name: r.st.Candidate}).Get(ctx, &rev)
+	var (
+		rev activities.RevisionState
+		err error
+	)
+	ref := activities.RevisionRef{Namespace: r.st.Target.Namespace, Name: r.st.Candidate}
+	asked := workflow.Now(ctx)
+	if r.version >= versionApply {
+		var ok bool
+		if rev, err, ok = r.awaitRevision(ctx, ref); !ok {
+			return // interrupted: the main loop decides what next
+		}
+	} else {
+		err = workflow.ExecuteActivity(readOptions(ctx, "read "+r.st.Candidate), a.ReadRevision, ref).Get(ctx, &rev)
+	}
 	switch {
 	case err != nil:
 		r.startRollback(OutcomeFailed, "cannot read the candidate Revision: "+errorMessage(err))
@@ -169,9 +180,41 @@ func (r *rollout) waitReady(ctx workflow.Context) {
 		r.startRollback(OutcomeRolledBack, fmt.Sprintf("candidate Revision %s was not Ready within the progress deadline of %s", r.st.Candidate, r.st.Policy.ProgressDeadline))
 		return
 	}
+	if r.version >= versionApply && workflow.Now(ctx).Sub(asked) >= min(left, readinessSpan)-time.Second {
+		return // AwaitRevision waited its span already; ask again
+	}
+	// It answered early (its watch broke): do not ask again at once.
 	hints := r.st.Hints
 	r.awaitFor(ctx, min(left, ReadinessPoll), "re-read "+r.st.Candidate, func() bool { return r.st.Hints != hints })
 }
+
+// awaitRevision runs AwaitRevision, which watches the candidate until it is
+// Ready, failed or gone, for at most readinessSpan (and the progress
+// deadline). The rollout stays responsive meanwhile: an abort, a pause, a
+// newer candidate or a deleted target cancels the wait (ok is false).
+func (r *rollout) awaitRevision(ctx workflow.Context, ref activities.RevisionRef) (rev activities.RevisionState, err error, ok bool) {
+	wait := min(max(r.st.ReadyDeadline.Sub(workflow.Now(ctx)), time.Second), readinessSpan)
+	if r.version >= versionPublishOnWait {
+		r.publish(ctx)
+	}
+	actx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	fut := workflow.ExecuteActivity(awaitOptions(actx, wait, "wait for "+ref.Name+" to be Ready"), a.AwaitRevision,
+		activities.AwaitRevisionInput{RevisionRef: ref, For: wait})
+	paused := r.st.Paused
+	_ = workflow.Await(ctx, func() bool {
+		return fut.IsReady() || r.interrupted() || r.st.Paused != paused || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
+	})
+	if !fut.IsReady() {
+		return rev, nil, false
+	}
+	err = fut.Get(ctx, &rev)
+	return rev, err, true
+}
+
+// readinessSpan bounds one AwaitRevision: a Revision that takes longer
+// costs one more activity per span, not one per poll.
+const readinessSpan = 2 * time.Minute
 
 func (r *rollout) applyStep(ctx workflow.Context) {
 	if r.st.PromoteFull {

@@ -8,7 +8,9 @@ import (
 	"strconv"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"knative.dev/pkg/apis"
@@ -77,24 +79,34 @@ func (r *Receiver) revision(ctx context.Context, a events.Action, principal stri
 	if !ok {
 		return res
 	}
-	signal := workflows.CandidateSignal{Revision: a.Name, By: principal}
-	err := r.Control.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(target), "", workflows.SignalCandidate, signal)
-	if err == nil {
-		r.Seen.Add(told)
-		return reply(http.StatusAccepted, "signalled", "signalled the rollout of %s about %s", target, a.Name)
-	}
+	id := workflows.WorkflowID(target)
+	desc, err := r.Control.Temporal.DescribeWorkflowExecution(ctx, id, "")
 	var nf *serviceerror.NotFound
-	if !errors.As(err, &nf) {
-		return temporalError(err, "signal the rollout of "+target.String())
+	if err != nil && !errors.As(err, &nf) {
+		return temporalError(err, "describe the rollout of "+target.String())
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		if lastCandidate(info) == a.Name {
+			// Its own candidate: the rollout watches it already.
+			r.Seen.Add(told)
+			return reply(http.StatusOK, "ignored", "ignored: the running rollout of %s watches %s itself", target, a.Name)
+		}
+		signal := workflows.CandidateSignal{Revision: a.Name, By: principal}
+		err := r.Control.Temporal.SignalWorkflow(ctx, id, "", workflows.SignalCandidate, signal)
+		switch {
+		case err == nil:
+			r.Seen.Add(told)
+			return reply(http.StatusAccepted, "signalled", "signalled the rollout of %s about %s", target, a.Name)
+		case !errors.As(err, &nf):
+			return temporalError(err, "signal the rollout of "+target.String())
+		}
+		// It ended in between: decide as if it had not been running.
 	}
 	if a.Deleted {
 		return reply(http.StatusOK, "ignored", "ignored: no rollout is running for %s", target)
 	}
-	why, failed := r.alreadyHandled(ctx, target, owner, a)
-	if failed != nil {
-		return *failed
-	}
-	if why != "" {
+	if why := alreadyHandled(target, owner, a, info); why != "" {
 		return reply(http.StatusOK, "ignored", "ignored: %s", why)
 	}
 	req := control.StartRequest{Target: target, Candidate: a.Name, Reason: "Started by a " + a.ObjectKind + " event from " + principal + ".",
@@ -202,35 +214,32 @@ func (r *Receiver) optedInTarget(ctx context.Context, a events.Action) (activiti
 // alreadyHandled says why a Revision needs no new rollout: ApiServerSource
 // re-sends every object when it restarts, and sends updates of old
 // Revisions, so only the newest Revision, not yet serving, and not the
-// candidate of the target's last rollout, starts one. "Newest" compares
-// template generations: the Configuration's is bumped with the change that
-// creates the Revision, while its status names the Revision only later.
-func (r *Receiver) alreadyHandled(ctx context.Context, t activities.TargetRef, o owner, a events.Action) (string, *result) {
+// candidate of the target's last rollout (info, nil if it never had one),
+// starts one. "Newest" compares template generations: the Configuration's is
+// bumped with the change that creates the Revision, while its status names
+// the Revision only later.
+func alreadyHandled(t activities.TargetRef, o owner, a events.Action, info *workflowpb.WorkflowExecutionInfo) string {
 	if a.Generation > 0 && o.configGeneration > a.Generation {
-		return fmt.Sprintf("%s is not the newest Revision of %s (it runs template %d of %d)", a.Name, t, a.Generation, o.configGeneration), nil
+		return fmt.Sprintf("%s is not the newest Revision of %s (it runs template %d of %d)", a.Name, t, a.Generation, o.configGeneration)
 	}
 	for _, tr := range o.traffic {
 		if tr.RevisionName == a.Name && tr.Percent != nil && *tr.Percent > 0 {
-			return fmt.Sprintf("%s already serves traffic on %s", a.Name, t), nil
+			return fmt.Sprintf("%s already serves traffic on %s", a.Name, t)
 		}
 	}
-	desc, err := r.Control.Temporal.DescribeWorkflowExecution(ctx, workflows.WorkflowID(t), "")
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		return "", nil
+	if info != nil && lastCandidate(info) == a.Name {
+		return fmt.Sprintf("the last rollout of %s was for %s already (%s)", t, a.Name, info.GetStatus())
 	}
-	if err != nil {
-		res := temporalError(err, "describe the last rollout of "+t.String())
-		return "", &res
-	}
-	info := desc.GetWorkflowExecutionInfo()
+	return ""
+}
+
+// lastCandidate is the candidate a rollout's search attributes name.
+func lastCandidate(info *workflowpb.WorkflowExecutionInfo) string {
+	var last string
 	if sa := info.GetSearchAttributes().GetIndexedFields()[workflows.AttrCandidate.GetName()]; sa != nil {
-		var last string
-		if err := decodePayload(sa, &last); err == nil && last == a.Name {
-			return fmt.Sprintf("the last rollout of %s was for %s already (%s)", t, a.Name, info.GetStatus()), nil
-		}
+		_ = decodePayload(sa, &last)
 	}
-	return "", nil
+	return last
 }
 
 // hint signals the running rollout of a target; no running rollout means

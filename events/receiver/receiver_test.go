@@ -23,6 +23,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/temporal"
@@ -186,7 +187,7 @@ func TestRevisionAddStartsOneRollout(t *testing.T) {
 		if code := e.send(ev, structured, ""); code != http.StatusOK {
 			t.Fatalf("structured=%v: duplicate delivery: %d", structured, code)
 		}
-		want := []string{"signal candidate rollout/default/service/hello", "describe rollout/default/service/hello", "start rollout/default/service/hello"}
+		want := []string{"describe rollout/default/service/hello", "start rollout/default/service/hello"}
 		if got := e.temporal.Calls(); strings.Join(got, "; ") != strings.Join(want, "; ") {
 			t.Fatalf("structured=%v: Temporal calls %v, want %v", structured, got, want)
 		}
@@ -214,13 +215,36 @@ func fixtureEvent(t *testing.T, f fixture) cloudevents.Event {
 func TestRevisionEventSignalsRunningRollout(t *testing.T) {
 	e := newEnv(t, helloObjects()...)
 	e.temporal.signalFn = func(string, string) error { return nil }
+	// A rollout of another Revision runs: it hears of hello-00002 (and
+	// supersedes its candidate if hello-00002 is newer).
+	e.temporal.describe = func(string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+		return describeRunning(t, "hello-00001"), nil
+	}
 	code, msg := e.replay("resource/04-revision-update-ready-true.json", nil)
 	if code != http.StatusAccepted || !strings.Contains(msg, "signalled the rollout of default/service/hello") {
 		t.Fatalf("%d %s", code, msg)
 	}
-	if got := e.temporal.Calls(); len(got) != 1 {
+	if got := strings.Join(e.temporal.Calls(), "; "); got != "describe rollout/default/service/hello; signal candidate rollout/default/service/hello" {
 		t.Fatalf("calls %v", got)
 	}
+	// The running rollout's own candidate: it watches the Revision itself.
+	e = newEnv(t, helloObjects()...)
+	e.temporal.describe = func(string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+		return describeRunning(t, "hello-00002"), nil
+	}
+	code, msg = e.replay("resource/04-revision-update-ready-true.json", nil)
+	if code != http.StatusOK || !strings.Contains(msg, "watches hello-00002 itself") {
+		t.Fatalf("%d %s", code, msg)
+	}
+	if got := strings.Join(e.temporal.Calls(), "; "); got != "describe rollout/default/service/hello" {
+		t.Fatalf("calls %v", got)
+	}
+}
+
+func describeRunning(t *testing.T, candidate string) *workflowservice.DescribeWorkflowExecutionResponse {
+	resp := describeWithCandidate(t, candidate)
+	resp.WorkflowExecutionInfo.Status = enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	return resp
 }
 
 func TestNoSecondRolloutOfAHandledRevision(t *testing.T) {
@@ -261,13 +285,17 @@ func describeWithCandidate(t *testing.T, candidate string) *workflowservice.Desc
 
 func TestTemporalUnavailableIsRetried(t *testing.T) {
 	e := newEnv(t, helloObjects()...)
-	e.temporal.signalFn = func(string, string) error { return serviceerror.NewUnavailable("connection refused") }
+	e.temporal.describe = func(string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+		return nil, serviceerror.NewUnavailable("connection refused")
+	}
 	code, msg := e.replay("resource/02-revision-add.json", nil)
 	if code != http.StatusServiceUnavailable || !strings.Contains(msg, "Temporal unavailable") {
 		t.Fatalf("%d %s", code, msg)
 	}
 	// Not remembered as handled: the broker's retry is acted on.
-	e.temporal.signalFn = func(string, string) error { return serviceerror.NewResourceExhausted(0, "rps limit") }
+	e.temporal.describe = func(string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+		return nil, serviceerror.NewResourceExhausted(0, "rps limit")
+	}
 	code, _ = e.replay("resource/02-revision-add.json", nil)
 	if code != http.StatusTooManyRequests {
 		t.Fatalf("throttled: %d", code)
@@ -390,26 +418,27 @@ func TestTrafficIgnoredDeleteHinted(t *testing.T) {
 	}
 }
 
-// A Revision's status is written several times on its way to Ready; its
-// rollout hears of each state once: the add starts it, the Unknown update
-// says nothing new, Ready wakes it, a repeated Ready does not.
+// A Revision's status is written several times on its way to Ready; the
+// receiver acts on each state once: the add starts the rollout, the Unknown
+// update says nothing new, Ready is the running rollout's own candidate (it
+// watches it), a repeated Ready is not even looked up.
 func TestRevisionStatesToldOnce(t *testing.T) {
 	e := newEnv(t, helloObjects()...)
 	started := false
-	e.temporal.signalFn = func(string, string) error {
+	e.temporal.describe = func(string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
 		if !started {
-			return serviceerror.NewNotFound("no rollout")
+			return nil, serviceerror.NewNotFound("no rollout")
 		}
-		return nil
+		return describeRunning(t, "hello-00002"), nil
 	}
 	steps := []struct {
 		fixture string
 		code    int
 		calls   string
 	}{
-		{"resource/02-revision-add.json", http.StatusAccepted, "signal candidate; describe; start"},
+		{"resource/02-revision-add.json", http.StatusAccepted, "describe; start"},
 		{"resource/03-revision-update-ready-unknown.json", http.StatusOK, ""},
-		{"resource/04-revision-update-ready-true.json", http.StatusAccepted, "signal candidate"},
+		{"resource/04-revision-update-ready-true.json", http.StatusOK, "describe"},
 		{"resource/04-revision-update-ready-true.json", http.StatusOK, ""},
 	}
 	for i, st := range steps {
@@ -418,7 +447,7 @@ func TestRevisionStatesToldOnce(t *testing.T) {
 		started = true
 		var calls []string
 		for _, c := range e.temporal.Calls()[before:] {
-			calls = append(calls, strings.Fields(c)[0]+map[bool]string{true: " candidate", false: ""}[strings.Contains(c, "candidate")])
+			calls = append(calls, strings.Fields(c)[0])
 		}
 		if code != st.code || strings.Join(calls, "; ") != st.calls {
 			t.Fatalf("%s: %d %s, calls %v; want %d, calls %q", st.fixture, code, msg, calls, st.code, st.calls)

@@ -26,6 +26,9 @@ import (
 	"github.com/sluicehq/sluice/test/stack"
 )
 
+// inMemory is -temporal-in-memory.
+var inMemory = new(bool)
+
 // Run is one configuration measured on a fresh stack.
 type Run struct {
 	Rollouts int           `json:"rollouts"`
@@ -39,6 +42,7 @@ func main() {
 	hold := flag.Duration("hold", time.Second, "hold of each step")
 	growth := flag.String("growth", "100x8", "extra runs to see growth in steps, ROLLOUTSxSTEPS, comma-separated (empty: none)")
 	timeout := flag.Duration("timeout", 5*time.Minute, "how long one level's rollouts may take")
+	flag.BoolVar(inMemory, "temporal-in-memory", true, "keep the Temporal dev server's database in memory (false: a SQLite file, synced to disk on every write)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 

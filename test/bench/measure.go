@@ -81,7 +81,7 @@ func measure(ctx context.Context, r Run, e env) (res Result, err error) {
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	stk, err := stack.Start(ctx, stack.Options{
 		Dir: dir, Tools: e.tools, CRDDirs: e.crds, DeployDir: filepath.Join(e.root, "config", "deploy"),
-		Adapter: true, ProgressSink: sink.URL, ReadyAfter: time.Second, Audit: true, OnReady: ready.set, Log: quiet,
+		Adapter: true, ProgressSink: sink.URL, ReadyAfter: time.Second, Audit: true, OnReady: ready.set, Log: quiet, TemporalInMemory: *inMemory,
 	})
 	if err != nil {
 		return res, fmt.Errorf("start the local stack: %w", err)

@@ -87,6 +87,11 @@ type Options struct {
 	// and UIPort 0 runs headless unless UI is set.
 	TemporalPort, UIPort int
 	UI                   bool
+	// TemporalInMemory keeps the dev server's SQLite database in memory
+	// instead of a file in Dir: no restart survives it, and no write waits
+	// for a disk. The benchmark uses it, to measure sluice rather than this
+	// machine's disk.
+	TemporalInMemory bool
 	// ReadyAfter is how long a simulated Revision takes to become Ready.
 	ReadyAfter time.Duration
 	// WorkerEnv is extra environment for the worker, e.g. SLUICE_DEFAULT_HOLD.
@@ -336,8 +341,10 @@ func (s *Stack) startTemporal(ctx context.Context) error {
 		}
 		port = p
 	}
-	args := []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", fmt.Sprint(port), "--log-level", "warn",
-		"--db-filename", filepath.Join(s.opts.Dir, "temporal.db")}
+	args := []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", fmt.Sprint(port), "--log-level", "warn"}
+	if !s.opts.TemporalInMemory {
+		args = append(args, "--db-filename", filepath.Join(s.opts.Dir, "temporal.db"))
+	}
 	if s.opts.UI && s.opts.UIPort == 0 {
 		p, err := freePort()
 		if err != nil {

@@ -1,0 +1,81 @@
+package activities
+
+import (
+	"context"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// watcher waits for one object to reach a state, by watching it: an activity
+// that waits this way answers the moment the API server reports the change,
+// where polling would answer up to a poll interval late and cost a request
+// (and, retried by Temporal, a billable activity attempt) per look.
+type watcher struct {
+	open func(ctx context.Context, resourceVersion string) (watch.Interface, error)
+	// read re-reads the object after the API server closes a watch early.
+	read func(ctx context.Context) (runtime.Object, error)
+	// done reports whether the object is in the awaited state; it may
+	// record why not. A deleted object comes with watch.Deleted (and may be
+	// nil when a re-read found it gone).
+	done func(watch.EventType, runtime.Object) bool
+}
+
+// until watches from resourceVersion and reports whether the state was
+// reached before ctx ended. A deleted object is passed to done as well.
+func (w watcher) until(ctx context.Context, resourceVersion string) bool {
+	for ctx.Err() == nil {
+		wi, err := w.open(ctx, resourceVersion)
+		if err != nil {
+			return false
+		}
+		reached, closed := w.drain(ctx, wi, &resourceVersion)
+		wi.Stop()
+		if reached {
+			return true
+		}
+		if !closed {
+			return false // ctx ended
+		}
+		obj, err := w.read(ctx)
+		if apierrors.IsNotFound(err) {
+			return w.done(watch.Deleted, nil)
+		}
+		if err != nil {
+			return false
+		}
+		if w.done(watch.Modified, obj) {
+			return true
+		}
+		if m, err := meta.Accessor(obj); err == nil {
+			resourceVersion = m.GetResourceVersion()
+		}
+	}
+	return false
+}
+
+// drain reads events until the state is reached, the watch closes, or ctx
+// ends (a fake clientset's watch ignores ctx, so it is checked here).
+func (w watcher) drain(ctx context.Context, wi watch.Interface, resourceVersion *string) (reached, closed bool) {
+	for {
+		select {
+		case <-ctx.Done():
+			return false, false
+		case ev, ok := <-wi.ResultChan():
+			if !ok {
+				return false, true
+			}
+			if ev.Type != watch.Added && ev.Type != watch.Modified && ev.Type != watch.Deleted {
+				continue
+			}
+			if m, err := meta.Accessor(ev.Object); err == nil {
+				*resourceVersion = m.GetResourceVersion()
+			}
+			if w.done(ev.Type, ev.Object) {
+				return true, false
+			}
+		}
+	}
+}
