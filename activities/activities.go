@@ -388,7 +388,9 @@ const watchMargin = 250 * time.Millisecond
 // the traffic (nil) or ctx ends (the last reason it did not).
 func (a *Activities) watchTraffic(ctx context.Context, in VerifyInput, resourceVersion string, notYet error) error {
 	w := watcher{
-		open: func(ctx context.Context, rv string) (watch.Interface, error) { return a.watchObject(ctx, in.Object, rv) },
+		open: func(ctx context.Context, rv string) (watch.Interface, error) {
+			return a.watchObject(ctx, in.Object, rv)
+		},
 		read: func(ctx context.Context) (runtime.Object, error) {
 			if in.Object.Kind == KindRoute {
 				return a.Serving.ServingV1().Routes(in.Object.Namespace).Get(ctx, in.Object.Name, metav1.GetOptions{})

@@ -101,7 +101,7 @@ type Options struct {
 	Audit bool
 	// OnReady is told when the simulator makes a Revision Ready.
 	OnReady func(revision string, at time.Time)
-	Log       *slog.Logger
+	Log     *slog.Logger
 }
 
 // Stack is a running local stack.
