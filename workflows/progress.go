@@ -87,10 +87,16 @@ func (r *rollout) sendProgress(ctx workflow.Context) {
 	}
 }
 
-// flushEvents waits, for at most the send timeout of a few events, until
-// every queued progress event has been sent or given up on.
+// flushEvents waits until every queued progress event has been sent or
+// given up on.
 func (r *rollout) flushEvents(ctx workflow.Context) {
 	if len(r.outbox) == 0 {
+		return
+	}
+	if r.version >= versionApply {
+		// Each event gives up after its ScheduleToClose, so the queue always
+		// drains; a timer here would only cost an action.
+		_ = workflow.Await(ctx, func() bool { return len(r.outbox) == 0 })
 		return
 	}
 	_, _ = workflow.AwaitWithTimeout(ctx, 5*time.Minute, func() bool { return len(r.outbox) == 0 })

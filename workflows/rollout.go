@@ -39,6 +39,10 @@ func Rollout(ctx workflow.Context, in Input) (Result, error) {
 			r.st.Commands = append(r.st.Commands, CommandRecord{Name: "start", By: in.RequestedBy, At: workflow.Now(ctx), Via: "start"})
 		}
 	}
+	if in.Carry == nil && r.version >= versionApply {
+		// What the starter set needs no upsert.
+		r.st.Visible = startedAttributes(ctx)
+	}
 	if r.st.RolloutID == "" {
 		r.st.RolloutID = workflow.GetInfo(ctx).WorkflowExecution.RunID
 	}
@@ -58,7 +62,9 @@ type rollout struct {
 
 func (r *rollout) run(ctx workflow.Context) (Result, error) {
 	for !r.st.Phase.Done() {
-		if r.version < versionApply || r.st.Phase != PhaseStepping {
+		// Stepping passes in one activity, and a hold publishes when it
+		// starts to wait (the last step's never does: it ends the rollout).
+		if r.version < versionApply || (r.st.Phase != PhaseStepping && r.st.Phase != PhaseHolding) {
 			r.publish(ctx)
 		}
 		if err := r.continueAsNewIfSuggested(ctx); err != nil {

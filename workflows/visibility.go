@@ -71,6 +71,24 @@ func (r *rollout) status(ctx workflow.Context) Status {
 	return s
 }
 
+// startedAttributes are sluice's search attributes as the workflow was
+// started with them, in publish's terms.
+func startedAttributes(ctx workflow.Context) map[string]string {
+	sa := workflow.GetTypedSearchAttributes(ctx)
+	out := map[string]string{}
+	for _, k := range []temporal.SearchAttributeKeyKeyword{AttrTarget, AttrNamespace, AttrPhase, AttrCandidate, AttrStable, AttrOutcome} {
+		if v, ok := sa.GetKeyword(k); ok {
+			out[k.GetName()] = v
+		}
+	}
+	for _, k := range []temporal.SearchAttributeKeyInt64{AttrStep, AttrWeight} {
+		if v, ok := sa.GetInt64(k); ok {
+			out[k.GetName()] = strconv.FormatInt(v, 10)
+		}
+	}
+	return out
+}
+
 // publish upserts the search attributes that changed and refreshes the
 // current details shown in the UI. Unchanged attributes cost nothing.
 func (r *rollout) publish(ctx workflow.Context) {

@@ -92,11 +92,17 @@ func (c *Client) StartWith(ctx context.Context, r StartRequest) (string, error) 
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		StaticSummary:         workflows.StaticSummary(target, r.Stable, candidate),
 		StaticDetails:         details,
+		// Every attribute at the value the workflow's first publish would
+		// give it, so that publish costs no upsert.
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.AttrTarget.ValueSet(workflows.TargetAttr(target)),
 			workflows.AttrNamespace.ValueSet(target.Namespace),
 			workflows.AttrCandidate.ValueSet(candidate),
 			workflows.AttrPhase.ValueSet(string(workflows.PhaseResolving)),
+			workflows.AttrStable.ValueSet(""),
+			workflows.AttrOutcome.ValueSet(""),
+			workflows.AttrStep.ValueSet(1),
+			workflows.AttrWeight.ValueSet(0),
 		),
 	}
 	run, err := c.Temporal.SignalWithStartWorkflow(ctx, opts.ID, workflows.SignalCandidate,
