@@ -7,7 +7,8 @@
 #   make demo    the local stack and a guided rollout (SLUICE_DEMO_UNATTENDED=1: promote by itself, check, exit)
 #   make worker  run a Temporal dev server (UI on :8233) and a sluice worker against $KUBECONFIG
 #   make images  container images with ko, no Docker engine: dist/oci, dist/sluice.yaml (KO_DOCKER_REPO=...)
-#   make bench   Go benchmarks of the hot paths, and the receiver's event-to-start latency (1,000 events, 3 runs)
+#   make bench   rollouts on the local stack at 10, 100 and 500 at once (docs/benchmarks.md; JSON to $BENCH_OUT),
+#                Go benchmarks of the hot paths, and the receiver's event-to-start latency (1,000 events, 3 runs)
 
 GO ?= go
 TOOLS := test/tools/install.sh
@@ -56,7 +57,8 @@ worker: build
 	until $$temporal operator cluster health --address 127.0.0.1:7233 >/dev/null 2>&1; do sleep 0.5; done; \
 	export TEMPORAL_ADDRESS=127.0.0.1:7233; ./bin/sluice setup && ./bin/sluice worker
 
-bench:
+bench: build
+	@$(TOOL_ENV); $(GO) run ./test/bench $(BENCH_FLAGS)
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./activities/ ./workflows/ ./events/ | tee bench-go.txt
 	@temporal=$$(bash $(TOOLS) temporal) || exit 1; \
 	SLUICE_TEMPORAL_BIN=$$temporal $(GO) test -run '^$$' -bench EventToWorkflowStart -benchtime 1000x -count 3 ./test/integration/ | grep -v '^time=' | tee -a bench-go.txt

@@ -246,15 +246,20 @@ type auditEvent struct {
 	ResponseStatus struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
-	RequestObject *struct {
-		Spec struct {
-			Traffic []struct {
-				RevisionName string `json:"revisionName"`
-				Percent      *int64 `json:"percent"`
-			} `json:"traffic"`
-		} `json:"spec"`
-	} `json:"requestObject"`
-	Received time.Time `json:"requestReceivedTimestamp"`
+	RequestObject *auditPatchBody `json:"requestObject"`
+	Received      time.Time       `json:"requestReceivedTimestamp"`
+}
+
+// auditPatchBody is the traffic a patch sent.
+type auditPatchBody struct {
+	Spec struct {
+		Traffic []auditTarget `json:"traffic"`
+	} `json:"spec"`
+}
+
+type auditTarget struct {
+	RevisionName string `json:"revisionName"`
+	Percent      *int64 `json:"percent"`
 }
 
 func readAudit(path string) ([]auditEvent, error) {

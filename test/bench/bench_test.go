@@ -1,0 +1,79 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+func TestStatsByNearestRank(t *testing.T) {
+	var v []float64
+	for i := 100; i >= 1; i-- {
+		v = append(v, float64(i))
+	}
+	s := stats(v)
+	if s.N != 100 || s.P50 != 50 || s.P99 != 99 || s.Max != 100 {
+		t.Errorf("stats(1..100) = %+v", s)
+	}
+	if s := stats(nil); s.N != 0 || s.P99 != 0 {
+		t.Errorf("stats(nil) = %+v", s)
+	}
+}
+
+func TestWeights(t *testing.T) {
+	if got := stepsAnnotation(4); got != "25,50,75,100" {
+		t.Errorf("4 steps: %s", got)
+	}
+	if got := stepsAnnotation(3); got != "33,66,100" {
+		t.Errorf("3 steps: %s", got)
+	}
+}
+
+func TestParseRuns(t *testing.T) {
+	runs, err := parseRuns("10, 100", "100x8", 4, time.Second)
+	if err != nil || len(runs) != 3 || runs[1].Rollouts != 100 || runs[1].Steps != 4 || runs[2].Steps != 8 {
+		t.Fatalf("runs %+v, %v", runs, err)
+	}
+	for _, bad := range [][2]string{{"ten", ""}, {"0", ""}, {"10", "100y8"}} {
+		if _, err := parseRuns(bad[0], bad[1], 4, time.Second); err == nil {
+			t.Errorf("%q %q: no error", bad[0], bad[1])
+		}
+	}
+}
+
+// auditPatch builds a traffic patch as the audit log records it.
+func auditPatch(user, svc string, at time.Time, candidate int64) auditEvent {
+	e := auditEvent{Verb: "patch", Received: at}
+	e.User.Username = user
+	e.ObjectRef.Resource, e.ObjectRef.Name = "services", svc
+	e.ResponseStatus.Code = 200
+	stable := 100 - candidate
+	e.RequestObject = &auditPatchBody{}
+	e.RequestObject.Spec.Traffic = []auditTarget{{svc + "-00001", &stable}, {svc + "-00002", &candidate}}
+	return e
+}
+
+// The pin (0% to the candidate), other users' patches, patches outside the
+// window and failed ones are not steps; the gaps less the hold are the overhead.
+func TestStepOverheadFromAudit(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	failed := auditPatch(workerUser, "b-0000", at(1500), 25)
+	failed.ResponseStatus.Code = 409
+	audit := []auditEvent{
+		auditPatch(workerUser, "b-0000", at(100), 0), // pin
+		auditPatch(workerUser, "b-0000", at(1000), 25),
+		failed,
+		auditPatch("admin", "b-0000", at(1800), 40),
+		auditPatch(workerUser, "b-0000", at(2300), 50),
+		auditPatch(workerUser, "b-0000", at(3500), 100),
+		auditPatch(workerUser, "b-0000", at(99000), 100), // after the window
+	}
+	patches := stepPatches(audit, workerUser, t0, at(10000))
+	if n := len(patches["b-0000"]); n != 3 {
+		t.Fatalf("%d step patches, want 3: %v", n, patches)
+	}
+	got := stats(gaps(patches, time.Second))
+	if got.N != 2 || got.P50 != 200 || got.Max != 300 {
+		t.Errorf("overheads %+v, want 300 ms and 200 ms", got)
+	}
+}
