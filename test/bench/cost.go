@@ -221,6 +221,9 @@ func historyCost(ctx context.Context, tc client.Client, svcs []string, steps int
 		}
 	}
 	n := float64(len(svcs))
+	if n == 0 {
+		return HistoryCost{}, nil
+	}
 	c := HistoryCost{EventsPerRollout: round(float64(events)/n, 1), Actions: map[string]float64{}}
 	total := 0.0
 	for k, v := range kinds {

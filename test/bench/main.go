@@ -2,7 +2,7 @@
 // rollouts at once, each on its own Service, and beside them the floor — a
 // plain client-go loop doing the same read-patch-verify on the same stack.
 //
-//	go run ./test/bench [-rollouts 10,100,500] [-steps 4] [-hold 1s] [-growth 100x8]
+//	go run ./test/bench [-rollouts 10,100,500] [-steps 4] [-hold 1s] [-growth 10x8]
 //
 // Timings come from the API server's own audit log (when a traffic patch
 // arrived) and from the simulator (when it wrote a Revision's Ready status);
@@ -40,7 +40,7 @@ func main() {
 	levels := flag.String("rollouts", "10,100,500", "concurrency levels: rollouts at once, each on its own Service")
 	steps := flag.Int("steps", 4, "steps per rollout at every level")
 	hold := flag.Duration("hold", time.Second, "hold of each step")
-	growth := flag.String("growth", "100x8", "extra runs to see growth in steps, ROLLOUTSxSTEPS, comma-separated (empty: none)")
+	growth := flag.String("growth", "10x8", "extra runs to see growth in steps, ROLLOUTSxSTEPS, comma-separated (empty: none)")
 	timeout := flag.Duration("timeout", 5*time.Minute, "how long one level's rollouts may take")
 	flag.BoolVar(inMemory, "temporal-in-memory", true, "keep the Temporal dev server's database in memory (false: a SQLite file, synced to disk on every write)")
 	flag.Parse()

@@ -115,8 +115,18 @@ func measure(ctx context.Context, r Run, e env) (res Result, err error) {
 		return res, err
 	}
 	ends, err := waitRollouts(ctx, tc, sluiceNames, e.timeout)
-	if err != nil {
+	var late *unfinishedError
+	switch {
+	case errors.As(err, &late):
+		// Measure what finished; the rest count against the run.
+		res.Unfinished = late.n
+		e.log.Warn("bench: rollouts unfinished", "unfinished", late.n, "of", r.Rollouts, "after", e.timeout)
+	case err != nil:
 		return res, err
+	}
+	var finished []string
+	for _, end := range ends {
+		finished = append(finished, end.name)
 	}
 	t1 := time.Now()
 	after := snapshot(ctx, stk, workerPid, receiverPid)
@@ -135,12 +145,12 @@ func measure(ctx context.Context, r Run, e env) (res Result, err error) {
 			last = end.at
 		}
 	}
-	res.PerMinute = float64(r.Rollouts) / last.Sub(t0).Minutes()
+	res.PerMinute = round(float64(len(ends))/last.Sub(t0).Minutes(), 1)
 	res.Worker = footprint(before.worker, after.worker)
 	res.Receiver = footprint(before.receiver, after.receiver)
 	res.APIByVerb = diffMetrics(before.metrics, after.metrics)
 	res.ReceiverEvents = receiverLoad(before.receiverTimes, after.receiverTimes)
-	if res.History, err = historyCost(ctx, tc, sluiceNames, r.Steps); err != nil {
+	if res.History, err = historyCost(ctx, tc, finished, r.Steps); err != nil {
 		return res, err
 	}
 	res.ProgressEvents = len(sink.Events())
@@ -291,7 +301,7 @@ func waitRollouts(ctx context.Context, tc client.Client, svcs []string, timeout 
 	var out []ended
 	for len(pending) > 0 {
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%d of %d rollouts still running after %s", len(pending), len(svcs), timeout)
+			return out, &unfinishedError{n: len(pending), of: len(svcs), after: timeout}
 		}
 		for _, n := range svcs {
 			if !pending[n] {
@@ -323,6 +333,16 @@ func waitRollouts(ctx context.Context, tc client.Client, svcs []string, timeout 
 		time.Sleep(500 * time.Millisecond)
 	}
 	return out, nil
+}
+
+// unfinishedError: some rollouts were still running when the bench stopped waiting.
+type unfinishedError struct {
+	n, of int
+	after time.Duration
+}
+
+func (e *unfinishedError) Error() string {
+	return fmt.Sprintf("%d of %d rollouts still running after %s", e.n, e.of, e.after)
 }
 
 // nopLogger keeps the Temporal client quiet.

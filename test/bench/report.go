@@ -20,8 +20,11 @@ type Report struct {
 // Result is one configuration's figures. Times are milliseconds.
 type Result struct {
 	Run
-	Error         string   `json:"error,omitempty"`
-	Failed        int      `json:"failed_rollouts"`
+	Error  string `json:"error,omitempty"`
+	Failed int    `json:"failed_rollouts"`
+	// Unfinished rollouts were still running when the bench stopped waiting
+	// (-timeout); the other figures are of the finished ones.
+	Unfinished    int      `json:"unfinished_rollouts"`
 	FailedReasons []string `json:"failed_reasons,omitempty"`
 	// Trigger: the candidate Revision's Ready status written → sluice's
 	// first traffic patch giving it a share arrives at the API server.
@@ -113,7 +116,8 @@ func targets(results []Result) []Target {
 	}
 	if r := find(results, 500, steps); r != nil {
 		out = append(out, Target{"500 rollouts: none fails, step overhead p99 under 1 s",
-			fmt.Sprintf("%d failed, p99 %.1f ms", r.Failed, r.StepOverhead.P99), r.Failed == 0 && r.StepOverhead.N > 0 && r.StepOverhead.P99 < 1000})
+			fmt.Sprintf("%d failed, %d unfinished after the timeout, p99 %.1f ms", r.Failed, r.Unfinished, r.StepOverhead.P99),
+			r.Failed == 0 && r.Unfinished == 0 && r.StepOverhead.N > 0 && r.StepOverhead.P99 < 1000})
 	}
 	worstActions, worstWrites := 0.0, 0.0
 	for _, r := range results {
@@ -132,15 +136,15 @@ func targets(results []Result) []Target {
 func (r Report) Markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "sluice bench: %d cores (%s), %s/%s, took %s\n\n", r.Machine.Cores, r.Machine.CPU, r.Machine.GOOS, r.Machine.GOARCH, r.Took)
-	b.WriteString("| rollouts × steps | failed | trigger p50 / p99 ms | step overhead p50 / p99 ms | floor p50 / p99 ms | ratio p50 / p99 | rollouts/min | worker CPU s / peak RSS MiB | receiver CPU s / peak RSS MiB |\n")
+	b.WriteString("| rollouts × steps | failed / unfinished | trigger p50 / p99 ms | step overhead p50 / p99 ms | floor p50 / p99 ms | ratio p50 / p99 | rollouts/min | worker CPU s / peak RSS MiB | receiver CPU s / peak RSS MiB |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for _, x := range r.Results {
 		if x.Error != "" {
 			fmt.Fprintf(&b, "| %d × %d | error: %s |||||||\n", x.Rollouts, x.Steps, x.Error)
 			continue
 		}
-		fmt.Fprintf(&b, "| %d × %d | %d | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.2f / %.2f | %.0f | %.1f / %.0f | %.1f / %.0f |\n",
-			x.Rollouts, x.Steps, x.Failed, x.Trigger.P50, x.Trigger.P99, x.StepOverhead.P50, x.StepOverhead.P99, x.Floor.P50, x.Floor.P99,
+		fmt.Fprintf(&b, "| %d × %d | %d / %d | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.2f / %.2f | %.0f | %.1f / %.0f | %.1f / %.0f |\n",
+			x.Rollouts, x.Steps, x.Failed, x.Unfinished, x.Trigger.P50, x.Trigger.P99, x.StepOverhead.P50, x.StepOverhead.P99, x.Floor.P50, x.Floor.P99,
 			x.RatioP50, x.RatioP99, x.PerMinute, x.Worker.CPUSeconds, x.Worker.PeakRSSMiB, x.Receiver.CPUSeconds, x.Receiver.PeakRSSMiB)
 	}
 	b.WriteString("\nCost per rollout\n\n")
