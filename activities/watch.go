@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 
+	"go.temporal.io/sdk/activity"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -29,6 +30,11 @@ func (w watcher) until(ctx context.Context, resourceVersion string) bool {
 	for ctx.Err() == nil {
 		wi, err := w.open(ctx, resourceVersion)
 		if err != nil {
+			// Without a watch the workflow falls back to re-reading, slower
+			// and dearer: say why (a missing watch right, most likely).
+			if ctx.Err() == nil && activity.IsActivity(ctx) {
+				activity.GetLogger(ctx).Warn("cannot watch; the rollout will re-read instead", "error", err)
+			}
 			return false
 		}
 		reached, closed := w.drain(ctx, wi, &resourceVersion)
