@@ -212,11 +212,7 @@ func (a *Activities) AwaitRevision(ctx context.Context, in AwaitRevisionInput) (
 	if st.Ready || st.Failed {
 		return st, nil
 	}
-	limit := in.For
-	if a.WatchLimit > 0 && (limit == 0 || a.WatchLimit < limit) {
-		limit = a.WatchLimit
-	}
-	wctx, cancel := watchContext(ctx, limit)
+	wctx, cancel := a.watchContext(ctx, in.For)
 	defer cancel()
 	w := watcher{
 		open: func(ctx context.Context, rv string) (watch.Interface, error) {
@@ -253,38 +249,45 @@ func revisionState(r *servingv1.Revision) RevisionState {
 // makes the API server answer 409 instead of being overwritten. It is
 // idempotent: if Desired is already live it writes nothing.
 func (a *Activities) SetTraffic(ctx context.Context, in SetTrafficInput) (SetTrafficResult, error) {
+	res, _, err := a.setTraffic(ctx, in)
+	return res, err
+}
+
+// setTraffic is SetTraffic, also returning the object as it was last seen:
+// the patch's answer, or the read that found Desired live already.
+func (a *Activities) setTraffic(ctx context.Context, in SetTrafficInput) (SetTrafficResult, liveTraffic, error) {
 	if err := ValidateTraffic(in.Object.Kind, in.Desired); err != nil {
-		return SetTrafficResult{}, temporal.NewNonRetryableApplicationError(
+		return SetTrafficResult{}, liveTraffic{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("refusing to write invalid traffic to %s: %v", in.Object, err), ErrInvalidTraffic, nil)
 	}
 	if err := a.checkRevisionsReady(ctx, in.Object.Namespace, in.Desired); err != nil {
-		return SetTrafficResult{}, err
+		return SetTrafficResult{}, liveTraffic{}, err
 	}
 	const attempts = 5
 	for i := 0; i < attempts; i++ {
 		live, err := a.readTraffic(ctx, in.Object)
 		if err != nil {
-			return SetTrafficResult{}, err
+			return SetTrafficResult{}, liveTraffic{}, err
 		}
 		if SameTraffic(live.spec, in.Desired) {
-			return SetTrafficResult{Generation: live.generation}, nil
+			return SetTrafficResult{Generation: live.generation}, live, nil
 		}
 		if !in.Force && !SameTraffic(live.spec, in.Expected) {
-			return SetTrafficResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			return SetTrafficResult{}, liveTraffic{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 				"traffic on %s was changed outside sluice: expected %s, found %s; resume to take the live traffic as the new starting point, or abort to roll back",
 				in.Object, FormatTraffic(in.Expected), FormatTraffic(live.spec)), ErrDrift, nil)
 		}
-		gen, err := a.patchTraffic(ctx, in.Object, live.resourceVersion, in.Desired)
+		written, err := a.patchTraffic(ctx, in.Object, live.resourceVersion, in.Desired)
 		if apierrors.IsConflict(err) {
 			activity.GetLogger(ctx).Info("traffic write conflicted, re-reading", "object", in.Object.String())
 			continue
 		}
 		if err != nil {
-			return SetTrafficResult{}, writeError(err, in.Object)
+			return SetTrafficResult{}, liveTraffic{}, writeError(err, in.Object)
 		}
-		return SetTrafficResult{Generation: gen, Changed: true}, nil
+		return SetTrafficResult{Generation: written.generation, Changed: true}, written, nil
 	}
-	return SetTrafficResult{}, fmt.Errorf("write traffic to %s: still conflicting after %d attempts", in.Object, attempts)
+	return SetTrafficResult{}, liveTraffic{}, fmt.Errorf("write traffic to %s: still conflicting after %d attempts", in.Object, attempts)
 }
 
 // checkRevisionsReady refuses a list that names a Revision that is not Ready:
@@ -325,13 +328,7 @@ func (a *Activities) VerifyTraffic(ctx context.Context, in VerifyInput) error {
 	if err != nil {
 		return err
 	}
-	notYet := notVisible(in, live)
-	if notYet == nil {
-		return nil
-	}
-	wctx, cancel := watchContext(ctx, a.WatchLimit)
-	defer cancel()
-	return a.watchTraffic(wctx, in, live.resourceVersion, notYet)
+	return a.awaitVisible(ctx, in, live, 0)
 }
 
 // ApplyTraffic writes Desired as SetTraffic does and then verifies it as
@@ -339,29 +336,35 @@ func (a *Activities) VerifyTraffic(ctx context.Context, in VerifyInput) error {
 // status does not show the traffic in that time it still succeeds, with
 // Visible false, and the workflow goes on verifying.
 func (a *Activities) ApplyTraffic(ctx context.Context, in ApplyTrafficInput) (ApplyTrafficResult, error) {
-	set, err := a.SetTraffic(ctx, in.SetTrafficInput)
+	set, live, err := a.setTraffic(ctx, in.SetTrafficInput)
 	if err != nil {
 		return ApplyTrafficResult{}, err
 	}
-	res := ApplyTrafficResult{SetTrafficResult: set}
+	// The patch's answer is where the watch starts: no second read.
 	v := VerifyInput{Object: in.Object, Desired: in.Desired, Generation: set.Generation}
-	live, err := a.readTraffic(ctx, in.Object)
-	if err != nil {
-		return res, nil // written; the workflow's own verification reads again
-	}
-	notYet := notVisible(v, live)
+	return ApplyTrafficResult{SetTrafficResult: set, Visible: a.awaitVisible(ctx, v, live, in.VerifyFor) == nil}, nil
+}
+
+// awaitVisible returns nil once the object's status shows the traffic —
+// at once if live shows it, else by watching from live for at most limit
+// (0: until shortly before the activity's deadline) — or the last reason
+// it did not.
+func (a *Activities) awaitVisible(ctx context.Context, in VerifyInput, live liveTraffic, limit time.Duration) error {
+	notYet := notVisible(in, live)
 	if notYet == nil {
-		res.Visible = true
-		return res, nil
+		return nil
 	}
-	limit := in.VerifyFor
+	wctx, cancel := a.watchContext(ctx, limit)
+	defer cancel()
+	return a.watchTraffic(wctx, in, live.resourceVersion, notYet)
+}
+
+// watchContext bounds a watch by limit (0: none) and by WatchLimit.
+func (a *Activities) watchContext(ctx context.Context, limit time.Duration) (context.Context, context.CancelFunc) {
 	if a.WatchLimit > 0 && (limit == 0 || a.WatchLimit < limit) {
 		limit = a.WatchLimit
 	}
-	wctx, cancel := watchContext(ctx, limit)
-	defer cancel()
-	res.Visible = a.watchTraffic(wctx, v, live.resourceVersion, notYet) == nil
-	return res, nil
+	return watchContext(ctx, limit)
 }
 
 // watchContext ends a little before the activity's own deadline (so the
@@ -512,28 +515,26 @@ func conditionTrue(c *apis.Condition, name string) (bool, string) {
 // patchTraffic sends a JSON merge patch. Custom resources do not support
 // strategic merge patch on a real API server (415), and a merge patch replaces
 // the traffic list whole, which is what sluice means.
-func (a *Activities) patchTraffic(ctx context.Context, o ObjectRef, resourceVersion string, traffic []servingv1.TrafficTarget) (int64, error) {
+func (a *Activities) patchTraffic(ctx context.Context, o ObjectRef, resourceVersion string, traffic []servingv1.TrafficTarget) (liveTraffic, error) {
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"resourceVersion": resourceVersion},
 		"spec":     map[string]any{"traffic": stripStatus(traffic)},
 	})
 	if err != nil {
-		return 0, fmt.Errorf("encode traffic patch: %w", err)
+		return liveTraffic{}, fmt.Errorf("encode traffic patch: %w", err)
 	}
-	switch o.Kind {
-	case KindService:
-		svc, err := a.Serving.ServingV1().Services(o.Namespace).Patch(ctx, o.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "sluice"})
-		if err != nil {
-			return 0, err
-		}
-		return svc.Generation, nil
-	default:
-		r, err := a.Serving.ServingV1().Routes(o.Namespace).Patch(ctx, o.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "sluice"})
-		if err != nil {
-			return 0, err
-		}
-		return r.Generation, nil
+	opts := metav1.PatchOptions{FieldManager: "sluice"}
+	var obj runtime.Object
+	if o.Kind == KindService {
+		obj, err = a.Serving.ServingV1().Services(o.Namespace).Patch(ctx, o.Name, types.MergePatchType, patch, opts)
+	} else {
+		obj, err = a.Serving.ServingV1().Routes(o.Namespace).Patch(ctx, o.Name, types.MergePatchType, patch, opts)
 	}
+	if err != nil {
+		return liveTraffic{}, err
+	}
+	live, _ := liveFromObject(obj)
+	return live, nil
 }
 
 // stripStatus drops the status-only URL so a list copied from status can be written to spec.

@@ -218,8 +218,10 @@ func TestApplyTrafficWritesAndVerifies(t *testing.T) {
 	desired := []servingv1.TrafficTarget{tgt("hello-00001", 90, ""), tgt("hello-00002", 10, "")}
 	apply := func(d []servingv1.TrafficTarget, verifyFor time.Duration) ApplyTrafficResult {
 		t.Helper()
+		expected := f.liveTraffic()
+		f.k.ClearActions()
 		v, err := f.env.ExecuteActivity(f.a.ApplyTraffic, ApplyTrafficInput{
-			SetTrafficInput: SetTrafficInput{Object: helloRef, Expected: f.liveTraffic(), Desired: d}, VerifyFor: verifyFor})
+			SetTrafficInput: SetTrafficInput{Object: helloRef, Expected: expected, Desired: d}, VerifyFor: verifyFor})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,6 +233,17 @@ func TestApplyTrafficWritesAndVerifies(t *testing.T) {
 	}
 	if res := apply(desired, 5*time.Second); !res.Changed || !res.Visible {
 		t.Errorf("status reconciles at once: %+v", res)
+	}
+	// One read of the Service, before the write: verification starts from
+	// the patch's answer.
+	gets := 0
+	for _, act := range f.k.Actions() {
+		if act.GetVerb() == "get" && act.GetResource().Resource == "services" {
+			gets++
+		}
+	}
+	if gets != 1 {
+		t.Errorf("ApplyTraffic read the Service %d times, want 1", gets)
 	}
 	// Knative is slow: written, not yet visible; the workflow verifies on.
 	f.k.SetFrozen(true)

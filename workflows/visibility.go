@@ -26,14 +26,20 @@ var (
 	AttrWeight    = temporal.NewSearchAttributeKeyInt64("SluiceWeight")
 )
 
+// keywordAttrs and intAttrs are every attribute above, by type.
+var (
+	keywordAttrs = []temporal.SearchAttributeKeyKeyword{AttrTarget, AttrNamespace, AttrPhase, AttrCandidate, AttrStable, AttrOutcome}
+	intAttrs     = []temporal.SearchAttributeKeyInt64{AttrStep, AttrWeight}
+)
+
 // SearchAttributes lists every attribute with its type name as the Temporal
 // CLI takes it (`--search-attribute Name=Type`).
 func SearchAttributes() map[string]string {
 	out := map[string]string{}
-	for _, k := range []temporal.SearchAttributeKeyKeyword{AttrTarget, AttrNamespace, AttrPhase, AttrCandidate, AttrStable, AttrOutcome} {
+	for _, k := range keywordAttrs {
 		out[k.GetName()] = "Keyword"
 	}
-	for _, k := range []temporal.SearchAttributeKeyInt64{AttrStep, AttrWeight} {
+	for _, k := range intAttrs {
 		out[k.GetName()] = "Int"
 	}
 	return out
@@ -76,12 +82,12 @@ func (r *rollout) status(ctx workflow.Context) Status {
 func startedAttributes(ctx workflow.Context) map[string]string {
 	sa := workflow.GetTypedSearchAttributes(ctx)
 	out := map[string]string{}
-	for _, k := range []temporal.SearchAttributeKeyKeyword{AttrTarget, AttrNamespace, AttrPhase, AttrCandidate, AttrStable, AttrOutcome} {
+	for _, k := range keywordAttrs {
 		if v, ok := sa.GetKeyword(k); ok {
 			out[k.GetName()] = v
 		}
 	}
-	for _, k := range []temporal.SearchAttributeKeyInt64{AttrStep, AttrWeight} {
+	for _, k := range intAttrs {
 		if v, ok := sa.GetInt64(k); ok {
 			out[k.GetName()] = strconv.FormatInt(v, 10)
 		}

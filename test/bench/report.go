@@ -164,13 +164,8 @@ func (r Report) Markdown() string {
 		if x.Error != "" {
 			continue
 		}
-		keys := make([]string, 0, len(x.ReceiverEvents))
-		for k := range x.ReceiverEvents {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
 		var parts []string
-		for _, k := range keys {
+		for _, k := range sortedKeys(x.ReceiverEvents) {
 			parts = append(parts, fmt.Sprintf("%s %d × %.1f ms", k, x.ReceiverEvents[k].Events, x.ReceiverEvents[k].MeanMS))
 		}
 		fmt.Fprintf(&b, "| %d × %d | %s |\n", x.Rollouts, x.Steps, strings.Join(parts, ", "))
@@ -187,30 +182,29 @@ func (r Report) Markdown() string {
 }
 
 func perKind(m map[string]float64) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var parts []string
-	for _, k := range keys {
+	for _, k := range sortedKeys(m) {
 		parts = append(parts, fmt.Sprintf("%s %.2f", k, m[k]))
 	}
 	return strings.Join(parts, ", ")
 }
 
 func perRollout(m map[string]int, n float64) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var parts []string
-	for _, k := range keys {
+	for _, k := range sortedKeys(m) {
 		parts = append(parts, fmt.Sprintf("%s %.1f", k, float64(m[k])/n))
 	}
 	if len(parts) == 0 {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
