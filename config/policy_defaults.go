@@ -10,6 +10,9 @@ type Defaults struct {
 	ProgressDeadline time.Duration `json:"progressDeadline"`
 	VerifyTimeout    time.Duration `json:"verifyTimeout"`
 	Deadline         time.Duration `json:"deadline"`
+	// PrometheusURL is the Prometheus HTTP API that analysis checks query
+	// when their document names none.
+	PrometheusURL string `json:"prometheusURL,omitempty"`
 }
 
 // BuiltinDefaults are the defaults when the worker's settings set none: a

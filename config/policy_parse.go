@@ -65,6 +65,11 @@ func FromAnnotations(annotations map[string]string, d Defaults) (Policy, error) 
 	if raw, ok := annotations[AnnotationGates]; ok {
 		fail(applyGates(raw, p.Steps))
 	}
+	if raw, ok := annotations[AnnotationAnalysis]; ok {
+		an, err := parseAnalysis(raw, d.PrometheusURL)
+		fail(err)
+		p.Analysis = an
+	}
 	if len(errs) == 0 && p.TotalHold() >= p.Deadline {
 		key := AnnotationDeadline
 		if _, ok := annotations[key]; !ok {

@@ -34,6 +34,8 @@ type Policy struct {
 	ProgressDeadline time.Duration `json:"progressDeadline"`
 	VerifyTimeout    time.Duration `json:"verifyTimeout"`
 	Deadline         time.Duration `json:"deadline"`
+	// Analysis is nil unless the target sets sluice.dev/analysis.
+	Analysis *Analysis `json:"analysis,omitempty"`
 }
 
 // Step is one stage of a rollout: the candidate's share of traffic, how long it

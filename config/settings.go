@@ -33,6 +33,7 @@ const (
 	EnvProgressDeadline = "SLUICE_DEFAULT_PROGRESS_DEADLINE"
 	EnvVerifyTimeout    = "SLUICE_DEFAULT_VERIFY_TIMEOUT"
 	EnvDeadline         = "SLUICE_DEFAULT_DEADLINE"
+	EnvPrometheusURL    = "SLUICE_PROMETHEUS_URL"
 )
 
 // DefaultTaskQueue is where rollouts run unless SLUICE_TASK_QUEUE says otherwise.
@@ -57,6 +58,13 @@ func LoadSettings(lookup func(string) (string, bool)) (Settings, error) {
 		s.Kubeconfig = v
 	}
 	var errs []error
+	if v, ok := get(EnvPrometheusURL); ok {
+		if err := checkURL(v); err != nil {
+			errs = append(errs, &FieldError{Key: EnvPrometheusURL, Message: err.Error(), Value: v})
+		} else {
+			s.Defaults.PrometheusURL = v
+		}
+	}
 	if v, ok := get(EnvSteps); ok {
 		w, err := parseWeights(EnvSteps, v)
 		if err == nil {

@@ -1,0 +1,418 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+	"text/template"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// AnnotationAnalysis holds the rollout's checks and webhooks as a YAML (or
+// JSON) document; see docs/analysis.md.
+const AnnotationAnalysis = Prefix + "analysis"
+
+// Analysis is the validated analysis of a policy: metric checks run at an
+// interval during each hold and once more before a step ends, and webhooks
+// called at fixed moments of the rollout.
+type Analysis struct {
+	Interval time.Duration `json:"interval"`
+	// Prometheus is the base URL of the Prometheus HTTP API the checks query.
+	Prometheus string    `json:"prometheus,omitempty"`
+	Checks     []Check   `json:"checks,omitempty"`
+	Webhooks   []Webhook `json:"webhooks,omitempty"`
+}
+
+// Check is one PromQL query and the range its value must fall in.
+type Check struct {
+	Name string `json:"name"`
+	// Builtin names the Knative check the query came from, if any.
+	Builtin string `json:"builtin,omitempty"`
+	// Query is a text/template of PromQL; see TemplateVars.
+	Query string   `json:"query"`
+	Min   *float64 `json:"min,omitempty"`
+	Max   *float64 `json:"max,omitempty"`
+	// Window is the range the query looks back over ({{.Window}}).
+	Window time.Duration `json:"window"`
+	// FailureLimit is how many failed measurements are tolerated; one more
+	// rolls back.
+	FailureLimit int `json:"failureLimit"`
+	// ConsecutiveErrorLimit is how many query errors in a row are tolerated;
+	// one more pauses the rollout. Errors are not failures.
+	ConsecutiveErrorLimit int `json:"consecutiveErrorLimit"`
+	// InconclusiveLimit is how many measurements without data are tolerated;
+	// one more pauses the rollout.
+	InconclusiveLimit int `json:"inconclusiveLimit"`
+}
+
+// Moment is when a webhook is called.
+type Moment string
+
+const (
+	// MomentBeforeStart runs once the candidate is Ready, before it gets any
+	// traffic; a failure rolls back.
+	MomentBeforeStart Moment = "before-start"
+	// MomentHold runs with the checks at every analysis round of a hold; a
+	// failure counts like a failed check.
+	MomentHold Moment = "hold"
+	// MomentGate runs before the last step (promotion to 100%); the rollout
+	// waits, asking again each interval, until every gate hook answers 2xx.
+	MomentGate Moment = "gate"
+	// MomentAfterEnd runs once the rollout has ended, whatever the outcome
+	// (except superseded); its answer is recorded, not acted on.
+	MomentAfterEnd Moment = "after-end"
+	// MomentRollback runs after traffic went back to the stable Revision;
+	// its answer is recorded, not acted on.
+	MomentRollback Moment = "rollback"
+)
+
+var moments = []Moment{MomentBeforeStart, MomentHold, MomentGate, MomentAfterEnd, MomentRollback}
+
+// Webhook is one HTTP POST of sluice's JSON payload.
+type Webhook struct {
+	Name     string            `json:"name"`
+	At       Moment            `json:"at"`
+	URL      string            `json:"url"`
+	Timeout  time.Duration     `json:"timeout"`
+	Retries  int               `json:"retries"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+	// FailureLimit applies to hold hooks as to checks.
+	FailureLimit int `json:"failureLimit"`
+}
+
+// Hooks returns the webhooks called at m, in policy order.
+func (a *Analysis) Hooks(m Moment) []Webhook {
+	if a == nil {
+		return nil
+	}
+	var out []Webhook
+	for _, h := range a.Webhooks {
+		if h.At == m {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// Analyses reports whether a hold has anything to run: checks or hold hooks.
+func (a *Analysis) Analyses() bool {
+	return a != nil && (len(a.Checks) > 0 || len(a.Hooks(MomentHold)) > 0)
+}
+
+// TemplateVars are the variables a check's query may use, e.g.
+// `{{.Namespace}}` or `{{.Candidate}}`.
+type TemplateVars struct {
+	Namespace     string
+	Service       string
+	Configuration string
+	Candidate     string
+	Stable        string
+	// Window is the check's window in PromQL form, e.g. "30s".
+	Window string
+	// Weight is the candidate's current traffic share, in percent.
+	Weight int64
+}
+
+// PromDuration renders d as a PromQL duration in whole seconds ("90s"),
+// never less than one second.
+func PromDuration(d time.Duration) string {
+	return fmt.Sprintf("%ds", max(int64(d/time.Second), 1))
+}
+
+// RenderQuery expands a check's query with vars.
+func RenderQuery(query string, vars TemplateVars) (string, error) {
+	t, err := template.New("query").Option("missingkey=error").Parse(query)
+	if err != nil {
+		return "", err
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, vars); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+// Built-in checks over the request metrics Knative's queue-proxy exports per
+// Revision (revision_request_count and revision_request_latencies, labelled
+// namespace_name, revision_name, response_code_class).
+const (
+	BuiltinSuccessRate = "success-rate"
+	BuiltinLatencyP50  = "latency-p50"
+	BuiltinLatencyP95  = "latency-p95"
+	BuiltinLatencyP99  = "latency-p99"
+)
+
+const candidateSelector = `namespace_name="{{.Namespace}}",revision_name="{{.Candidate}}"`
+
+type builtin struct {
+	query    string
+	min, max *float64
+}
+
+func ptr(f float64) *float64 { return &f }
+
+func latencyQuery(q string) string {
+	return `histogram_quantile(` + q + `, sum by (le) (rate(revision_request_latencies_bucket{` + candidateSelector + `}[{{.Window}}])))`
+}
+
+var builtins = map[string]builtin{
+	// The share of the candidate's requests that did not answer 5xx, 0 to 1.
+	BuiltinSuccessRate: {
+		query: `sum(rate(revision_request_count{` + candidateSelector + `,response_code_class!="5xx"}[{{.Window}}]))` +
+			` / sum(rate(revision_request_count{` + candidateSelector + `}[{{.Window}}]))`,
+		min: ptr(0.99),
+	},
+	// Request latency quantiles of the candidate, in milliseconds.
+	BuiltinLatencyP50: {query: latencyQuery("0.5"), max: ptr(500)},
+	BuiltinLatencyP95: {query: latencyQuery("0.95"), max: ptr(500)},
+	BuiltinLatencyP99: {query: latencyQuery("0.99"), max: ptr(500)},
+}
+
+// BuiltinChecks lists the built-in check names, sorted.
+func BuiltinChecks() []string {
+	names := make([]string, 0, len(builtins))
+	for n := range builtins {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Analysis defaults.
+const (
+	DefaultAnalysisInterval      = 30 * time.Second
+	DefaultConsecutiveErrorLimit = 4
+	DefaultWebhookTimeout        = 10 * time.Second
+	DefaultWebhookRetries        = 2
+	maxChecks                    = 10
+	maxWebhooks                  = 10
+	maxRetries                   = 10
+)
+
+// analysisDoc is the annotation as written: durations as text, so that each
+// mistake can be reported with the value found.
+type analysisDoc struct {
+	Interval   string       `json:"interval"`
+	Window     string       `json:"window"`
+	Prometheus string       `json:"prometheus"`
+	Checks     []checkDoc   `json:"checks"`
+	Webhooks   []webhookDoc `json:"webhooks"`
+}
+
+type checkDoc struct {
+	Name                  string   `json:"name"`
+	Builtin               string   `json:"builtin"`
+	Query                 string   `json:"query"`
+	Min                   *float64 `json:"min"`
+	Max                   *float64 `json:"max"`
+	Window                string   `json:"window"`
+	FailureLimit          *int     `json:"failureLimit"`
+	ConsecutiveErrorLimit *int     `json:"consecutiveErrorLimit"`
+	InconclusiveLimit     *int     `json:"inconclusiveLimit"`
+}
+
+type webhookDoc struct {
+	Name         string            `json:"name"`
+	At           string            `json:"at"`
+	URL          string            `json:"url"`
+	Timeout      string            `json:"timeout"`
+	Retries      *int              `json:"retries"`
+	Metadata     map[string]string `json:"metadata"`
+	FailureLimit *int              `json:"failureLimit"`
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// parseAnalysis reads the analysis annotation. prometheus is the worker's
+// default Prometheus URL, used when the document names none.
+func parseAnalysis(raw, prometheus string) (*Analysis, error) {
+	key := AnnotationAnalysis
+	var doc analysisDoc
+	if err := yaml.UnmarshalStrict([]byte(raw), &doc); err != nil {
+		return nil, &FieldError{Key: key, Message: "is not a valid analysis document: " + err.Error(), Value: shorten(raw)}
+	}
+	var errs []error
+	fail := func(format string, args ...any) {
+		errs = append(errs, &FieldError{Key: key, Message: fmt.Sprintf(format, args...), Value: shorten(raw)})
+	}
+	an := &Analysis{Interval: DefaultAnalysisInterval}
+	if doc.Interval != "" {
+		if d, err := time.ParseDuration(doc.Interval); err != nil || d < time.Second {
+			fail("interval %q must be a duration of at least 1s, e.g. \"30s\"", doc.Interval)
+		} else {
+			an.Interval = d
+		}
+	}
+	window := an.Interval
+	if doc.Window != "" {
+		if d, err := time.ParseDuration(doc.Window); err != nil || d < time.Second {
+			fail("window %q must be a duration of at least 1s, e.g. \"1m\"", doc.Window)
+		} else {
+			window = d
+		}
+	}
+	if len(doc.Checks) == 0 && len(doc.Webhooks) == 0 {
+		fail("lists no checks and no webhooks; add one or remove the annotation")
+	}
+	if len(doc.Checks) > maxChecks || len(doc.Webhooks) > maxWebhooks {
+		fail("has %d checks and %d webhooks; at most %d of each are allowed", len(doc.Checks), len(doc.Webhooks), maxChecks)
+	}
+	names := map[string]bool{}
+	name := func(kind string, i int, n string) string {
+		switch {
+		case n == "":
+			fail("%s %d has no name; give each a short name like \"success-rate\"", kind, i+1)
+		case !nameRE.MatchString(n) || len(n) > 63:
+			fail("%s name %q must be lower-case letters, digits and dashes", kind, n)
+		case names[n]:
+			fail("name %q is used twice; names must be unique across checks and webhooks", n)
+		}
+		names[n] = true
+		return n
+	}
+	for i, c := range doc.Checks {
+		ch := Check{Name: name("check", i, c.Name), Window: window, ConsecutiveErrorLimit: DefaultConsecutiveErrorLimit}
+		switch {
+		case c.Builtin != "" && c.Query != "":
+			fail("check %q sets both builtin and query; use one", c.Name)
+		case c.Builtin != "":
+			b, ok := builtins[c.Builtin]
+			if !ok {
+				fail("check %q: builtin %q is unknown; use one of %s", c.Name, c.Builtin, strings.Join(BuiltinChecks(), ", "))
+				continue
+			}
+			ch.Builtin, ch.Query, ch.Min, ch.Max = c.Builtin, b.query, b.min, b.max
+			if c.Min != nil || c.Max != nil {
+				ch.Min, ch.Max = c.Min, c.Max
+			}
+		case strings.TrimSpace(c.Query) != "":
+			ch.Query = strings.TrimSpace(c.Query)
+			ch.Min, ch.Max = c.Min, c.Max
+			if ch.Min == nil && ch.Max == nil {
+				fail("check %q has no min and no max, so it could never fail; set at least one", c.Name)
+			}
+		default:
+			fail("check %q needs a query (PromQL) or a builtin (%s)", c.Name, strings.Join(BuiltinChecks(), ", "))
+			continue
+		}
+		if ch.Min != nil && ch.Max != nil && *ch.Min > *ch.Max {
+			fail("check %q: min %g is above max %g, so it could never pass", c.Name, *ch.Min, *ch.Max)
+		}
+		for _, v := range []*float64{ch.Min, ch.Max} {
+			if v != nil && (math.IsNaN(*v) || math.IsInf(*v, 0)) {
+				fail("check %q: min and max must be finite numbers", c.Name)
+			}
+		}
+		if c.Window != "" {
+			if d, err := time.ParseDuration(c.Window); err != nil || d < time.Second {
+				fail("check %q: window %q must be a duration of at least 1s", c.Name, c.Window)
+			} else {
+				ch.Window = d
+			}
+		}
+		limit(fail, c.Name, "failureLimit", c.FailureLimit, &ch.FailureLimit)
+		limit(fail, c.Name, "consecutiveErrorLimit", c.ConsecutiveErrorLimit, &ch.ConsecutiveErrorLimit)
+		limit(fail, c.Name, "inconclusiveLimit", c.InconclusiveLimit, &ch.InconclusiveLimit)
+		// Expand the template once with sample values, so a typo like
+		// {{.Canidate}} is an error now and not at the first step.
+		if _, err := RenderQuery(ch.Query, TemplateVars{}); err != nil {
+			fail("check %q: query is not a valid template (variables: .Namespace .Service .Configuration .Candidate .Stable .Window .Weight): %v", c.Name, err)
+		}
+		an.Checks = append(an.Checks, ch)
+	}
+	if len(an.Checks) > 0 {
+		an.Prometheus = prometheus
+		if doc.Prometheus != "" {
+			an.Prometheus = doc.Prometheus
+		}
+		switch {
+		case an.Prometheus == "":
+			fail("has checks but no Prometheus to query; set prometheus: in the document or %s on the worker", EnvPrometheusURL)
+		default:
+			if err := checkURL(an.Prometheus); err != nil {
+				fail("prometheus %q: %v", an.Prometheus, err)
+			}
+		}
+	}
+	for i, h := range doc.Webhooks {
+		wh := Webhook{Name: name("webhook", i, h.Name), At: Moment(h.At), URL: h.URL, Timeout: DefaultWebhookTimeout, Retries: DefaultWebhookRetries, Metadata: h.Metadata}
+		if !knownMoment(wh.At) {
+			fail("webhook %q: at %q must be one of %s", h.Name, h.At, joinMoments())
+		}
+		if err := checkURL(h.URL); err != nil {
+			fail("webhook %q: url %q: %v", h.Name, h.URL, err)
+		}
+		if h.Timeout != "" {
+			if d, err := time.ParseDuration(h.Timeout); err != nil || d <= 0 || d > 5*time.Minute {
+				fail("webhook %q: timeout %q must be a positive duration of at most 5m", h.Name, h.Timeout)
+			} else {
+				wh.Timeout = d
+			}
+		}
+		limit(fail, h.Name, "retries", h.Retries, &wh.Retries)
+		limit(fail, h.Name, "failureLimit", h.FailureLimit, &wh.FailureLimit)
+		if wh.Retries > maxRetries {
+			fail("webhook %q: retries %d is more than %d", h.Name, wh.Retries, maxRetries)
+		}
+		an.Webhooks = append(an.Webhooks, wh)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return an, nil
+}
+
+func limit(fail func(string, ...any), name, field string, v *int, into *int) {
+	if v == nil {
+		return
+	}
+	if *v < 0 {
+		fail("%q: %s %d must not be negative", name, field, *v)
+		return
+	}
+	*into = *v
+}
+
+func knownMoment(m Moment) bool {
+	for _, k := range moments {
+		if m == k {
+			return true
+		}
+	}
+	return false
+}
+
+func joinMoments() string {
+	parts := make([]string, len(moments))
+	for i, m := range moments {
+		parts[i] = string(m)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func checkURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("must be an absolute http:// or https:// URL")
+	}
+	return nil
+}
+
+// shorten keeps error messages readable when a long document is quoted.
+func shorten(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) > 80 {
+		return s[:77] + "..."
+	}
+	return s
+}

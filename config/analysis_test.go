@@ -1,0 +1,144 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func analysisPolicy(t *testing.T, doc string, d Defaults) (*Analysis, error) {
+	t.Helper()
+	p, err := FromAnnotations(map[string]string{AnnotationAnalysis: doc}, d)
+	return p.Analysis, err
+}
+
+func TestAnalysisParsesBuiltinsChecksAndWebhooks(t *testing.T) {
+	d := BuiltinDefaults()
+	d.PrometheusURL = "http://prometheus:9090"
+	an, err := analysisPolicy(t, `
+interval: 15s
+checks:
+  - name: success
+    builtin: success-rate
+  - name: p99
+    builtin: latency-p99
+    max: 250
+    failureLimit: 2
+  - name: cpu
+    query: sum(rate(cpu{revision="{{.Candidate}}"}[{{.Window}}]))
+    max: 0.8
+    window: 2m
+    consecutiveErrorLimit: 1
+webhooks:
+  - name: smoke
+    at: hold
+    url: http://tester.default/run
+    retries: 0
+    metadata: {suite: smoke}
+  - name: approve
+    at: gate
+    url: https://approvals.example.com/sluice
+    timeout: 3s
+`, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if an.Interval != 15*time.Second || an.Prometheus != "http://prometheus:9090" {
+		t.Fatalf("interval/prometheus = %s %q", an.Interval, an.Prometheus)
+	}
+	if len(an.Checks) != 3 || len(an.Webhooks) != 2 {
+		t.Fatalf("checks %d webhooks %d", len(an.Checks), len(an.Webhooks))
+	}
+	s := an.Checks[0]
+	if s.Builtin != BuiltinSuccessRate || s.Min == nil || *s.Min != 0.99 || s.Max != nil || !strings.Contains(s.Query, "revision_request_count") {
+		t.Fatalf("success-rate check = %+v", s)
+	}
+	if s.Window != 15*time.Second || s.ConsecutiveErrorLimit != DefaultConsecutiveErrorLimit || s.FailureLimit != 0 {
+		t.Fatalf("defaults not applied: %+v", s)
+	}
+	p99 := an.Checks[1]
+	if p99.Min != nil || p99.Max == nil || *p99.Max != 250 || p99.FailureLimit != 2 {
+		t.Fatalf("latency override = %+v", p99)
+	}
+	if c := an.Checks[2]; c.Window != 2*time.Minute || c.ConsecutiveErrorLimit != 1 {
+		t.Fatalf("custom check = %+v", c)
+	}
+	smoke, approve := an.Webhooks[0], an.Webhooks[1]
+	if smoke.Retries != 0 || smoke.Timeout != DefaultWebhookTimeout || smoke.Metadata["suite"] != "smoke" {
+		t.Fatalf("smoke = %+v", smoke)
+	}
+	if approve.At != MomentGate || approve.Timeout != 3*time.Second || approve.Retries != DefaultWebhookRetries {
+		t.Fatalf("approve = %+v", approve)
+	}
+	if got := an.Hooks(MomentGate); len(got) != 1 || got[0].Name != "approve" {
+		t.Fatalf("Hooks(gate) = %+v", got)
+	}
+	if !an.Analyses() {
+		t.Fatal("Analyses() = false with checks")
+	}
+}
+
+func TestAnalysisErrorsNameTheProblem(t *testing.T) {
+	d := BuiltinDefaults()
+	tests := []struct {
+		name, doc string
+		want      []string
+	}{
+		{"not yaml", "checks: [", []string{"sluice.dev/analysis: is not a valid analysis document"}},
+		{"unknown field", "checks:\n- name: a\n  builtin: success-rate\n  maximum: 3\nprometheus: http://p", []string{`unknown field "maximum"`}},
+		{"empty", "interval: 10s", []string{"lists no checks and no webhooks"}},
+		{"no prometheus", "checks:\n- name: a\n  builtin: success-rate", []string{"no Prometheus to query", EnvPrometheusURL}},
+		{"unknown builtin", "prometheus: http://p\nchecks:\n- name: a\n  builtin: error-rate", []string{`builtin "error-rate" is unknown; use one of latency-p50, latency-p95, latency-p99, success-rate`}},
+		{"no bounds", "prometheus: http://p\nchecks:\n- name: a\n  query: up", []string{"no min and no max, so it could never fail"}},
+		{"min above max", "prometheus: http://p\nchecks:\n- name: a\n  query: up\n  min: 2\n  max: 1", []string{"min 2 is above max 1"}},
+		{"bad template", "prometheus: http://p\nchecks:\n- name: a\n  query: 'up{r=\"{{.Canidate}}\"}'\n  max: 1", []string{`check "a": query is not a valid template`, "Canidate"}},
+		{"duplicate names", "webhooks:\n- name: a\n  at: hold\n  url: http://h\n- name: a\n  at: gate\n  url: http://h", []string{`name "a" is used twice`}},
+		{"bad moment and url", "webhooks:\n- name: a\n  at: during\n  url: hooks.local/x", []string{`at "during" must be one of before-start, hold, gate, after-end, rollback`, "must be an absolute http:// or https:// URL"}},
+		{"bad interval", "interval: 10\nwebhooks:\n- name: a\n  at: hold\n  url: http://h", []string{`interval "10" must be a duration of at least 1s`}},
+		{"negative limit", "prometheus: http://p\nchecks:\n- name: a\n  builtin: success-rate\n  failureLimit: -1", []string{"failureLimit -1 must not be negative"}},
+		{"bad name", "webhooks:\n- name: Smoke Test\n  at: hold\n  url: http://h", []string{`webhook name "Smoke Test" must be lower-case`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := analysisPolicy(t, tt.doc, d)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestRenderQuery(t *testing.T) {
+	got, err := RenderQuery(builtins[BuiltinSuccessRate].query, TemplateVars{Namespace: "shop", Candidate: "cart-00002", Window: PromDuration(90 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `sum(rate(revision_request_count{namespace_name="shop",revision_name="cart-00002",response_code_class!="5xx"}[90s]))` +
+		` / sum(rate(revision_request_count{namespace_name="shop",revision_name="cart-00002"}[90s]))`
+	if got != want {
+		t.Fatalf("RenderQuery =\n%s\nwant\n%s", got, want)
+	}
+	if _, err := RenderQuery("{{.Nope}}", TemplateVars{}); err == nil {
+		t.Fatal("unknown variable rendered without error")
+	}
+	if PromDuration(300*time.Millisecond) != "1s" || PromDuration(2*time.Minute) != "120s" {
+		t.Fatal("PromDuration")
+	}
+}
+
+func TestSettingsPrometheusURL(t *testing.T) {
+	env := map[string]string{EnvPrometheusURL: "http://prometheus.monitoring:9090"}
+	s, err := LoadSettings(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil || s.Defaults.PrometheusURL != env[EnvPrometheusURL] {
+		t.Fatalf("LoadSettings = %q, %v", s.Defaults.PrometheusURL, err)
+	}
+	env[EnvPrometheusURL] = "prometheus:9090"
+	if _, err := LoadSettings(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err == nil || !strings.Contains(err.Error(), EnvPrometheusURL) {
+		t.Fatalf("bad URL accepted: %v", err)
+	}
+}
