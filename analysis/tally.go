@@ -1,0 +1,111 @@
+package analysis
+
+import "fmt"
+
+// Limits are how many bad measurements of one check are tolerated before
+// the rollout acts; one more than the limit acts.
+type Limits struct {
+	Failure          int `json:"failure"`
+	ConsecutiveError int `json:"consecutiveError"`
+	Inconclusive     int `json:"inconclusive"`
+}
+
+// Tally is one check's (or hold webhook's) record over a rollout.
+type Tally struct {
+	Name              string       `json:"name"`
+	Kind              string       `json:"kind"`
+	Limits            Limits       `json:"limits"`
+	Measured          int          `json:"measured"`
+	Passed            int          `json:"passed"`
+	Failures          int          `json:"failures"`
+	Errors            int          `json:"errors"`
+	ConsecutiveErrors int          `json:"consecutiveErrors"`
+	Inconclusives     int          `json:"inconclusives"`
+	Last              *Measurement `json:"last,omitempty"`
+}
+
+// Record counts m. Anything but an error ends a run of errors.
+func (t *Tally) Record(m Measurement) {
+	t.Measured++
+	switch m.Result {
+	case Passed:
+		t.Passed++
+	case Failed:
+		t.Failures++
+	case Inconclusive:
+		t.Inconclusives++
+	case Error:
+		t.Errors++
+		t.ConsecutiveErrors++
+	}
+	if m.Result != Error {
+		t.ConsecutiveErrors = 0
+	}
+	last := m
+	t.Last = &last
+}
+
+// Forgive clears what paused the rollout once a person resumes it: the run of
+// errors and the inconclusive count. Failures stay: they are the candidate's.
+func (t *Tally) Forgive() {
+	t.ConsecutiveErrors, t.Inconclusives = 0, 0
+}
+
+// Action is what the rollout does after a round of measurements.
+type Action string
+
+const (
+	Continue Action = "Continue"
+	Pause    Action = "Pause"
+	Rollback Action = "Rollback"
+)
+
+// Decision is an Action and why.
+type Decision struct {
+	Action Action
+	Reason string
+}
+
+// Judge decides over the tallies, in their order: a check past its failure
+// limit rolls back (before anything else is considered); otherwise one past
+// its error or inconclusive limit pauses.
+func Judge(tallies []Tally) Decision {
+	for _, t := range tallies {
+		if t.Failures > t.Limits.Failure {
+			return Decision{Rollback, fmt.Sprintf("analysis: %s failed %s (failure limit %d); last: %s",
+				t.Name, times(t.Failures), t.Limits.Failure, lastSummary(t))}
+		}
+	}
+	for _, t := range tallies {
+		if t.ConsecutiveErrors > t.Limits.ConsecutiveError {
+			return Decision{Pause, fmt.Sprintf("analysis: %s could not be measured %s in a row (consecutive error limit %d): %s; fix the cause, then `sluice resume` (or `sluice abort`)",
+				t.Name, times(t.ConsecutiveErrors), t.Limits.ConsecutiveError, lastMessage(t))}
+		}
+		if t.Inconclusives > t.Limits.Inconclusive {
+			return Decision{Pause, fmt.Sprintf("analysis: %s was inconclusive %s (limit %d): %s; make sure the candidate receives traffic, then `sluice resume` (or `sluice abort`)",
+				t.Name, times(t.Inconclusives), t.Limits.Inconclusive, lastMessage(t))}
+		}
+	}
+	return Decision{Action: Continue}
+}
+
+func times(n int) string {
+	if n == 1 {
+		return "once"
+	}
+	return fmt.Sprintf("%d times", n)
+}
+
+func lastSummary(t Tally) string {
+	if t.Last == nil {
+		return "no measurement"
+	}
+	return t.Last.Summary()
+}
+
+func lastMessage(t Tally) string {
+	if t.Last == nil || t.Last.Message == "" {
+		return lastSummary(t)
+	}
+	return t.Last.Message
+}
