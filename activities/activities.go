@@ -23,6 +23,7 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	servingclient "knative.dev/serving/pkg/client/clientset/versioned"
 
+	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
 )
@@ -39,6 +40,9 @@ type Activities struct {
 	// Tests over a fake cluster, whose clock the workflow tests skip but a
 	// watch cannot, set it short.
 	WatchLimit time.Duration
+	// Prometheus and Webhooks run analysis checks and hooks.
+	Prometheus analysis.Prometheus
+	Webhooks   analysis.Webhooks
 }
 
 // ResolveTarget reads the target's policy, its live traffic and its stable

@@ -46,6 +46,9 @@ type Hook struct {
 	Retries int           `json:"retries"`
 }
 
+// MaxBackoff caps the pause between webhook attempts.
+const MaxBackoff = 30 * time.Second
+
 // Webhooks calls webhooks.
 type Webhooks struct {
 	HTTP *http.Client
@@ -79,7 +82,7 @@ func (w Webhooks) Call(ctx context.Context, h Hook, p Payload) Measurement {
 				return m
 			case <-time.After(backoff):
 			}
-			backoff *= 2
+			backoff = min(backoff*2, MaxBackoff)
 		}
 		m.Attempts = attempt + 1
 		code, answer, err := post(ctx, client, h, body)

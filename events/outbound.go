@@ -10,6 +10,8 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+
+	"github.com/sluicehq/sluice/analysis"
 )
 
 // Progress event types sluice emits, one per rollout transition.
@@ -25,6 +27,8 @@ const (
 	ProgressRolledBack = ProgressPrefix + "rolledback"
 	ProgressFailed     = ProgressPrefix + "failed"
 	ProgressSuperseded = ProgressPrefix + "superseded"
+	// ProgressAnalysis carries one round of analysis measurements.
+	ProgressAnalysis = ProgressPrefix + "analysis"
 )
 
 // Progress is one progress event as the workflow decides it. Its ID is
@@ -55,6 +59,8 @@ type ProgressData struct {
 	// By is who caused the transition: the sender of a command, or "sluice".
 	By       string `json:"by,omitempty"`
 	Sequence int    `json:"sequence"`
+	// Measurements are set on analysis events.
+	Measurements []analysis.Measurement `json:"measurements,omitempty"`
 }
 
 // Source is the CloudEvents source of a rollout's progress events.

@@ -236,6 +236,9 @@ func (r *rollout) resume(now time.Time) {
 		st.HoldUntil = now.Add(st.HoldLeft)
 	}
 	st.HoldLeft = 0
+	if st.Analysis != nil && st.Policy.Analysis != nil {
+		st.Analysis.forgive(now, st.Policy.Analysis.Interval, st.Step+1)
+	}
 	st.ForceNext = st.ForceNext || st.Drifted
 	st.Paused, st.Drifted, st.PauseReason = false, false, ""
 }

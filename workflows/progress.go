@@ -27,8 +27,13 @@ const (
 	// re-reading it every ReadinessPoll, and no longer publishes the passing
 	// Stepping phase: one search-attribute upsert per step, when the hold
 	// begins.
-	versionApply  = workflow.Version(3)
-	versionLatest = versionApply
+	versionApply = workflow.Version(3)
+	// versionAnalysis runs the policy's analysis: checks and webhooks as
+	// activities during holds, at the gate before 100%, before the first
+	// step and after the end. Rollouts without analysis make the same
+	// commands as under versionApply.
+	versionAnalysis = workflow.Version(4)
+	versionLatest   = versionAnalysis
 )
 
 // emit queues a progress event. One sender goroutine beside the main loop

@@ -99,6 +99,9 @@ func (r *rollout) run(ctx workflow.Context) (Result, error) {
 			}
 		}
 	}
+	if r.analysing() && !r.st.Analysis.Ended {
+		r.endHooks(ctx)
+	}
 	r.publish(ctx)
 	r.flushEvents(ctx)
 	// Let running update handlers answer before the workflow closes.
@@ -144,6 +147,9 @@ func (r *rollout) resolve(ctx workflow.Context) {
 	r.st.ReadyDeadline = now.Add(r.st.Policy.ProgressDeadline)
 	r.st.Deadline = now.Add(r.st.Policy.Deadline)
 	r.st.EventsEnabled = res.Events
+	if r.version >= versionAnalysis && r.st.Policy.Analysis != nil {
+		r.st.Analysis = newAnalysisState(r.st.Policy.Analysis)
+	}
 	if !r.writeTraffic(ctx, r.st.Baseline, "pin traffic to "+r.st.Stable) {
 		return
 	}
@@ -175,6 +181,9 @@ func (r *rollout) waitReady(ctx workflow.Context) {
 		return
 	case rev.Ready:
 		r.st.CandidateReady = true
+		if r.analysing() && !r.st.Analysis.Started && !r.beforeStart(ctx) {
+			return
+		}
 		r.st.Phase = PhaseStepping
 		return
 	case rev.Failed:
@@ -228,6 +237,17 @@ func (r *rollout) applyStep(ctx workflow.Context) {
 	}
 	i := r.st.Step
 	step := &r.st.Steps[i]
+	if r.analysing() && i == len(r.st.Steps)-1 && i > 0 && !r.st.Analysis.GatePassed && !r.st.PromoteFull &&
+		len(r.st.Policy.Analysis.Hooks(config.MomentGate)) > 0 {
+		// A person's promote confirms as well as the gate hooks do.
+		if !r.st.PromoteRequested && !r.gateHooks(ctx) {
+			r.st.Phase = PhaseGate
+			r.awaitFor(ctx, r.st.Policy.Analysis.Interval, fmt.Sprintf("gate webhooks before %d%%", step.Weight),
+				func() bool { return r.st.PromoteRequested || r.st.PromoteFull })
+			return
+		}
+		r.st.Analysis.GatePassed = true
+	}
 	if step.Gate && !step.GatePassed && !r.st.PromoteFull {
 		r.st.Phase = PhaseGate
 		if !r.st.PromoteRequested {
@@ -247,6 +267,9 @@ func (r *rollout) applyStep(ctx workflow.Context) {
 	r.st.Phase = PhaseHolding
 	r.st.HoldUntil = workflow.Now(ctx).Add(step.Hold)
 	r.st.HoldLeft = 0
+	if r.analysing() {
+		r.st.Analysis.NextAt = workflow.Now(ctx).Add(r.st.Policy.Analysis.Interval)
+	}
 	r.emit(ctx, events.ProgressStep, "", "")
 }
 
@@ -256,12 +279,19 @@ func (r *rollout) hold(ctx workflow.Context) {
 	last := i == len(r.st.Steps)-1
 	if !last && !r.st.PromoteFull {
 		left := r.st.HoldUntil.Sub(workflow.Now(ctx))
+		summary := fmt.Sprintf("hold %s at %d%%", step.Hold, step.Weight)
+		if r.analysing() && r.st.Policy.Analysis.Analyses() {
+			if !r.holdAnalysis(ctx, left, summary) {
+				return
+			}
+			left = 0
+		}
 		if r.st.PromoteRequested {
 			r.st.PromoteRequested = false
 			left = 0
 		}
 		if left > 0 {
-			r.awaitFor(ctx, left, fmt.Sprintf("hold %s at %d%%", step.Hold, step.Weight),
+			r.awaitFor(ctx, left, summary,
 				func() bool { return r.st.PromoteRequested || r.st.PromoteFull })
 			return
 		}

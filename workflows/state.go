@@ -100,6 +100,9 @@ type State struct {
 	Seq           int    `json:"seq,omitempty"`
 	EventsEnabled bool   `json:"eventsEnabled,omitempty"`
 
+	// Analysis is set when the policy has checks or webhooks.
+	Analysis *AnalysisState `json:"analysis,omitempty"`
+
 	Commands   []CommandRecord `json:"commands,omitempty"`
 	Superseded []string        `json:"superseded,omitempty"`
 

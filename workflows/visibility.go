@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/analysis"
 )
 
 // Search attributes sluice keeps on every rollout, so the Temporal UI and
@@ -176,6 +177,22 @@ func (r *rollout) details(now time.Time) string {
 			}
 		}
 		fmt.Fprintf(&b, "| %d%s | %d%% | %s | %s | %s | %s |\n", i+1, marker, s.Weight, s.Hold, gate, clock(s.StartedAt), clock(s.EndedAt))
+	}
+	if an := st.Analysis; an != nil && len(an.Tallies) > 0 {
+		b.WriteString("\n| check | last | result | passed | failed | errors | no data |\n|---|---|---|---|---|---|---|\n")
+		for _, t := range an.Tallies {
+			last, result := "", ""
+			if m := t.Last; m != nil {
+				result = string(m.Result)
+				switch {
+				case m.Value != nil:
+					last = analysis.FormatValue(*m.Value) + " in " + analysis.Range(m.Min, m.Max)
+				case m.StatusCode != 0:
+					last = fmt.Sprintf("HTTP %d", m.StatusCode)
+				}
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %d | %d |\n", t.Name, last, result, t.Passed, t.Failures, t.ConsecutiveErrors, t.Inconclusives)
+		}
 	}
 	if st.Reason != "" {
 		fmt.Fprintf(&b, "\n%s\n", st.Reason)

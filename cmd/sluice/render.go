@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/workflows"
 )
 
@@ -65,6 +66,9 @@ func renderStatus(w io.Writer, st workflows.Status) {
 		}
 		tw.Flush()
 	}
+	if st.Analysis != nil {
+		renderAnalysis(w, st)
+	}
 	if len(st.Commands) > 0 {
 		fmt.Fprintln(w, "\nCommands:")
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -119,4 +123,58 @@ func stepState(st workflows.Status, i int) string {
 		return "skipped"
 	}
 	return "pending"
+}
+
+// renderAnalysis prints each check's tally and last measurement, then the
+// webhook calls at other moments (before start, gate, end).
+func renderAnalysis(w io.Writer, st workflows.Status) {
+	an := st.Analysis
+	every := ""
+	if st.Policy.Analysis != nil {
+		every = fmt.Sprintf("every %s, ", st.Policy.Analysis.Interval)
+	}
+	fmt.Fprintf(w, "\nAnalysis (%s%d rounds):\n", every, an.Rounds)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if len(an.Tallies) > 0 {
+		fmt.Fprintln(tw, "  CHECK\tLAST\tRESULT\tRANGE\tPASSED\tFAILED\tERRORS\tNO DATA\tAT")
+	}
+	for _, t := range an.Tallies {
+		last, result, rng, at := "-", "-", "-", "-"
+		if m := t.Last; m != nil {
+			result, at = string(m.Result), stamp(m.At)
+			switch {
+			case m.Value != nil:
+				last = analysis.FormatValue(*m.Value)
+			case m.StatusCode != 0:
+				last = fmt.Sprintf("HTTP %d", m.StatusCode)
+			}
+			if t.Kind == analysis.KindCheck {
+				rng = analysis.Range(m.Min, m.Max)
+			}
+		}
+		name := t.Name
+		if t.Kind == analysis.KindWebhook {
+			name += " (webhook)"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d/%d\t%d/%d\t%d/%d\t%s\n", name, last, result, rng, t.Passed,
+			t.Failures, t.Limits.Failure+1, t.ConsecutiveErrors, t.Limits.ConsecutiveError+1, t.Inconclusives, t.Limits.Inconclusive+1, at)
+	}
+	tw.Flush()
+	var hooks []analysis.Measurement
+	for _, m := range an.Recent {
+		if m.Kind == analysis.KindWebhook && m.Moment != "hold" {
+			hooks = append(hooks, m)
+		}
+	}
+	if len(hooks) > 0 {
+		fmt.Fprintln(w, "  Webhooks:")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, m := range hooks {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", stamp(m.At), m.Moment, m.Summary(), m.Message)
+		}
+		tw.Flush()
+	}
+	if n := len(an.Tallies); n > 0 {
+		fmt.Fprintln(w, "  (FAILED, ERRORS and NO DATA show count/what acts: failures roll back, errors in a row and no data pause)")
+	}
 }

@@ -1,0 +1,66 @@
+package activities
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/config"
+)
+
+// CheckInput asks for one measurement of a check.
+type CheckInput struct {
+	Check      config.Check        `json:"check"`
+	Prometheus string              `json:"prometheus"`
+	Vars       config.TemplateVars `json:"vars"`
+	Step       int                 `json:"step"`
+}
+
+// QueryTimeout bounds one Prometheus query.
+const QueryTimeout = 30 * time.Second
+
+// MeasureCheck runs a check's query once and judges the value. A query that
+// cannot be run is an Error measurement, not an activity failure: the
+// workflow counts errors against the check's consecutive-error limit, which
+// retries would hide.
+func (a *Activities) MeasureCheck(ctx context.Context, in CheckInput) (analysis.Measurement, error) {
+	c := in.Check
+	m := analysis.Measurement{Name: c.Name, Kind: analysis.KindCheck, Step: in.Step, Weight: in.Vars.Weight, Min: c.Min, Max: c.Max}
+	in.Vars.Window = config.PromDuration(c.Window)
+	query, err := config.RenderQuery(c.Query, in.Vars)
+	if err != nil {
+		m.Result, m.Message, m.At = analysis.Error, "render query: "+err.Error(), time.Now()
+		return m, nil
+	}
+	qctx, cancel := context.WithTimeout(ctx, QueryTimeout)
+	defer cancel()
+	m.At = time.Now()
+	value, err := a.Prometheus.Query(qctx, in.Prometheus, query, m.At)
+	if err != nil {
+		m.Result, m.Message = analysis.Error, err.Error()
+		return m, nil
+	}
+	m.Value = value
+	m.Result = analysis.Evaluate(value, c.Min, c.Max)
+	if value == nil {
+		m.Message = "no data: " + query
+	}
+	return m, nil
+}
+
+// WebhookInput asks for one webhook call.
+type WebhookInput struct {
+	Hook    config.Webhook   `json:"hook"`
+	Payload analysis.Payload `json:"payload"`
+}
+
+// CallWebhook posts the payload, retrying as the hook allows, and reports
+// the answer as a measurement. A hook that does not answer 2xx is a Failed
+// measurement, not an activity failure: what that means is the workflow's
+// decision (roll back during a hold, keep waiting at a gate).
+func (a *Activities) CallWebhook(ctx context.Context, in WebhookInput) (analysis.Measurement, error) {
+	h := in.Hook
+	m := a.Webhooks.Call(ctx, analysis.Hook{URL: h.URL, Timeout: h.Timeout, Retries: h.Retries}, in.Payload)
+	m.Step, m.Weight, m.At = in.Payload.Rollout.Step, in.Payload.Rollout.Weight, time.Now()
+	return m, nil
+}

@@ -1,0 +1,298 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/events"
+)
+
+// AnalysisState is what a rollout has measured of its candidate and what the
+// analysis has decided so far. It is part of State, so the status query and
+// continue-as-new carry it.
+type AnalysisState struct {
+	// Tallies are the checks, then the hold webhooks, in policy order.
+	Tallies []analysis.Tally `json:"tallies"`
+	// Recent are the latest measurements, newest last (at most maxRecent);
+	// every one is also an activity result in the history.
+	Recent []analysis.Measurement `json:"recent,omitempty"`
+	Rounds int                    `json:"rounds"`
+	// NextAt is when the hold's next round is due.
+	NextAt time.Time `json:"nextAt,omitzero"`
+	// FinalStep is the step (from 1) whose closing round passed.
+	FinalStep int `json:"finalStep,omitempty"`
+	// PausedFinal says the current pause came from a step's closing round,
+	// so resuming accepts that step.
+	PausedFinal bool `json:"pausedFinal,omitempty"`
+	// Paused says the current pause is the analysis's.
+	Paused     bool `json:"paused,omitempty"`
+	Started    bool `json:"started,omitempty"`
+	GatePassed bool `json:"gatePassed,omitempty"`
+	Ended      bool `json:"ended,omitempty"`
+	// Calls numbers webhook calls, for their payload IDs.
+	Calls int `json:"calls,omitempty"`
+}
+
+// maxRecent bounds the measurements kept in the state; the history keeps all.
+const maxRecent = 40
+
+func newAnalysisState(an *config.Analysis) *AnalysisState {
+	st := &AnalysisState{}
+	for _, c := range an.Checks {
+		st.Tallies = append(st.Tallies, analysis.Tally{Name: c.Name, Kind: analysis.KindCheck,
+			Limits: analysis.Limits{Failure: c.FailureLimit, ConsecutiveError: c.ConsecutiveErrorLimit, Inconclusive: c.InconclusiveLimit}})
+	}
+	for _, h := range an.Hooks(config.MomentHold) {
+		st.Tallies = append(st.Tallies, analysis.Tally{Name: h.Name, Kind: analysis.KindWebhook, Limits: analysis.Limits{Failure: h.FailureLimit}})
+	}
+	return st
+}
+
+// analysing reports whether this rollout runs analysis.
+func (r *rollout) analysing() bool {
+	return r.version >= versionAnalysis && r.st.Analysis != nil && r.st.Policy.Analysis != nil
+}
+
+func (r *rollout) remember(ms []analysis.Measurement) {
+	an := r.st.Analysis
+	an.Recent = append(an.Recent, ms...)
+	if n := len(an.Recent) - maxRecent; n > 0 {
+		an.Recent = append([]analysis.Measurement(nil), an.Recent[n:]...)
+	}
+}
+
+// holdAnalysis runs the hold's analysis rounds: one every interval while the
+// hold lasts, and a closing one before the step ends. It reports whether the
+// step may end now; if not, it has waited, paused or started a rollback.
+func (r *rollout) holdAnalysis(ctx workflow.Context, left time.Duration, summary string) bool {
+	an := r.st.Analysis
+	interval := r.st.Policy.Analysis.Interval
+	step := r.st.Step + 1
+	if left > 0 {
+		if !workflow.Now(ctx).Before(an.NextAt) {
+			an.NextAt = workflow.Now(ctx).Add(interval)
+			if !r.analyze(ctx, false) {
+				return false
+			}
+		}
+		left = r.st.HoldUntil.Sub(workflow.Now(ctx))
+		if r.st.PromoteRequested {
+			left = 0 // promoted while measuring: go to the closing round
+		}
+		if left > 0 {
+			wait := min(left, max(an.NextAt.Sub(workflow.Now(ctx)), time.Second))
+			r.awaitFor(ctx, wait, summary, func() bool { return r.st.PromoteRequested || r.st.PromoteFull })
+			return false
+		}
+	}
+	r.st.PromoteRequested = false
+	if an.FinalStep != step {
+		if !r.analyze(ctx, true) {
+			return false
+		}
+		an.FinalStep = step
+	}
+	return true
+}
+
+// analyze runs one round: every check and hold webhook at once, then judges
+// the tallies. It reports whether the rollout goes on.
+func (r *rollout) analyze(ctx workflow.Context, final bool) bool {
+	an := r.st.Analysis
+	pol := r.st.Policy.Analysis
+	vars := r.templateVars()
+	futures := make([]workflow.Future, 0, len(an.Tallies))
+	for _, c := range pol.Checks {
+		futures = append(futures, workflow.ExecuteActivity(checkOptions(ctx, "measure "+c.Name), a.MeasureCheck,
+			activities.CheckInput{Check: c, Prometheus: pol.Prometheus, Vars: vars, Step: r.st.Step + 1}))
+	}
+	for _, h := range pol.Hooks(config.MomentHold) {
+		futures = append(futures, r.callHook(ctx, h))
+	}
+	ms := r.collect(ctx, futures)
+	for i := range ms {
+		an.Tallies[i].Record(ms[i])
+	}
+	an.Rounds++
+	r.remember(ms)
+	r.emitAnalysis(ctx, ms)
+	d := analysis.Judge(an.Tallies)
+	switch d.Action {
+	case analysis.Rollback:
+		r.startRollback(OutcomeRolledBack, d.Reason)
+		return false
+	case analysis.Pause:
+		now := workflow.Now(ctx)
+		r.st.Paused, r.st.PauseReason = true, d.Reason
+		an.Paused, an.PausedFinal = true, final
+		if r.st.Phase == PhaseHolding {
+			r.st.HoldLeft = max(r.st.HoldUntil.Sub(now), 0)
+		}
+		r.emit(ctx, events.ProgressPaused, d.Reason, "sluice analysis")
+		return false
+	}
+	return true
+}
+
+// collect waits for every future, turning an activity failure (a worker
+// lost more often than retries allow) into an Error measurement.
+func (r *rollout) collect(ctx workflow.Context, futures []workflow.Future) []analysis.Measurement {
+	names := r.st.Analysis.Tallies
+	ms := make([]analysis.Measurement, len(futures))
+	for i, f := range futures {
+		if err := f.Get(ctx, &ms[i]); err != nil {
+			ms[i] = analysis.Measurement{Result: analysis.Error, Message: errorMessage(err), At: workflow.Now(ctx), Step: r.st.Step + 1, Weight: r.st.Weight}
+			if i < len(names) {
+				ms[i].Name, ms[i].Kind = names[i].Name, names[i].Kind
+			}
+		}
+	}
+	return ms
+}
+
+// callHook starts one webhook call for the current moment of the rollout.
+func (r *rollout) callHook(ctx workflow.Context, h config.Webhook) workflow.Future {
+	an := r.st.Analysis
+	an.Calls++
+	st := &r.st
+	step := 0
+	if st.Weight > 0 || st.Phase == PhaseHolding {
+		step = st.Step + 1
+	}
+	p := analysis.Payload{
+		Name: h.Name, Moment: string(h.At), ID: fmt.Sprintf("%s/%s/%d", st.RolloutID, h.Name, an.Calls), Metadata: h.Metadata,
+		Rollout: analysis.RolloutInfo{
+			WorkflowID: WorkflowID(st.Target), Namespace: st.Target.Namespace, Kind: st.Target.Kind, Name: st.Target.Name,
+			Candidate: st.Candidate, Stable: st.Stable, Phase: string(st.Phase), Step: step, StepCount: len(st.Steps),
+			Weight: st.Weight, Outcome: string(st.Outcome), Reason: st.Reason,
+		},
+	}
+	return workflow.ExecuteActivity(webhookOptions(ctx, h, "webhook "+h.Name+" ("+string(h.At)+")"), a.CallWebhook,
+		activities.WebhookInput{Hook: h, Payload: p})
+}
+
+// callHooks calls every hook of a moment at once and waits for the answers.
+func (r *rollout) callHooks(ctx workflow.Context, m config.Moment) []analysis.Measurement {
+	hooks := r.st.Policy.Analysis.Hooks(m)
+	if len(hooks) == 0 {
+		return nil
+	}
+	futures := make([]workflow.Future, len(hooks))
+	for i, h := range hooks {
+		futures[i] = r.callHook(ctx, h)
+	}
+	ms := make([]analysis.Measurement, len(hooks))
+	for i, f := range futures {
+		if err := f.Get(ctx, &ms[i]); err != nil {
+			ms[i] = analysis.Measurement{Name: hooks[i].Name, Kind: analysis.KindWebhook, Moment: string(m), Result: analysis.Failed, Message: errorMessage(err), At: workflow.Now(ctx)}
+		}
+	}
+	r.remember(ms)
+	r.emitAnalysis(ctx, ms)
+	return ms
+}
+
+// firstFailed is the first measurement that did not pass, or nil.
+func firstFailed(ms []analysis.Measurement) *analysis.Measurement {
+	for i := range ms {
+		if ms[i].Result != analysis.Passed {
+			return &ms[i]
+		}
+	}
+	return nil
+}
+
+// beforeStart calls the before-start hooks once the candidate is Ready. A
+// failure rolls back before the candidate gets any traffic.
+func (r *rollout) beforeStart(ctx workflow.Context) bool {
+	ms := r.callHooks(ctx, config.MomentBeforeStart)
+	r.st.Analysis.Started = true
+	if f := firstFailed(ms); f != nil {
+		r.startRollback(OutcomeRolledBack, "before-start "+f.Summary()+": "+f.Message)
+		return false
+	}
+	return true
+}
+
+// gateHooks asks the gate hooks whether the candidate may be promoted to
+// 100%. It reports whether all of them answered 2xx.
+func (r *rollout) gateHooks(ctx workflow.Context) bool {
+	return firstFailed(r.callHooks(ctx, config.MomentGate)) == nil
+}
+
+// endHooks calls the rollback hooks (if traffic went back to stable) and the
+// after-end hooks. Their answers are recorded, not acted on: the rollout
+// has already ended.
+func (r *rollout) endHooks(ctx workflow.Context) {
+	r.st.Analysis.Ended = true
+	if r.st.Phase == PhaseRolledBack || r.st.Phase == PhaseAborted {
+		r.callHooks(ctx, config.MomentRollback)
+	}
+	r.callHooks(ctx, config.MomentAfterEnd)
+}
+
+// forgive is called when a person resumes: the pause's cause is accepted.
+func (an *AnalysisState) forgive(now time.Time, interval time.Duration, step int) {
+	if !an.Paused {
+		return
+	}
+	for i := range an.Tallies {
+		an.Tallies[i].Forgive()
+	}
+	if an.PausedFinal {
+		an.FinalStep = step
+	}
+	an.Paused, an.PausedFinal = false, false
+	an.NextAt = now.Add(interval)
+}
+
+func (r *rollout) templateVars() config.TemplateVars {
+	st := &r.st
+	v := config.TemplateVars{Namespace: st.Target.Namespace, Configuration: st.Configuration, Candidate: st.Candidate, Stable: st.Stable, Weight: st.Weight}
+	if st.Target.Kind == activities.KindService {
+		v.Service = st.Target.Name
+	}
+	return v
+}
+
+// emitAnalysis sends a round's measurements as one progress event.
+func (r *rollout) emitAnalysis(ctx workflow.Context, ms []analysis.Measurement) {
+	if len(ms) == 0 {
+		return
+	}
+	n := len(r.outbox)
+	parts := make([]string, len(ms))
+	for i, m := range ms {
+		parts[i] = m.Summary()
+	}
+	r.emit(ctx, events.ProgressAnalysis, strings.Join(parts, "; "), "")
+	if len(r.outbox) > n {
+		r.outbox[len(r.outbox)-1].Data.Measurements = ms
+	}
+}
+
+// checkOptions suit one Prometheus query: a query error is a measurement,
+// so only a lost worker retries.
+func checkOptions(ctx workflow.Context, summary string) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		Summary:             summary,
+		StartToCloseTimeout: activities.QueryTimeout + 15*time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
+	})
+}
+
+// webhookOptions allow every attempt the hook's timeout plus its backoff.
+func webhookOptions(ctx workflow.Context, h config.Webhook, summary string) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		Summary:             summary,
+		StartToCloseTimeout: time.Duration(h.Retries+1)*(h.Timeout+analysis.MaxBackoff) + 15*time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
+	})
+}
