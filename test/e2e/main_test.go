@@ -62,7 +62,7 @@ func run(m *testing.M) int {
 	sink = s
 	stk, err = stack.Start(ctx, stack.Options{
 		Dir: dir, Tools: tools, CRDDirs: crds, DeployDir: filepath.Join(root, "config", "deploy"),
-		Adapter: true, ProgressSink: sink.URL, ReadyAfter: time.Second, UI: true,
+		Adapter: true, ProgressSink: sink.URL, ReadyAfter: time.Second, UI: true, Prometheus: true,
 		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	})
 	if err != nil {

@@ -39,6 +39,8 @@ type Tools struct {
 	EtcdDir  string // etcd
 	Adapter  string // Knative Eventing's apiserver_receive_adapter
 	Sluice   string // the sluice binary
+	// Prometheus is Debian's prometheus server, needed with Options.Prometheus.
+	Prometheus string
 }
 
 // ToolsFromEnv reads the tool locations that `test/tools/install.sh all` prints.
@@ -47,7 +49,8 @@ func ToolsFromEnv() (Tools, error) {
 		Temporal: os.Getenv("SLUICE_TEMPORAL_BIN"),
 		KubeDir:  os.Getenv("SLUICE_KUBE_DIR"),
 		EtcdDir:  os.Getenv("SLUICE_ETCD_DIR"),
-		Sluice:   os.Getenv("SLUICE_BIN"),
+		Sluice:     os.Getenv("SLUICE_BIN"),
+		Prometheus: os.Getenv("SLUICE_PROMETHEUS_BIN"),
 	}
 	if d := os.Getenv("SLUICE_EVENTING_DIR"); d != "" {
 		t.Adapter = filepath.Join(d, "apiserver_receive_adapter")
@@ -99,6 +102,10 @@ type Options struct {
 	// Audit turns on the API server's audit log (AuditLog) for Knative's
 	// kinds: traffic patches with their bodies, other requests without.
 	Audit bool
+	// Prometheus runs the request-metrics simulator (test/requestsim) and a
+	// real Prometheus server scraping it; the worker's SLUICE_PROMETHEUS_URL
+	// points at it.
+	Prometheus bool
 	// OnReady is told when the simulator makes a Revision Ready.
 	OnReady func(revision string, at time.Time)
 	Log     *slog.Logger
@@ -108,7 +115,7 @@ type Options struct {
 type Stack struct {
 	opts Options
 
-	etcd, apiserver, temporal, worker, receiver, adapter *proc
+	etcd, apiserver, temporal, worker, receiver, adapter, prometheus *proc
 
 	etcdURL string
 	// KubeURL and Kubeconfig reach the API server as its administrator.
@@ -121,6 +128,8 @@ type Stack struct {
 	ReceiverURL, ReceiverToken string
 	// WorkerHTTP serves the worker's /healthz and /metrics.
 	WorkerHTTP string
+	// PrometheusURL is the Prometheus server's HTTP API, with Options.Prometheus.
+	PrometheusURL string
 	// AuditLog is the API server's audit log (JSON lines), with Options.Audit.
 	AuditLog string
 	// workerKubeconfig and receiverKubeconfig are what those processes use.
@@ -128,6 +137,8 @@ type Stack struct {
 
 	simCancel context.CancelFunc
 	simDone   chan struct{}
+	// stopMetrics stops the request-metrics simulator, with Options.Prometheus.
+	stopMetrics func()
 }
 
 // Namespace is where the stack's Knative objects live.
@@ -157,6 +168,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		{"sluice's manifests", s.applyDeploy},
 		{"Temporal dev server", s.startTemporal},
 		{"Knative simulator", s.startSimulator},
+		{"Prometheus", s.startPrometheus},
 		{"sluice worker", s.StartWorker},
 		{"sluice receiver", s.StartReceiver},
 	}
@@ -393,6 +405,9 @@ func (s *Stack) StartWorker(ctx context.Context) error {
 	}
 	s.WorkerHTTP = fmt.Sprintf("127.0.0.1:%d", port)
 	env := append([]string{"KUBECONFIG=" + s.workerKubeconfig, "TEMPORAL_ADDRESS=" + s.TemporalAddr}, s.opts.WorkerEnv...)
+	if s.PrometheusURL != "" {
+		env = append(env, "SLUICE_PROMETHEUS_URL="+s.PrometheusURL)
+	}
 	if s.opts.ProgressSink != "" {
 		env = append(env, "K_SINK="+s.opts.ProgressSink)
 	}
@@ -486,7 +501,7 @@ func (s *Stack) Pids() (worker, receiver int) {
 // Logs returns the end of every component's log, for a failed test.
 func (s *Stack) Logs() string {
 	var b strings.Builder
-	for _, p := range []*proc{s.etcd, s.apiserver, s.temporal, s.worker, s.receiver, s.adapter} {
+	for _, p := range []*proc{s.etcd, s.apiserver, s.temporal, s.worker, s.receiver, s.adapter, s.prometheus} {
 		if p != nil {
 			fmt.Fprintf(&b, "==== %s (%s)\n%s\n", p.name, p.logPath, p.tail(4000))
 		}
@@ -496,8 +511,11 @@ func (s *Stack) Logs() string {
 
 // Stop shuts everything down, dependents first.
 func (s *Stack) Stop() {
-	for _, p := range []*proc{s.adapter, s.receiver, s.worker} {
+	for _, p := range []*proc{s.adapter, s.receiver, s.worker, s.prometheus} {
 		p.stop(10 * time.Second)
+	}
+	if s.stopMetrics != nil {
+		s.stopMetrics()
 	}
 	if s.simCancel != nil {
 		s.simCancel()

@@ -114,8 +114,23 @@ install_browser() {
   command -v chromium
 }
 
+# install_prometheus installs Debian's Prometheus server, which the e2e
+# analysis tests query, and prints its path.
+install_prometheus() {
+  if ! command -v prometheus >/dev/null 2>&1; then
+    echo "installing Debian's prometheus for the analysis tests (a minute or two)" >&2
+    if [[ $(id -u) -ne 0 ]]; then
+      echo "installing prometheus needs root (apt-get); install the prometheus package and retry" >&2
+      return 1
+    fi
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus) >&2
+  fi
+  command -v prometheus
+}
+
 case "${1:-}" in
   temporal) install_temporal ;;
+  prometheus) install_prometheus ;;
   browser) install_browser ;;
   conformance) install_conformance ;;
   kube) install_kube ;;
@@ -132,6 +147,7 @@ case "${1:-}" in
     eventing=$(install_eventing)
     browser=$(install_browser)
     ko=$(install_ko)
+    prometheus=$(install_prometheus)
     echo "export SLUICE_TEMPORAL_BIN=$temporal"
     echo "export SLUICE_CLOUDEVENTS_BIN=$conformance"
     echo "export SLUICE_KUBE_DIR=$kube"
@@ -139,6 +155,7 @@ case "${1:-}" in
     echo "export SLUICE_EVENTING_DIR=$eventing"
     echo "export SLUICE_CHROMIUM_BIN=$browser"
     echo "export SLUICE_KO_BIN=$ko"
+    echo "export SLUICE_PROMETHEUS_BIN=$prometheus"
     ;;
-  *) echo "usage: $0 temporal|conformance|kube|etcd|eventing|browser|ko|all" >&2; exit 2 ;;
+  *) echo "usage: $0 temporal|conformance|kube|etcd|eventing|browser|ko|prometheus|all" >&2; exit 2 ;;
 esac

@@ -1,0 +1,281 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/test/requestsim"
+	"github.com/sluicehq/sluice/workflows"
+)
+
+// analysed is a policy whose checks query the stack's real Prometheus
+// (SLUICE_PROMETHEUS_URL on the worker), which scrapes the request
+// metrics the stack simulates per Revision.
+func analysed(doc string) map[string]string {
+	return map[string]string{"sluice.dev/steps": "20,60,100", "sluice.dev/hold": "7s", "sluice.dev/analysis": doc}
+}
+
+const knativeChecks = `
+interval: 3s
+window: 5s
+checks:
+  - name: success-rate
+    builtin: success-rate
+  - name: latency
+    builtin: latency-p99
+    max: 100
+`
+
+// A healthy Revision is promoted by the analysis alone: no command is sent.
+func TestAnalysisPromotesHealthyRevision(t *testing.T) {
+	c := ctl(t)
+	firstRollout(t, c, "an1", analysed(knativeChecks))
+	deploy(t, "an1", "example.com/an1:v2", nil, nil)
+	st := waitOutcome(t, c, svcTarget("an1"), "an1-00002", 90*time.Second)
+	if st.Outcome != workflows.OutcomeSucceeded || serviceTraffic(t, "an1") != "an1-00002=100%" {
+		t.Fatalf("outcome %s (%s), traffic %s", st.Outcome, st.Reason, serviceTraffic(t, "an1"))
+	}
+	if len(st.Commands) > 1 {
+		t.Fatalf("commands were sent: %+v", st.Commands)
+	}
+	if st.Analysis == nil || len(st.Analysis.Tallies) != 2 {
+		t.Fatalf("analysis = %+v", st.Analysis)
+	}
+	for _, tl := range st.Analysis.Tallies {
+		// Two holds of 7s: rounds at 3s and 6s, and the closing one.
+		if tl.Passed < 4 || tl.Failures+tl.Errors+tl.Inconclusives != 0 || tl.Last == nil || tl.Last.Value == nil {
+			t.Fatalf("tally %+v", tl)
+		}
+	}
+	rate, latency := *st.Analysis.Tallies[0].Last.Value, *st.Analysis.Tallies[1].Last.Value
+	if rate != 1 || latency <= 0 || latency > 25 {
+		t.Fatalf("success rate %g, p99 latency %g ms (the simulated latency is %s)", rate, latency, requestsim.DefaultLatency)
+	}
+	out, err := sluice(t, "status", "an1")
+	if err != nil || !strings.Contains(out, "Analysis (every 3s") || !strings.Contains(out, "success-rate") || !strings.Contains(out, "Passed") {
+		t.Fatalf("sluice status: %v\n%s", err, out)
+	}
+	got := strings.Join(progress("an1-00002"), ",")
+	if !strings.HasPrefix(got, "started,step,analysis,") || !strings.HasSuffix(got, ",analysis,step,succeeded") {
+		t.Fatalf("progress events: %s", got)
+	}
+}
+
+// A Revision answering 20% of its requests with 500 is rolled back at the
+// first step, and the measurement that decided it is in the history.
+func TestAnalysisRollsBackErroringRevision(t *testing.T) {
+	c := ctl(t)
+	firstRollout(t, c, "an2", analysed(knativeChecks))
+	deploy(t, "an2", "example.com/an2:v2", nil, map[string]string{requestsim.AnnotationErrorRate: "0.2"})
+	st := waitOutcome(t, c, svcTarget("an2"), "an2-00002", 90*time.Second)
+	if st.Outcome != workflows.OutcomeRolledBack || st.Step != 0 || !strings.Contains(st.Reason, "analysis: success-rate failed once") {
+		t.Fatalf("outcome %s at step %d: %s", st.Outcome, st.Step+1, st.Reason)
+	}
+	if got := serviceTraffic(t, "an2"); got != "an2-00001=100%" {
+		t.Fatalf("traffic after rollback: %s", got)
+	}
+	var failed []analysis.Measurement
+	for _, m := range historyMeasurements(t, c.Temporal, workflows.WorkflowID(svcTarget("an2"))) {
+		if m.Name == "success-rate" && m.Result == analysis.Failed {
+			failed = append(failed, m)
+		}
+	}
+	if len(failed) != 1 || failed[0].Value == nil || *failed[0].Value < 0.75 || *failed[0].Value > 0.85 || failed[0].Step != 1 || failed[0].Weight != 20 {
+		t.Fatalf("failed measurements in the history: %+v", failed)
+	}
+}
+
+// historyMeasurements decodes every measurement a MeasureCheck or
+// CallWebhook activity returned in the workflow's latest run.
+func historyMeasurements(t *testing.T, c client.Client, id string) []analysis.Measurement {
+	t.Helper()
+	types := map[int64]string{}
+	var out []analysis.Measurement
+	it := c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			types[ev.GetEventId()] = a.GetActivityType().GetName()
+		}
+		a := ev.GetActivityTaskCompletedEventAttributes()
+		if a == nil || (types[a.GetScheduledEventId()] != "MeasureCheck" && types[a.GetScheduledEventId()] != "CallWebhook") {
+			continue
+		}
+		var m analysis.Measurement
+		if err := converter.GetDefaultDataConverter().FromPayloads(a.GetResult(), &m); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// Prometheus unreachable: each round is a query error, not a failure; past
+// the consecutive-error limit the rollout pauses at its step and asks a
+// person, and traffic stays where it was.
+func TestAnalysisPrometheusUnreachablePauses(t *testing.T) {
+	c := ctl(t)
+	firstRollout(t, c, "an3", map[string]string{"sluice.dev/steps": "20,100", "sluice.dev/hold": "1m", "sluice.dev/analysis": `
+interval: 1s
+prometheus: http://127.0.0.1:1
+checks:
+  - name: success-rate
+    builtin: success-rate
+    consecutiveErrorLimit: 2
+`})
+	deploy(t, "an3", "example.com/an3:v2", nil, nil)
+	st := waitStatus(t, c, svcTarget("an3"), 60*time.Second, "the analysis pause", func(s workflows.Status) bool {
+		return s.Candidate == "an3-00002" && s.Paused
+	})
+	if st.Phase != workflows.PhaseHolding || st.Weight != 20 || st.Outcome != "" ||
+		!strings.Contains(st.PauseReason, "success-rate could not be measured 3 times in a row (consecutive error limit 2): query Prometheus at http://127.0.0.1:1") {
+		t.Fatalf("phase %s weight %d outcome %q pause %q", st.Phase, st.Weight, st.Outcome, st.PauseReason)
+	}
+	if tl := st.Analysis.Tallies[0]; tl.Errors != 3 || tl.Failures != 0 {
+		t.Fatalf("tally %+v", tl)
+	}
+	time.Sleep(3 * time.Second) // paused means no more rounds, no rollback
+	st, err := c.Status(context.Background(), svcTarget("an3"))
+	if err != nil || !st.Paused || st.Analysis.Rounds != 3 || serviceTraffic(t, "an3") != "an3-00001=80%, an3-00002=20%" {
+		t.Fatalf("after 3s: paused %v rounds %d traffic %s (%v)", st.Paused, st.Analysis.Rounds, serviceTraffic(t, "an3"), err)
+	}
+	if out, err := sluice(t, "abort", "an3", "--reason", "prometheus is down"); err != nil {
+		t.Fatalf("sluice abort: %v\n%s", err, out)
+	}
+	waitOutcome(t, c, svcTarget("an3"), "an3-00002", 30*time.Second)
+}
+
+// hookServer records webhook calls; answer decides each call's status.
+type hookServer struct {
+	*httptest.Server
+	mu    sync.Mutex
+	calls []analysis.Payload
+}
+
+func newHookServer(t *testing.T, answer func(p analysis.Payload) int) *hookServer {
+	h := &hookServer{}
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p analysis.Payload
+		if err := json.NewDecoder(r.Body).Decode(&p); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		h.mu.Lock()
+		h.calls = append(h.calls, p)
+		h.mu.Unlock()
+		w.WriteHeader(answer(p))
+	}))
+	t.Cleanup(h.Close)
+	return h
+}
+
+// moments lists the moments called for a candidate, in order.
+func (h *hookServer) moments(candidate string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, p := range h.calls {
+		if p.Rollout.Candidate == candidate {
+			out = append(out, p.Moment)
+		}
+	}
+	return out
+}
+
+// A gate webhook holds promotion to 100% until it answers 2xx.
+func TestWebhookGateHoldsPromotion(t *testing.T) {
+	c := ctl(t)
+	var open atomic.Bool
+	hooks := newHookServer(t, func(p analysis.Payload) int {
+		if p.Moment == "gate" && !open.Load() {
+			return http.StatusConflict
+		}
+		return http.StatusOK
+	})
+	firstRollout(t, c, "an4", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "1s", "sluice.dev/analysis": `
+interval: 1s
+webhooks:
+  - name: release-approval
+    at: gate
+    url: ` + hooks.URL + `/approve
+`})
+	deploy(t, "an4", "example.com/an4:v2", nil, nil)
+	waitStatus(t, c, svcTarget("an4"), 60*time.Second, "the gate webhook", func(s workflows.Status) bool {
+		return s.Candidate == "an4-00002" && s.Phase == workflows.PhaseGate && len(hooks.moments("an4-00002")) >= 2
+	})
+	time.Sleep(3 * time.Second)
+	st, err := c.Status(context.Background(), svcTarget("an4"))
+	if err != nil || st.Phase != workflows.PhaseGate || serviceTraffic(t, "an4") != "an4-00001=50%, an4-00002=50%" {
+		t.Fatalf("while the gate answers 409: phase %s traffic %s (%v)", st.Phase, serviceTraffic(t, "an4"), err)
+	}
+	if last := st.Analysis.Recent[len(st.Analysis.Recent)-1]; last.Name != "release-approval" || last.StatusCode != http.StatusConflict || last.Result != analysis.Failed {
+		t.Fatalf("last measurement %+v", last)
+	}
+	open.Store(true)
+	st = waitOutcome(t, c, svcTarget("an4"), "an4-00002", 30*time.Second)
+	if st.Outcome != workflows.OutcomeSucceeded || serviceTraffic(t, "an4") != "an4-00002=100%" {
+		t.Fatalf("outcome %s (%s), traffic %s", st.Outcome, st.Reason, serviceTraffic(t, "an4"))
+	}
+	for _, m := range hooks.moments("an4-00002") {
+		if m != "gate" {
+			t.Fatalf("moments called: %v", hooks.moments("an4-00002"))
+		}
+	}
+}
+
+// A webhook failing during a hold rolls back; the rollback and after-end
+// hooks are told.
+func TestWebhookFailureDuringHoldRollsBack(t *testing.T) {
+	c := ctl(t)
+	hooks := newHookServer(t, func(p analysis.Payload) int {
+		if p.Moment == "hold" && p.Rollout.Candidate == "an5-00002" {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	firstRollout(t, c, "an5", map[string]string{"sluice.dev/steps": "20,100", "sluice.dev/hold": "10s", "sluice.dev/analysis": `
+interval: 2s
+webhooks:
+  - name: smoke
+    at: hold
+    url: ` + hooks.URL + `/smoke
+    retries: 1
+    timeout: 2s
+  - name: undo
+    at: rollback
+    url: ` + hooks.URL + `/undo
+  - name: notify
+    at: after-end
+    url: ` + hooks.URL + `/notify
+`})
+	deploy(t, "an5", "example.com/an5:v2", nil, nil)
+	st := waitOutcome(t, c, svcTarget("an5"), "an5-00002", 60*time.Second)
+	if st.Outcome != workflows.OutcomeRolledBack || !strings.Contains(st.Reason, "analysis: smoke failed once (failure limit 0); last: webhook smoke: HTTP 500 Failed") {
+		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
+	}
+	if got := serviceTraffic(t, "an5"); got != "an5-00001=100%" {
+		t.Fatalf("traffic after rollback: %s", got)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Join(hooks.moments("an5-00002"), ",") != "hold,hold,rollback,after-end" {
+		if time.Now().After(deadline) {
+			t.Fatalf("moments called: %v (want the hold call and its retry, then rollback, after-end)", hooks.moments("an5-00002"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
