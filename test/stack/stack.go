@@ -46,9 +46,9 @@ type Tools struct {
 // ToolsFromEnv reads the tool locations that `test/tools/install.sh all` prints.
 func ToolsFromEnv() (Tools, error) {
 	t := Tools{
-		Temporal: os.Getenv("SLUICE_TEMPORAL_BIN"),
-		KubeDir:  os.Getenv("SLUICE_KUBE_DIR"),
-		EtcdDir:  os.Getenv("SLUICE_ETCD_DIR"),
+		Temporal:   os.Getenv("SLUICE_TEMPORAL_BIN"),
+		KubeDir:    os.Getenv("SLUICE_KUBE_DIR"),
+		EtcdDir:    os.Getenv("SLUICE_ETCD_DIR"),
 		Sluice:     os.Getenv("SLUICE_BIN"),
 		Prometheus: os.Getenv("SLUICE_PROMETHEUS_BIN"),
 	}
