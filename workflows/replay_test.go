@@ -9,9 +9,9 @@ import (
 )
 
 // TestReplayRecordedHistories replays histories recorded from real rollouts
-// (v0-*: before the "cloudevents" version gate; v1-*: at its version 1 — the
-// rollouts started by older
-// sluice releases)
+// (v0-*: before the "cloudevents" version gate; vN-*: at its version N — the
+// rollouts started by older sluice releases; the rest at the latest version,
+// rollout-analysis.json with checks and every kind of webhook)
 // on a Temporal server (see test/integration, SLUICE_RECORD_HISTORY). A
 // change to the workflow that would break rollouts already running — a
 // command added, removed or reordered without a workflow.GetVersion gate —

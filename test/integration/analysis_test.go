@@ -1,0 +1,88 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/workflows"
+)
+
+// TestAnalysisOnRealServer runs a rollout with checks and every kind of
+// webhook on a real Temporal server and worker: the check queries an
+// HTTP server speaking Prometheus' query API (the real Prometheus is in the
+// e2e tests), the gate answers 409 twice before 200 (without retries, so the workflow asks again each interval). Its history is the one
+// replayed for analysis (rollout-analysis.json).
+func TestAnalysisOnRealServer(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		queries []string
+		moments []string
+		gate    int
+	)
+	prom := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		mu.Lock()
+		queries = append(queries, r.Form.Get("query"))
+		mu.Unlock()
+		fmt.Fprint(w, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"0.998"]}]}}`)
+	}))
+	defer prom.Close()
+	hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p analysis.Payload
+		_ = json.NewDecoder(r.Body).Decode(&p)
+		mu.Lock()
+		defer mu.Unlock()
+		moments = append(moments, p.Moment)
+		if p.Moment == "gate" {
+			if gate++; gate <= 2 {
+				w.WriteHeader(http.StatusConflict)
+			}
+		}
+	}))
+	defer hooks.Close()
+	doc := fmt.Sprintf(`
+interval: 1s
+prometheus: %s
+checks:
+  - name: success-rate
+    builtin: success-rate
+webhooks:
+  - {name: warmup, at: before-start, url: %[2]s}
+  - {name: smoke, at: hold, url: %[2]s}
+  - {name: approve, at: gate, url: %[2]s, retries: 0}
+  - {name: notify, at: after-end, url: %[2]s}
+`, prom.URL, hooks.URL)
+	s := startStack(t, helloService(map[string]string{config.AnnotationSteps: "50,100", config.AnnotationHold: "3s", config.AnnotationAnalysis: doc})...)
+	ctx := context.Background()
+	if _, err := s.ctl.Start(ctx, hello, "hello-00002", ""); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.ctl.Wait(ctx, hello)
+	if err != nil || res.Outcome != workflows.OutcomeSucceeded {
+		t.Fatalf("result %+v, %v", res, err)
+	}
+	st := s.status()
+	tl := st.Analysis.Tallies
+	if len(tl) != 2 || tl[0].Passed < 2 || tl[0].Failures+tl[0].Errors+tl[0].Inconclusives != 0 || tl[1].Name != "smoke" || tl[1].Passed != tl[0].Passed {
+		t.Fatalf("tallies %+v", tl)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := `revision_request_count{namespace_name="default",revision_name="hello-00002",response_code_class!="5xx"}[1s]`
+	if len(queries) != tl[0].Measured || !strings.Contains(queries[0], want) {
+		t.Fatalf("%d queries for %d measurements; first %q", len(queries), tl[0].Measured, queries[0])
+	}
+	got := strings.Join(moments, ",")
+	if !strings.HasPrefix(got, "before-start,hold,") || !strings.HasSuffix(got, ",hold,gate,gate,gate,after-end") {
+		t.Fatalf("webhook moments: %s", got)
+	}
+	recordHistory(t, s.temporal, "rollout-analysis.json")
+}
