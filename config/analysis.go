@@ -236,7 +236,11 @@ func parseAnalysis(raw, prometheus string) (*Analysis, error) {
 	key := AnnotationAnalysis
 	var doc analysisDoc
 	if err := yaml.UnmarshalStrict([]byte(raw), &doc); err != nil {
-		return nil, &FieldError{Key: key, Message: "is not a valid analysis document: " + err.Error(), Value: shorten(raw)}
+		msg := err.Error()
+		for _, noise := range []string{"error unmarshaling JSON: ", "while decoding JSON: ", "json: "} {
+			msg = strings.ReplaceAll(msg, noise, "")
+		}
+		return nil, &FieldError{Key: key, Message: "is not a valid analysis document (see docs/analysis.md): " + msg, Value: shorten(raw)}
 	}
 	var errs []error
 	fail := func(format string, args ...any) {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/worker"
 )
@@ -152,6 +153,20 @@ func describePolicy(p config.Policy) string {
 			steps[i] += " for " + s.Hold.String()
 		}
 	}
-	return fmt.Sprintf("%s; Ready within %s, verified within %s, done within %s",
+	out := fmt.Sprintf("%s; Ready within %s, verified within %s, done within %s",
 		strings.Join(steps, " → "), p.ProgressDeadline, p.VerifyTimeout, p.Deadline)
+	if an := p.Analysis; an != nil {
+		var parts []string
+		for _, c := range an.Checks {
+			parts = append(parts, fmt.Sprintf("%s in %s", c.Name, analysis.Range(c.Min, c.Max)))
+		}
+		for _, h := range an.Webhooks {
+			parts = append(parts, fmt.Sprintf("webhook %s (%s)", h.Name, h.At))
+		}
+		out += fmt.Sprintf("; analysis every %s: %s", an.Interval, strings.Join(parts, ", "))
+		if len(an.Checks) > 0 {
+			out += " from " + an.Prometheus
+		}
+	}
+	return out
 }

@@ -32,6 +32,36 @@ metadata:
     sluice.dev/steps: "50,20"
     sluice.dev/hold: soon
 ---
+apiVersion: serving.knative.dev/v1
+kind: Service
+metadata:
+  name: checked
+  annotations:
+    sluice.dev/rollout: enabled
+    sluice.dev/analysis: |
+      interval: 20s
+      checks:
+        - name: success-rate
+          builtin: success-rate
+      webhooks:
+        - name: approve
+          at: gate
+          url: https://approvals.example.com/
+---
+apiVersion: serving.knative.dev/v1
+kind: Service
+metadata:
+  name: mischecked
+  annotations:
+    sluice.dev/rollout: enabled
+    sluice.dev/analysis: |
+      prometheus: http://prometheus:9090
+      checks:
+        - name: p99
+          builtin: latency-p99
+          max: 300
+          maximum: 200
+---
 apiVersion: v1
 kind: ConfigMap
 metadata:
@@ -57,8 +87,10 @@ metadata:
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	err = lint(&out, docs, config.BuiltinDefaults())
-	if err == nil || err.Error() != "2 of 4 policies are invalid" {
+	d := config.BuiltinDefaults()
+	d.PrometheusURL = "http://prometheus.monitoring:9090"
+	err = lint(&out, docs, d)
+	if err == nil || err.Error() != "3 of 6 policies are invalid" {
 		t.Fatalf("lint error = %v", err)
 	}
 	got := strings.ReplaceAll(out.String(), file, "FILE")
@@ -66,6 +98,9 @@ metadata:
 Service bad (FILE): invalid
   sluice.dev/steps: weights must increase and end at 100, got "50,20"
   sluice.dev/hold: is not a duration; write it like "90s", "5m" or "1h30m", got "soon"
+Service checked (FILE): ok: 10% for 1m0s → 25% for 1m0s → 50% for 1m0s → 100%; Ready within 10m0s, verified within 2m0s, done within 2h0m0s; analysis every 20s: success-rate in [0.99, ∞], webhook approve (gate) from http://prometheus.monitoring:9090
+Service mischecked (FILE): invalid
+  sluice.dev/analysis: is not a valid analysis document (see docs/analysis.md): unknown field "maximum", got "prometheus: http://prometheus:9090\nchecks:\n  - name: p99\n    builtin: latency..."
 Configuration api (FILE): invalid
   sluice.dev/route: a Configuration must name the Route its Revisions roll out on
 Service plain (FILE): not opted in (sluice.dev/rollout: enabled); nothing to check
