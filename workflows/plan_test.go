@@ -7,6 +7,7 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/analysis"
 )
 
 func TestTrafficAt(t *testing.T) {
@@ -78,5 +79,18 @@ func TestDetailsMarkdown(t *testing.T) {
 		"| 2 | 100% | 0s | manual |  |  |\n"
 	if got := r.details(now); got != want {
 		t.Fatalf("details:\n%s\nwant:\n%s", got, want)
+	}
+	// With analysis, a table of checks follows the steps.
+	v, lo := 0.8, 0.99
+	r.st.Analysis = &AnalysisState{Tallies: []analysis.Tally{
+		{Name: "success-rate", Kind: analysis.KindCheck, Passed: 2, Failures: 1,
+			Last: &analysis.Measurement{Result: analysis.Failed, Value: &v, Min: &lo}},
+		{Name: "smoke", Kind: analysis.KindWebhook, Passed: 3, Last: &analysis.Measurement{Result: analysis.Passed, StatusCode: 204}},
+	}}
+	want += "\n| check | last | result | passed | failed | errors | no data |\n|---|---|---|---|---|---|---|\n" +
+		"| success-rate | 0.8 in [0.99, ∞] | Failed | 2 | 1 | 0 | 0 |\n" +
+		"| smoke | HTTP 204 | Passed | 3 | 0 | 0 | 0 |\n"
+	if got := r.details(now); got != want {
+		t.Fatalf("details with analysis:\n%s\nwant:\n%s", got, want)
 	}
 }

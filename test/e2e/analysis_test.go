@@ -67,6 +67,7 @@ func TestAnalysisPromotesHealthyRevision(t *testing.T) {
 	if err != nil || !strings.Contains(out, "Analysis (every 3s") || !strings.Contains(out, "success-rate") || !strings.Contains(out, "Passed") {
 		t.Fatalf("sluice status: %v\n%s", err, out)
 	}
+	t.Logf("sluice status an1:\n%s", out)
 	got := strings.Join(progress("an1-00002"), ",")
 	if !strings.HasPrefix(got, "started,step,analysis,") || !strings.HasSuffix(got, ",analysis,step,succeeded") {
 		t.Fatalf("progress events: %s", got)
