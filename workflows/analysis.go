@@ -162,10 +162,7 @@ func (r *rollout) callHook(ctx workflow.Context, h config.Webhook) workflow.Futu
 	an := r.st.Analysis
 	an.Calls++
 	st := &r.st
-	step := 0
-	if st.Weight > 0 || st.Phase == PhaseHolding {
-		step = st.Step + 1
-	}
+	step := r.shownStep()
 	p := analysis.Payload{
 		Name: h.Name, Moment: string(h.At), ID: fmt.Sprintf("%s/%s/%d", st.RolloutID, h.Name, an.Calls), Metadata: h.Metadata,
 		Rollout: analysis.RolloutInfo{

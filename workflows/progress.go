@@ -46,10 +46,7 @@ func (r *rollout) emit(ctx workflow.Context, typ, reason, by string) {
 		return
 	}
 	r.st.Seq++
-	step := 0
-	if r.st.Weight > 0 || r.st.Phase == PhaseHolding {
-		step = r.st.Step + 1
-	}
+	step := r.shownStep()
 	p := events.Progress{
 		ID:   fmt.Sprintf("%s-%d", r.st.RolloutID, r.st.Seq),
 		Type: typ,
@@ -69,6 +66,15 @@ func (r *rollout) emit(ctx workflow.Context, typ, reason, by string) {
 		r.senderStarted = true
 		workflow.Go(ctx, r.sendProgress)
 	}
+}
+
+// shownStep is the step (from 1) events and webhooks name: 0 until the
+// candidate has traffic.
+func (r *rollout) shownStep() int {
+	if r.st.Weight > 0 || r.st.Phase == PhaseHolding {
+		return r.st.Step + 1
+	}
+	return 0
 }
 
 // sendProgress sends queued progress events one at a time, in order.

@@ -100,33 +100,28 @@ install_ko() {
   echo "$dir/ko"
 }
 
-# install_browser installs Debian's Chromium for the Temporal UI test and
-# prints its path.
-install_browser() {
-  if ! command -v chromium >/dev/null 2>&1; then
-    echo "installing Debian's chromium for the UI test (a minute or two)" >&2
+# apt_install installs a Debian package that provides command $1 unless it
+# is there already, and prints the command's path.
+apt_install() {
+  local cmd=$1 why=$2
+  shift 2
+  if ! command -v "$cmd" >/dev/null 2>&1; then
+    echo "installing Debian's $cmd for $why (a minute or two)" >&2
     if [[ $(id -u) -ne 0 ]]; then
-      echo "installing chromium needs root (apt-get); install the chromium package and retry" >&2
+      echo "installing $cmd needs root (apt-get); install the $1 package and retry" >&2
       return 1
     fi
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core) >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@") >&2
   fi
-  command -v chromium
+  command -v "$cmd"
 }
 
+# install_browser installs Debian's Chromium for the Temporal UI test.
+install_browser() { apt_install chromium "the UI test" chromium fonts-dejavu-core; }
+
 # install_prometheus installs Debian's Prometheus server, which the e2e
-# analysis tests query, and prints its path.
-install_prometheus() {
-  if ! command -v prometheus >/dev/null 2>&1; then
-    echo "installing Debian's prometheus for the analysis tests (a minute or two)" >&2
-    if [[ $(id -u) -ne 0 ]]; then
-      echo "installing prometheus needs root (apt-get); install the prometheus package and retry" >&2
-      return 1
-    fi
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus) >&2
-  fi
-  command -v prometheus
-}
+# analysis tests query.
+install_prometheus() { apt_install prometheus "the analysis tests" prometheus; }
 
 case "${1:-}" in
   temporal) install_temporal ;;
