@@ -59,6 +59,6 @@ worker: build
 
 bench: build
 	@$(TOOL_ENV); $(GO) run ./test/bench $(BENCH_FLAGS)
-	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./activities/ ./workflows/ ./events/ | tee bench-go.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./activities/ ./workflows/ ./events/ ./analysis/ | tee bench-go.txt
 	@temporal=$$(bash $(TOOLS) temporal) || exit 1; \
 	SLUICE_TEMPORAL_BIN=$$temporal $(GO) test -run '^$$' -bench EventToWorkflowStart -benchtime 1000x -count 3 ./test/integration/ | grep -v '^time=' | tee -a bench-go.txt
