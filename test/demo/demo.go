@@ -1,7 +1,8 @@
 // Package demo tells sluice's story on the local stack: a Service is
 // deployed, a new Revision rolls out step by step and stops at a manual
-// gate, a person promotes it, and then a failing Revision is rolled back on
-// its own. `make demo` runs it through `sluice dev`.
+// gate, a person promotes it, then a failing Revision is rolled back on its
+// own, and last a Revision answering 20% of its requests with errors is
+// rolled back by its analysis. `make demo` runs it through `sluice dev`.
 package demo
 
 import (
@@ -23,9 +24,11 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/cmd/sluice/control"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/test/eventsink"
+	"github.com/sluicehq/sluice/test/requestsim"
 	"github.com/sluicehq/sluice/test/simulator"
 	"github.com/sluicehq/sluice/test/stack"
 	"github.com/sluicehq/sluice/workflows"
@@ -57,11 +60,11 @@ func Run(ctx context.Context, o Options) error {
 	}
 	sink, stopSink := eventsink.Start()
 	defer stopSink()
-	say("Starting the local stack (etcd, kube-apiserver with Knative's CRDs, Temporal, ApiServerSource, sluice, the Knative simulator)...")
+	say("Starting the local stack (etcd, kube-apiserver with Knative's CRDs, Temporal, ApiServerSource, sluice, the Knative simulator, Prometheus)...")
 	begin := time.Now()
 	s, err := stack.Start(ctx, stack.Options{
 		Dir: o.Dir, Tools: o.Tools, CRDDirs: crds, Adapter: true, ProgressSink: sink.URL,
-		TemporalPort: o.TemporalPort, UIPort: o.UIPort, ReadyAfter: 2 * time.Second,
+		TemporalPort: o.TemporalPort, UIPort: o.UIPort, ReadyAfter: 2 * time.Second, Prometheus: true,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -81,7 +84,7 @@ func Run(ctx context.Context, o Options) error {
 	target := activities.TargetRef{Namespace: stack.Namespace, Kind: activities.KindService, Name: service}
 	go printProgress(ctx, sink, say)
 
-	say("\n1. Deploying Service %s (opted in: steps 10,50,100, 3s holds, a manual gate before 100%%)", service)
+	say("\n1. Deploying Service %s (opted in: steps 10,50,100, 4s holds, a manual gate before 100%%,\n   analysis of the candidate's success rate and p99 latency from Prometheus every 3s)", service)
 	if err := deploy(ctx, s, "example.com/hello:v1", nil); err != nil {
 		return err
 	}
@@ -118,6 +121,13 @@ func Run(ctx context.Context, o Options) error {
 		problems = append(problems, fmt.Sprintf("hello-00002: want Succeeded with 100%%, got %s (%s) with %s", st.Outcome, st.Reason, traffic(ctx, s)))
 	}
 	say("   %s: %s", st.Outcome, st.Reason)
+	if an := st.Analysis; an != nil {
+		for _, t := range an.Tallies {
+			if t.Last != nil && t.Last.Value != nil {
+				say("   Analysis: %s last %s, %d of %d measurements passed", t.Name, analysis.FormatValue(*t.Last.Value), t.Passed, t.Measured)
+			}
+		}
+	}
 
 	say("\n3. Deploying a Revision that fails: hello-00003 is rolled back on its own")
 	if err := deploy(ctx, s, "example.com/hello:v3-broken", map[string]string{simulator.AnnotationFail: "true"}); err != nil {
@@ -132,9 +142,23 @@ func Run(ctx context.Context, o Options) error {
 	if st.Outcome != workflows.OutcomeRolledBack || traffic(ctx, s) != "hello-00002=100%" {
 		problems = append(problems, fmt.Sprintf("hello-00003: want RolledBack with hello-00002 at 100%%, got %s with %s", st.Outcome, traffic(ctx, s)))
 	}
+
+	say("\n4. Deploying a Revision that answers 20%% of its requests with 500: its analysis rolls hello-00004 back")
+	if err := deploy(ctx, s, "example.com/hello:v4-flaky", map[string]string{requestsim.AnnotationErrorRate: "0.2"}); err != nil {
+		return err
+	}
+	st, err = waitEnd(ctx, c, target, "hello-00004")
+	if err != nil {
+		return err
+	}
+	say("   %s: %s", st.Outcome, st.Reason)
+	say("   Traffic: %s", traffic(ctx, s))
+	if st.Outcome != workflows.OutcomeRolledBack || !strings.Contains(st.Reason, "analysis: success-rate failed") || traffic(ctx, s) != "hello-00002=100%" {
+		problems = append(problems, fmt.Sprintf("hello-00004: want RolledBack by the success-rate check with hello-00002 at 100%%, got %s (%s) with %s", st.Outcome, st.Reason, traffic(ctx, s)))
+	}
 	// The last progress event is sent just after the rollout's status reads
 	// as ended: give the sends a moment.
-	for _, want := range []string{events.ProgressStarted, events.ProgressStep, events.ProgressPromoted, events.ProgressSucceeded, events.ProgressRolledBack} {
+	for _, want := range []string{events.ProgressStarted, events.ProgressStep, events.ProgressPromoted, events.ProgressSucceeded, events.ProgressRolledBack, events.ProgressAnalysis} {
 		deadline := time.Now().Add(15 * time.Second)
 		for !sink.Has(want) && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Millisecond)
@@ -155,13 +179,24 @@ func Run(ctx context.Context, o Options) error {
 	return nil
 }
 
+// demoAnalysis checks the candidate with the built-in Knative checks. The
+// stack's Prometheus scrapes every second, so a check tolerates a couple of
+// rounds without data right after a step.
+const demoAnalysis = `interval: 3s
+window: 5s
+checks:
+  - {name: success-rate, builtin: success-rate, inconclusiveLimit: 2}
+  - {name: latency-p99, builtin: latency-p99, max: 250, inconclusiveLimit: 2}
+`
+
 func deploy(ctx context.Context, s *stack.Stack, image string, templateAnn map[string]string) error {
 	svcs := s.Serving.ServingV1().Services(stack.Namespace)
 	for attempt := 0; attempt < 10; attempt++ {
 		svc, err := svcs.Get(ctx, service, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			svc = &servingv1.Service{ObjectMeta: metav1.ObjectMeta{Name: service, Namespace: stack.Namespace, Annotations: map[string]string{
-				"sluice.dev/rollout": "enabled", "sluice.dev/steps": "10,50,100", "sluice.dev/hold": "3s", "sluice.dev/gates": "100",
+				"sluice.dev/rollout": "enabled", "sluice.dev/steps": "10,50,100", "sluice.dev/hold": "4s", "sluice.dev/gates": "100",
+				"sluice.dev/analysis": demoAnalysis,
 			}}}
 			svc.Spec.Template.Spec.Containers = []corev1.Container{{Image: image}}
 			_, err = svcs.Create(ctx, svc, metav1.CreateOptions{})

@@ -93,7 +93,7 @@ func TestAnalysisRollsBackErroringRevision(t *testing.T) {
 			failed = append(failed, m)
 		}
 	}
-	if len(failed) != 1 || failed[0].Value == nil || *failed[0].Value < 0.75 || *failed[0].Value > 0.85 || failed[0].Step != 1 || failed[0].Weight != 20 {
+	if len(failed) != 1 || failed[0].Value == nil || *failed[0].Value < 0.7 || *failed[0].Value > 0.9 || failed[0].Step != 1 || failed[0].Weight != 20 {
 		t.Fatalf("failed measurements in the history: %+v", failed)
 	}
 }
