@@ -80,16 +80,18 @@ func TestDetailsMarkdown(t *testing.T) {
 	if got := r.details(now); got != want {
 		t.Fatalf("details:\n%s\nwant:\n%s", got, want)
 	}
-	// With analysis, a table of checks follows the steps.
+	// With analysis, one line of checks comes before the steps.
 	v, lo := 0.8, 0.99
 	r.st.Analysis = &AnalysisState{Tallies: []analysis.Tally{
 		{Name: "success-rate", Kind: analysis.KindCheck, Passed: 2, Failures: 1,
 			Last: &analysis.Measurement{Result: analysis.Failed, Value: &v, Min: &lo}},
 		{Name: "smoke", Kind: analysis.KindWebhook, Passed: 3, Last: &analysis.Measurement{Result: analysis.Passed, StatusCode: 204}},
 	}}
-	want += "\n| check | last | result | passed | failed | errors | no data |\n|---|---|---|---|---|---|---|\n" +
-		"| success-rate | 0.8 in [0.99, ∞] | Failed | 2 | 1 | 0 | 0 |\n" +
-		"| smoke | HTTP 204 | Passed | 3 | 0 | 0 | 0 |\n"
+	want = "**Holding** · hello-00001=75%, hello-00002=25% · hold ends in 1m30s" +
+		" · success-rate 0.8 ✗ (1 failed) · smoke HTTP 204 ✓\n\n" +
+		"| step | weight | hold | gate | started | ended |\n|---|---|---|---|---|---|\n" +
+		"| 1 ◀ | 25% | 2m0s |  | 10:00:00 |  |\n" +
+		"| 2 | 100% | 0s | manual |  |  |\n"
 	if got := r.details(now); got != want {
 		t.Fatalf("details with analysis:\n%s\nwant:\n%s", got, want)
 	}

@@ -163,6 +163,20 @@ func (r *rollout) details(now time.Time) string {
 	if st.Phase == PhaseHolding && !st.Paused && st.HoldUntil.After(now) {
 		fmt.Fprintf(&b, " · hold ends in %s", st.HoldUntil.Sub(now).Round(time.Second))
 	}
+	if an := st.Analysis; an != nil && len(an.Tallies) > 0 {
+		// On the headline: the frame is small, and a line or a table more
+		// would cut the step table off.
+		b.WriteString(" ·")
+		for i, t := range an.Tallies {
+			if i > 0 {
+				b.WriteString(" ·")
+			}
+			fmt.Fprintf(&b, " %s %s", t.Name, lastShort(t.Last))
+			if t.Failures > 0 {
+				fmt.Fprintf(&b, " (%d failed)", t.Failures)
+			}
+		}
+	}
 	b.WriteString("\n\n| step | weight | hold | gate | started | ended |\n|---|---|---|---|---|---|\n")
 	for i, s := range st.Steps {
 		marker := ""
@@ -178,26 +192,30 @@ func (r *rollout) details(now time.Time) string {
 		}
 		fmt.Fprintf(&b, "| %d%s | %d%% | %s | %s | %s | %s |\n", i+1, marker, s.Weight, s.Hold, gate, clock(s.StartedAt), clock(s.EndedAt))
 	}
-	if an := st.Analysis; an != nil && len(an.Tallies) > 0 {
-		b.WriteString("\n| check | last | result | passed | failed | errors | no data |\n|---|---|---|---|---|---|---|\n")
-		for _, t := range an.Tallies {
-			last, result := "", ""
-			if m := t.Last; m != nil {
-				result = string(m.Result)
-				switch {
-				case m.Value != nil:
-					last = analysis.FormatValue(*m.Value) + " in " + analysis.Range(m.Min, m.Max)
-				case m.StatusCode != 0:
-					last = fmt.Sprintf("HTTP %d", m.StatusCode)
-				}
-			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %d | %d |\n", t.Name, last, result, t.Passed, t.Failures, t.ConsecutiveErrors, t.Inconclusives)
-		}
-	}
 	if st.Reason != "" {
 		fmt.Fprintf(&b, "\n%s\n", st.Reason)
 	}
 	return b.String()
+}
+
+// lastShort is a check's last measurement in a few characters: "0.998 ✓",
+// "HTTP 500 ✗", "no data", "error".
+func lastShort(m *analysis.Measurement) string {
+	if m == nil {
+		return "—"
+	}
+	mark := map[analysis.Result]string{analysis.Passed: "✓", analysis.Failed: "✗"}[m.Result]
+	switch {
+	case m.Result == analysis.Inconclusive:
+		return "no data"
+	case m.Result == analysis.Error:
+		return "error"
+	case m.Value != nil:
+		return analysis.FormatValue(*m.Value) + " " + mark
+	case m.StatusCode != 0:
+		return fmt.Sprintf("HTTP %d %s", m.StatusCode, mark)
+	}
+	return mark
 }
 
 func clock(t time.Time) string {

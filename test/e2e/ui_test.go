@@ -15,7 +15,7 @@ import (
 // TestTemporalUIShowsRollout opens a rollout's page in the Temporal UI with
 // a real headless Chromium (Debian's, driven over the DevTools protocol) and checks that the UI reads like a
 // rollout dashboard: the summary names the Revisions, and the current
-// details show the step table. It saves a screenshot as a test artifact
+// details show the step table and the analysis. It saves a screenshot as a test artifact
 // (SLUICE_ARTIFACTS, or the test's temporary directory).
 func TestTemporalUIShowsRollout(t *testing.T) {
 	chromium := os.Getenv("SLUICE_CHROMIUM_BIN")
@@ -26,7 +26,8 @@ func TestTemporalUIShowsRollout(t *testing.T) {
 		t.Skip("SLUICE_CHROMIUM_BIN is not set")
 	}
 	c := ctl(t)
-	firstRollout(t, c, "ui", map[string]string{"sluice.dev/steps": "25,50,100", "sluice.dev/hold": "1s", "sluice.dev/gates": "100"})
+	firstRollout(t, c, "ui", map[string]string{"sluice.dev/steps": "25,50,100", "sluice.dev/hold": "4s", "sluice.dev/gates": "100",
+		"sluice.dev/analysis": "interval: 2s\nwindow: 5s\nchecks:\n  - {name: success-rate, builtin: success-rate, inconclusiveLimit: 3}\n"})
 	deploy(t, "ui", "example.com/ui:v2", nil, nil)
 	waitStatus(t, c, svcTarget("ui"), 60*time.Second, "the gate", func(s workflows.Status) bool {
 		return s.Candidate == "ui-00002" && s.Phase == workflows.PhaseGate
@@ -58,8 +59,10 @@ func TestTemporalUIShowsRollout(t *testing.T) {
 	}
 	defer p.Close()
 	// The summary names the Revisions; the current details are the Markdown
-	// step table, rendered as a table with the rollout's phase above it.
-	if _, err := p.WaitText(ctx, "ui: ui-00001 → ui-00002", "AwaitingPromotion", "weight", "hold", "gate"); err != nil {
+	// step table, rendered as a table with the rollout's phase above it, and
+	// a line with the check's last measurement.
+	if _, err := p.WaitText(ctx, "ui: ui-00001 → ui-00002", "AwaitingPromotion", "weight", "hold", "gate",
+		"· success-rate 1 ✓"); err != nil {
 		html, _ := p.HTML()
 		_ = os.WriteFile(filepath.Join(artifacts, "temporal-ui-rollout.html"), []byte(html), 0o644)
 		_ = p.Screenshot(filepath.Join(artifacts, "temporal-ui-rollout.png"))
