@@ -280,3 +280,35 @@ webhooks:
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// The worker is killed during an analysed hold and restarted: the rollout
+// resumes its rounds and is promoted; no measurement is lost or doubled
+// into a failure.
+func TestWorkerKilledDuringAnalysis(t *testing.T) {
+	c := ctl(t)
+	firstRollout(t, c, "an6", map[string]string{"sluice.dev/steps": "20,60,100", "sluice.dev/hold": "8s", "sluice.dev/analysis": `
+interval: 2s
+window: 5s
+checks:
+  - {name: success-rate, builtin: success-rate, inconclusiveLimit: 2}
+`})
+	deploy(t, "an6", "example.com/an6:v2", nil, nil)
+	waitStatus(t, c, svcTarget("an6"), 60*time.Second, "a first analysis round", func(s workflows.Status) bool {
+		return s.Candidate == "an6-00002" && s.Phase == workflows.PhaseHolding && s.Analysis != nil && s.Analysis.Rounds >= 1
+	})
+	stk.KillWorker()
+	time.Sleep(4 * time.Second) // rounds fall due while no worker runs
+	if err := stk.StartWorker(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// A query in flight when the worker died is retried after its
+	// start-to-close timeout (45s); usually the kill lands in a timer.
+	st := waitOutcome(t, c, svcTarget("an6"), "an6-00002", 120*time.Second)
+	if st.Outcome != workflows.OutcomeSucceeded || serviceTraffic(t, "an6") != "an6-00002=100%" {
+		t.Fatalf("outcome %s (%s), traffic %s", st.Outcome, st.Reason, serviceTraffic(t, "an6"))
+	}
+	tl := st.Analysis.Tallies[0]
+	if tl.Failures != 0 || tl.Errors != 0 || tl.Passed < 4 || st.Analysis.FinalStep != 2 {
+		t.Fatalf("tally %+v, closing rounds through step %d", tl, st.Analysis.FinalStep)
+	}
+}
