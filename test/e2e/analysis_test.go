@@ -296,11 +296,7 @@ checks:
 	waitStatus(t, c, svcTarget("an6"), 60*time.Second, "a first analysis round", func(s workflows.Status) bool {
 		return s.Candidate == "an6-00002" && s.Phase == workflows.PhaseHolding && s.Analysis != nil && s.Analysis.Rounds >= 1
 	})
-	stk.KillWorker()
-	time.Sleep(4 * time.Second) // rounds fall due while no worker runs
-	if err := stk.StartWorker(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	crashWorker(t, 4*time.Second) // rounds fall due while no worker runs
 	// A query in flight when the worker died is retried after its
 	// start-to-close timeout (45s); usually the kill lands in a timer.
 	st := waitOutcome(t, c, svcTarget("an6"), "an6-00002", 120*time.Second)

@@ -24,3 +24,13 @@ func waitRevisionReady(t *testing.T, name string) {
 	}
 	t.Fatalf("Revision %s not Ready", name)
 }
+
+// crashWorker kills the worker as a crash would and starts a new one after down.
+func crashWorker(t *testing.T, down time.Duration) {
+	t.Helper()
+	stk.KillWorker()
+	time.Sleep(down)
+	if err := stk.StartWorker(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

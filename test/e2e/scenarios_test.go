@@ -120,11 +120,7 @@ func TestWorkerKilledMidStep(t *testing.T) {
 	waitStatus(t, c, svcTarget("s7"), 60*time.Second, "the second step", func(s workflows.Status) bool {
 		return s.Candidate == "s7-00002" && s.Phase == workflows.PhaseHolding && s.Weight == 40
 	})
-	stk.KillWorker()
-	time.Sleep(4 * time.Second) // the hold ends while no worker runs
-	if err := stk.StartWorker(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	crashWorker(t, 4*time.Second) // the hold ends while no worker runs
 	st := waitOutcome(t, c, svcTarget("s7"), "s7-00002", 90*time.Second)
 	if st.Outcome != workflows.OutcomeSucceeded || serviceTraffic(t, "s7") != "s7-00002=100%" {
 		t.Fatalf("outcome %s (%s), traffic %s", st.Outcome, st.Reason, serviceTraffic(t, "s7"))
