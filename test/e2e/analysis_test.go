@@ -98,6 +98,24 @@ func TestAnalysisRollsBackErroringRevision(t *testing.T) {
 	}
 }
 
+// A Revision answering every request in 800 ms fails the latency check.
+func TestAnalysisRollsBackSlowRevision(t *testing.T) {
+	c := ctl(t)
+	firstRollout(t, c, "an7", analysed(knativeChecks))
+	deploy(t, "an7", "example.com/an7:v2", nil, map[string]string{requestsim.AnnotationLatency: "800ms"})
+	st := waitOutcome(t, c, svcTarget("an7"), "an7-00002", 90*time.Second)
+	if st.Outcome != workflows.OutcomeRolledBack || st.Step != 0 || !strings.Contains(st.Reason, "analysis: latency failed once") {
+		t.Fatalf("outcome %s at step %d: %s", st.Outcome, st.Step+1, st.Reason)
+	}
+	// 800 ms lies in the 500-1000 ms bucket: the p99 is interpolated in it.
+	if v := st.Analysis.Tallies[1].Last.Value; v == nil || *v < 500 || *v > 1000 || st.Analysis.Tallies[0].Failures != 0 {
+		t.Fatalf("tallies %+v", st.Analysis.Tallies)
+	}
+	if got := serviceTraffic(t, "an7"); got != "an7-00001=100%" {
+		t.Fatalf("traffic after rollback: %s", got)
+	}
+}
+
 // historyMeasurements decodes every measurement a MeasureCheck or
 // CallWebhook activity returned in the workflow's latest run.
 func historyMeasurements(t *testing.T, c client.Client, id string) []analysis.Measurement {
