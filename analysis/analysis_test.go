@@ -73,8 +73,18 @@ func TestJudgeLimits(t *testing.T) {
 		t.Fatalf("rollback over pause: %+v", d)
 	}
 	d = Judge([]Tally{hook})
-	if d.Action != Pause || !strings.Contains(d.Reason, "smoke was inconclusive once (limit 0)") {
+	if d.Action != Pause || !strings.Contains(d.Reason, "smoke had no data (inconclusive limit 0): m-Inconclusive") {
 		t.Fatalf("inconclusive: %+v", d)
+	}
+	// The inconclusive limit counts a run: data in between starts it over.
+	data := Tally{Name: "p99", Limits: Limits{Inconclusive: 1}}
+	record(&data, Inconclusive, Passed, Inconclusive, Passed)
+	if d := Judge([]Tally{data}); d.Action != Continue || data.Inconclusives != 2 {
+		t.Fatalf("separate rounds without data: %+v %+v", d, data)
+	}
+	record(&data, Inconclusive, Inconclusive)
+	if d := Judge([]Tally{data}); d.Action != Pause || !strings.Contains(d.Reason, "p99 had no data 2 times in a row (inconclusive limit 1)") {
+		t.Fatalf("two in a row: %+v", d)
 	}
 }
 

@@ -21,10 +21,14 @@ type Tally struct {
 	Errors            int          `json:"errors"`
 	ConsecutiveErrors int          `json:"consecutiveErrors"`
 	Inconclusives     int          `json:"inconclusives"`
+	// ConsecutiveInconclusives is the current run of measurements without
+	// data; the inconclusive limit applies to it.
+	ConsecutiveInconclusives int `json:"consecutiveInconclusives"`
 	Last              *Measurement `json:"last,omitempty"`
 }
 
-// Record counts m. Anything but an error ends a run of errors.
+// Record counts m. A measurement of another kind ends a run of errors or of
+// measurements without data.
 func (t *Tally) Record(m Measurement) {
 	t.Measured++
 	switch m.Result {
@@ -34,6 +38,7 @@ func (t *Tally) Record(m Measurement) {
 		t.Failures++
 	case Inconclusive:
 		t.Inconclusives++
+		t.ConsecutiveInconclusives++
 	case Error:
 		t.Errors++
 		t.ConsecutiveErrors++
@@ -41,14 +46,18 @@ func (t *Tally) Record(m Measurement) {
 	if m.Result != Error {
 		t.ConsecutiveErrors = 0
 	}
+	if m.Result != Inconclusive {
+		t.ConsecutiveInconclusives = 0
+	}
 	last := m
 	t.Last = &last
 }
 
-// Forgive clears what paused the rollout once a person resumes it: the run of
-// errors and the inconclusive count. Failures stay: they are the candidate's.
+// Forgive clears what paused the rollout once a person resumes it: the runs
+// of errors and of measurements without data. Failures stay: they are the
+// candidate's.
 func (t *Tally) Forgive() {
-	t.ConsecutiveErrors, t.Inconclusives = 0, 0
+	t.ConsecutiveErrors, t.ConsecutiveInconclusives = 0, 0
 }
 
 // Action is what the rollout does after a round of measurements.
@@ -67,8 +76,8 @@ type Decision struct {
 }
 
 // Judge decides over the tallies, in their order: a check past its failure
-// limit rolls back (before anything else is considered); otherwise one past
-// its error or inconclusive limit pauses.
+// limit rolls back (before anything else is considered); otherwise one with
+// a run of errors or of measurements without data past its limit pauses.
 func Judge(tallies []Tally) Decision {
 	for _, t := range tallies {
 		if t.Failures > t.Limits.Failure {
@@ -81,9 +90,9 @@ func Judge(tallies []Tally) Decision {
 			return Decision{Pause, fmt.Sprintf("analysis: %s could not be measured %s in a row (consecutive error limit %d): %s; fix the cause, then `sluice resume` (or `sluice abort`)",
 				t.Name, times(t.ConsecutiveErrors), t.Limits.ConsecutiveError, lastMessage(t))}
 		}
-		if t.Inconclusives > t.Limits.Inconclusive {
-			return Decision{Pause, fmt.Sprintf("analysis: %s was inconclusive %s (limit %d): %s; make sure the candidate receives traffic, then `sluice resume` (or `sluice abort`)",
-				t.Name, times(t.Inconclusives), t.Limits.Inconclusive, lastMessage(t))}
+		if t.ConsecutiveInconclusives > t.Limits.Inconclusive {
+			return Decision{Pause, fmt.Sprintf("analysis: %s had no data%s (inconclusive limit %d): %s; make sure the candidate receives traffic and the query matches its series, then `sluice resume` (or `sluice abort`)",
+				t.Name, inARow(t.ConsecutiveInconclusives), t.Limits.Inconclusive, lastMessage(t))}
 		}
 	}
 	return Decision{Action: Continue}
@@ -94,6 +103,13 @@ func times(n int) string {
 		return "once"
 	}
 	return fmt.Sprintf("%d times", n)
+}
+
+func inARow(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return fmt.Sprintf(" %d times in a row", n)
 }
 
 func lastSummary(t Tally) string {

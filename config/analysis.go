@@ -47,8 +47,8 @@ type Check struct {
 	// ConsecutiveErrorLimit is how many query errors in a row are tolerated;
 	// one more pauses the rollout. Errors are not failures.
 	ConsecutiveErrorLimit int `json:"consecutiveErrorLimit"`
-	// InconclusiveLimit is how many measurements without data are tolerated;
-	// one more pauses the rollout.
+	// InconclusiveLimit is how many measurements without data in a row are
+	// tolerated; one more pauses the rollout.
 	InconclusiveLimit int `json:"inconclusiveLimit"`
 }
 
@@ -189,6 +189,12 @@ func BuiltinChecks() []string {
 const (
 	DefaultAnalysisInterval      = 30 * time.Second
 	DefaultConsecutiveErrorLimit = 4
+	// DefaultInconclusiveLimit tolerates one round without data: right after
+	// a step, a series may not have two samples in its window yet.
+	DefaultInconclusiveLimit = 1
+	// minDefaultWindow keeps the default window long enough for rate() to
+	// find two samples at the usual scrape intervals (15s to 30s).
+	minDefaultWindow = time.Minute
 	DefaultWebhookTimeout        = 10 * time.Second
 	DefaultWebhookRetries        = 2
 	maxChecks                    = 10
@@ -254,7 +260,7 @@ func parseAnalysis(raw, prometheus string) (*Analysis, error) {
 			an.Interval = d
 		}
 	}
-	window := an.Interval
+	window := max(an.Interval, minDefaultWindow)
 	if doc.Window != "" {
 		if d, err := time.ParseDuration(doc.Window); err != nil || d < time.Second {
 			fail("window %q must be a duration of at least 1s, e.g. \"1m\"", doc.Window)
@@ -282,7 +288,7 @@ func parseAnalysis(raw, prometheus string) (*Analysis, error) {
 		return n
 	}
 	for i, c := range doc.Checks {
-		ch := Check{Name: name("check", i, c.Name), Window: window, ConsecutiveErrorLimit: DefaultConsecutiveErrorLimit}
+		ch := Check{Name: name("check", i, c.Name), Window: window, ConsecutiveErrorLimit: DefaultConsecutiveErrorLimit, InconclusiveLimit: DefaultInconclusiveLimit}
 		switch {
 		case c.Builtin != "" && c.Query != "":
 			fail("check %q sets both builtin and query; use one", c.Name)

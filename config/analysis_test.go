@@ -53,7 +53,8 @@ webhooks:
 	if s.Builtin != BuiltinSuccessRate || s.Min == nil || *s.Min != 0.99 || s.Max != nil || !strings.Contains(s.Query, "revision_request_count") {
 		t.Fatalf("success-rate check = %+v", s)
 	}
-	if s.Window != 15*time.Second || s.ConsecutiveErrorLimit != DefaultConsecutiveErrorLimit || s.FailureLimit != 0 {
+	// The default window is the interval, but at least a minute.
+	if s.Window != time.Minute || s.ConsecutiveErrorLimit != DefaultConsecutiveErrorLimit || s.InconclusiveLimit != DefaultInconclusiveLimit || s.FailureLimit != 0 {
 		t.Fatalf("defaults not applied: %+v", s)
 	}
 	p99 := an.Checks[1]

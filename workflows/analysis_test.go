@@ -117,6 +117,24 @@ func TestAnalysisFailureLimitTolerates(t *testing.T) {
 	}
 }
 
+func TestAnalysisToleratesARoundWithoutData(t *testing.T) {
+	// The first round of each step has no data yet (by default one such
+	// round in a row is tolerated).
+	h := analysisHarness(t, successDoc, func(n int, _ activities.CheckInput) analysis.Measurement {
+		if n == 1 || n == 4 {
+			return analysis.Measurement{Message: "no data: sum(...)"}
+		}
+		return value(1)
+	}, ok200)
+	h.run("hello-00002")
+	if res := h.result(); res.Outcome != OutcomeSucceeded {
+		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
+	}
+	if tl := h.status().Analysis.Tallies[0]; tl.Inconclusives != 2 || tl.ConsecutiveInconclusives != 0 || tl.Passed != 4 {
+		t.Fatalf("tally = %+v", tl)
+	}
+}
+
 func TestAnalysisErrorsPauseUntilResumed(t *testing.T) {
 	doc := successDoc + "    consecutiveErrorLimit: 2\n"
 	h := analysisHarness(t, doc, func(n int, _ activities.CheckInput) analysis.Measurement {
@@ -145,13 +163,13 @@ func TestAnalysisErrorsPauseUntilResumed(t *testing.T) {
 }
 
 func TestAnalysisNoDataPauses(t *testing.T) {
-	h := analysisHarness(t, successDoc, func(int, activities.CheckInput) analysis.Measurement {
+	h := analysisHarness(t, successDoc+"    inconclusiveLimit: 0\n", func(int, activities.CheckInput) analysis.Measurement {
 		return analysis.Measurement{Message: "no data: sum(...)"}
 	}, ok200)
 	var st Status
 	h.at(30*time.Second, func() { st = h.status(); h.update(CommandAbort, Command{By: "oncall", Reason: "no traffic to judge"}) })
 	h.run("hello-00002")
-	if !st.Paused || !strings.Contains(st.PauseReason, "success-rate was inconclusive once (limit 0): no data") {
+	if !st.Paused || !strings.Contains(st.PauseReason, "success-rate had no data (inconclusive limit 0): no data") {
 		t.Fatalf("paused=%v reason %q", st.Paused, st.PauseReason)
 	}
 	if res := h.result(); res.Outcome != OutcomeAborted {

@@ -157,7 +157,7 @@ func renderAnalysis(w io.Writer, st workflows.Status) {
 			name += " (webhook)"
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d/%d\t%d/%d\t%d/%d\t%s\n", name, last, result, rng, t.Passed,
-			t.Failures, t.Limits.Failure+1, t.ConsecutiveErrors, t.Limits.ConsecutiveError+1, t.Inconclusives, t.Limits.Inconclusive+1, at)
+			t.Failures, t.Limits.Failure+1, t.ConsecutiveErrors, t.Limits.ConsecutiveError+1, t.ConsecutiveInconclusives, t.Limits.Inconclusive+1, at)
 	}
 	tw.Flush()
 	var hooks []analysis.Measurement
@@ -175,6 +175,6 @@ func renderAnalysis(w io.Writer, st workflows.Status) {
 		tw.Flush()
 	}
 	if n := len(an.Tallies); n > 0 {
-		fmt.Fprintln(w, "  (FAILED, ERRORS and NO DATA show count/what acts: failures roll back, errors in a row and no data pause)")
+		fmt.Fprintln(w, "  (FAILED, ERRORS and NO DATA show count/what acts: failures roll back; errors and no data in a row pause)")
 	}
 }
