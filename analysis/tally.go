@@ -12,19 +12,19 @@ type Limits struct {
 
 // Tally is one check's (or hold webhook's) record over a rollout.
 type Tally struct {
-	Name              string       `json:"name"`
-	Kind              string       `json:"kind"`
-	Limits            Limits       `json:"limits"`
-	Measured          int          `json:"measured"`
-	Passed            int          `json:"passed"`
-	Failures          int          `json:"failures"`
-	Errors            int          `json:"errors"`
-	ConsecutiveErrors int          `json:"consecutiveErrors"`
-	Inconclusives     int          `json:"inconclusives"`
+	Name              string `json:"name"`
+	Kind              string `json:"kind"`
+	Limits            Limits `json:"limits"`
+	Measured          int    `json:"measured"`
+	Passed            int    `json:"passed"`
+	Failures          int    `json:"failures"`
+	Errors            int    `json:"errors"`
+	ConsecutiveErrors int    `json:"consecutiveErrors"`
+	Inconclusives     int    `json:"inconclusives"`
 	// ConsecutiveInconclusives is the current run of measurements without
 	// data; the inconclusive limit applies to it.
-	ConsecutiveInconclusives int `json:"consecutiveInconclusives"`
-	Last              *Measurement `json:"last,omitempty"`
+	ConsecutiveInconclusives int          `json:"consecutiveInconclusives"`
+	Last                     *Measurement `json:"last,omitempty"`
 }
 
 // Record counts m. A measurement of another kind ends a run of errors or of

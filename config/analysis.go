@@ -194,12 +194,12 @@ const (
 	DefaultInconclusiveLimit = 1
 	// minDefaultWindow keeps the default window long enough for rate() to
 	// find two samples at the usual scrape intervals (15s to 30s).
-	minDefaultWindow = time.Minute
-	DefaultWebhookTimeout        = 10 * time.Second
-	DefaultWebhookRetries        = 2
-	maxChecks                    = 10
-	maxWebhooks                  = 10
-	maxRetries                   = 10
+	minDefaultWindow      = time.Minute
+	DefaultWebhookTimeout = 10 * time.Second
+	DefaultWebhookRetries = 2
+	maxChecks             = 10
+	maxWebhooks           = 10
+	maxRetries            = 10
 )
 
 // analysisDoc is the annotation as written: durations as text, so that each
