@@ -241,6 +241,28 @@ func TestGateWebhookHoldsPromotionUntil2xx(t *testing.T) {
 	}
 }
 
+func TestPromoteConfirmsInPlaceOfAGateWebhook(t *testing.T) {
+	h := analysisHarness(t, hooksDoc, nil, func(n int, in activities.WebhookInput) analysis.Measurement {
+		if in.Hook.At == config.MomentGate {
+			return analysis.Measurement{Result: analysis.Failed, StatusCode: 503, Message: "HTTP 503: approvals down"}
+		}
+		return analysis.Measurement{Result: analysis.Passed, StatusCode: 200}
+	})
+	var promoted *updateResult
+	h.at(5*time.Minute, func() { promoted = h.update(CommandPromote, Command{By: "oncall", Reason: "approved by phone"}) })
+	h.run("hello-00002")
+	if res := h.result(); res.Outcome != OutcomeSucceeded {
+		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
+	}
+	if promoted == nil || !promoted.accepted {
+		t.Fatalf("promote at the webhook gate: %+v", promoted)
+	}
+	st := h.status()
+	if !st.Analysis.GatePassed || st.EndedAt.Sub(st.StartedAt) < 5*time.Minute {
+		t.Fatalf("gate passed %v, ended after %s", st.Analysis.GatePassed, st.EndedAt.Sub(st.StartedAt))
+	}
+}
+
 func TestHoldWebhookFailureRollsBack(t *testing.T) {
 	var moments []string
 	h := analysisHarness(t, hooksDoc, nil, func(n int, in activities.WebhookInput) analysis.Measurement {
