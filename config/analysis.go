@@ -2,11 +2,13 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"text/template"
@@ -25,9 +27,11 @@ const AnnotationAnalysis = Prefix + "analysis"
 type Analysis struct {
 	Interval time.Duration `json:"interval"`
 	// Prometheus is the base URL of the Prometheus HTTP API the checks query.
-	Prometheus string    `json:"prometheus,omitempty"`
-	Checks     []Check   `json:"checks,omitempty"`
-	Webhooks   []Webhook `json:"webhooks,omitempty"`
+	Prometheus string `json:"prometheus,omitempty"`
+	// KnativeMetrics names the queue-proxy metrics the built-ins query.
+	KnativeMetrics string    `json:"knativeMetrics,omitempty"`
+	Checks         []Check   `json:"checks,omitempty"`
+	Webhooks       []Webhook `json:"webhooks,omitempty"`
 }
 
 // Check is one PromQL query and the range its value must fall in.
@@ -140,8 +144,7 @@ func RenderQuery(query string, vars TemplateVars) (string, error) {
 }
 
 // Built-in checks over the request metrics Knative's queue-proxy exports per
-// Revision (revision_request_count and revision_request_latencies, labelled
-// namespace_name, revision_name, response_code_class).
+// Revision. Latencies are in milliseconds, success rates from 0 to 1.
 const (
 	BuiltinSuccessRate = "success-rate"
 	BuiltinLatencyP50  = "latency-p50"
@@ -149,7 +152,19 @@ const (
 	BuiltinLatencyP99  = "latency-p99"
 )
 
-const candidateSelector = `namespace_name="{{.Namespace}}",revision_name="{{.Candidate}}"`
+// Knative has exported queue-proxy metrics under two sets of names; a
+// policy's knativeMetrics (or the worker's SLUICE_KNATIVE_METRICS) says
+// which its Prometheus holds.
+const (
+	// MetricsOpenTelemetry: recent Knative Serving releases, among them the
+	// one sluice is built against: kn_serving_invocation_duration_seconds,
+	// labelled k8s_namespace_name, kn_revision_name, http_response_status_code.
+	MetricsOpenTelemetry = "opentelemetry"
+	// MetricsOpenCensus: earlier releases: revision_request_count and
+	// revision_request_latencies (ms), labelled namespace_name,
+	// revision_name, response_code_class.
+	MetricsOpenCensus = "opencensus"
+)
 
 type builtin struct {
 	query    string
@@ -158,27 +173,63 @@ type builtin struct {
 
 func ptr(f float64) *float64 { return &f }
 
-func latencyQuery(q string) string {
-	return `histogram_quantile(` + q + `, sum by (le) (rate(revision_request_latencies_bucket{` + candidateSelector + `}[{{.Window}}])))`
+// flavour is where one set of metric names keeps what the built-ins need.
+type flavour struct {
+	count, bucket, selector, notServerError string
+	// toMillis turns the histogram's unit into milliseconds.
+	toMillis string
 }
 
-var builtins = map[string]builtin{
-	// The share of the candidate's requests that did not answer 5xx, 0 to 1.
-	BuiltinSuccessRate: {
-		query: `sum(rate(revision_request_count{` + candidateSelector + `,response_code_class!="5xx"}[{{.Window}}]))` +
-			` / sum(rate(revision_request_count{` + candidateSelector + `}[{{.Window}}]))`,
-		min: ptr(0.99),
+var flavours = map[string]flavour{
+	MetricsOpenTelemetry: {
+		count: "kn_serving_invocation_duration_seconds_count", bucket: "kn_serving_invocation_duration_seconds_bucket",
+		selector:       `k8s_namespace_name="{{.Namespace}}",kn_revision_name="{{.Candidate}}"`,
+		notServerError: `http_response_status_code!~"5.."`, toMillis: "1000 * ",
 	},
-	// Request latency quantiles of the candidate, in milliseconds.
-	BuiltinLatencyP50: {query: latencyQuery("0.5"), max: ptr(500)},
-	BuiltinLatencyP95: {query: latencyQuery("0.95"), max: ptr(500)},
-	BuiltinLatencyP99: {query: latencyQuery("0.99"), max: ptr(500)},
+	MetricsOpenCensus: {
+		count: "revision_request_count", bucket: "revision_request_latencies_bucket",
+		selector:       `namespace_name="{{.Namespace}}",revision_name="{{.Candidate}}"`,
+		notServerError: `response_code_class!="5xx"`,
+	},
+}
+
+// builtinFor returns a built-in check's query and default range for a set of
+// metric names.
+func builtinFor(metrics, name string) (builtin, bool) {
+	f, ok := flavours[metrics]
+	if !ok {
+		return builtin{}, false
+	}
+	latency := func(q string) builtin {
+		return builtin{query: f.toMillis + `histogram_quantile(` + q + `, sum by (le) (rate(` + f.bucket + `{` + f.selector + `}[{{.Window}}])))`, max: ptr(500)}
+	}
+	switch name {
+	case BuiltinSuccessRate:
+		// The share of the candidate's requests that did not answer 5xx.
+		return builtin{
+			query: `sum(rate(` + f.count + `{` + f.selector + `,` + f.notServerError + `}[{{.Window}}]))` +
+				` / sum(rate(` + f.count + `{` + f.selector + `}[{{.Window}}]))`,
+			min: ptr(0.99),
+		}, true
+	case BuiltinLatencyP50:
+		return latency("0.5"), true
+	case BuiltinLatencyP95:
+		return latency("0.95"), true
+	case BuiltinLatencyP99:
+		return latency("0.99"), true
+	}
+	return builtin{}, false
 }
 
 // BuiltinChecks lists the built-in check names, sorted.
 func BuiltinChecks() []string {
-	names := make([]string, 0, len(builtins))
-	for n := range builtins {
+	return []string{BuiltinLatencyP50, BuiltinLatencyP95, BuiltinLatencyP99, BuiltinSuccessRate}
+}
+
+// KnativeMetrics lists the accepted knativeMetrics values.
+func KnativeMetrics() []string {
+	names := make([]string, 0, len(flavours))
+	for n := range flavours {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -205,11 +256,12 @@ const (
 // analysisDoc is the annotation as written: durations as text, so that each
 // mistake can be reported with the value found.
 type analysisDoc struct {
-	Interval   string       `json:"interval"`
-	Window     string       `json:"window"`
-	Prometheus string       `json:"prometheus"`
-	Checks     []checkDoc   `json:"checks"`
-	Webhooks   []webhookDoc `json:"webhooks"`
+	Interval       string       `json:"interval"`
+	Window         string       `json:"window"`
+	Prometheus     string       `json:"prometheus"`
+	KnativeMetrics string       `json:"knativeMetrics"`
+	Checks         []checkDoc   `json:"checks"`
+	Webhooks       []webhookDoc `json:"webhooks"`
 }
 
 type checkDoc struct {
@@ -236,9 +288,9 @@ type webhookDoc struct {
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
-// parseAnalysis reads the analysis annotation. prometheus is the worker's
-// default Prometheus URL, used when the document names none.
-func parseAnalysis(raw, prometheus string) (*Analysis, error) {
+// parseAnalysis reads the analysis annotation. d gives the worker's default
+// Prometheus URL and metric names, used when the document names none.
+func parseAnalysis(raw string, d Defaults) (*Analysis, error) {
 	key := AnnotationAnalysis
 	var doc analysisDoc
 	if err := yaml.UnmarshalStrict([]byte(raw), &doc); err != nil {
@@ -252,7 +304,13 @@ func parseAnalysis(raw, prometheus string) (*Analysis, error) {
 	fail := func(format string, args ...any) {
 		errs = append(errs, &FieldError{Key: key, Message: fmt.Sprintf(format, args...), Value: shorten(raw)})
 	}
-	an := &Analysis{Interval: DefaultAnalysisInterval}
+	an := &Analysis{Interval: DefaultAnalysisInterval, KnativeMetrics: cmp.Or(d.KnativeMetrics, MetricsOpenTelemetry)}
+	if doc.KnativeMetrics != "" {
+		an.KnativeMetrics = doc.KnativeMetrics
+	}
+	if _, ok := flavours[an.KnativeMetrics]; !ok {
+		fail("knativeMetrics %q must be one of %s", an.KnativeMetrics, strings.Join(KnativeMetrics(), ", "))
+	}
 	if doc.Interval != "" {
 		if d, err := time.ParseDuration(doc.Interval); err != nil || d < time.Second {
 			fail("interval %q must be a duration of at least 1s, e.g. \"30s\"", doc.Interval)
@@ -293,8 +351,8 @@ func parseAnalysis(raw, prometheus string) (*Analysis, error) {
 		case c.Builtin != "" && c.Query != "":
 			fail("check %q sets both builtin and query; use one", c.Name)
 		case c.Builtin != "":
-			b, ok := builtins[c.Builtin]
-			if !ok {
+			b, ok := builtinFor(an.KnativeMetrics, c.Builtin)
+			if !ok && !slices.Contains(BuiltinChecks(), c.Builtin) {
 				fail("check %q: builtin %q is unknown; use one of %s", c.Name, c.Builtin, strings.Join(BuiltinChecks(), ", "))
 				continue
 			}
@@ -338,7 +396,7 @@ func parseAnalysis(raw, prometheus string) (*Analysis, error) {
 		an.Checks = append(an.Checks, ch)
 	}
 	if len(an.Checks) > 0 {
-		an.Prometheus = prometheus
+		an.Prometheus = d.PrometheusURL
 		if doc.Prometheus != "" {
 			an.Prometheus = doc.Prometheus
 		}

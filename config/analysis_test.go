@@ -50,7 +50,7 @@ webhooks:
 		t.Fatalf("checks %d webhooks %d", len(an.Checks), len(an.Webhooks))
 	}
 	s := an.Checks[0]
-	if s.Builtin != BuiltinSuccessRate || s.Min == nil || *s.Min != 0.99 || s.Max != nil || !strings.Contains(s.Query, "revision_request_count") {
+	if s.Builtin != BuiltinSuccessRate || s.Min == nil || *s.Min != 0.99 || s.Max != nil || !strings.Contains(s.Query, "kn_serving_invocation_duration_seconds_count") || an.KnativeMetrics != MetricsOpenTelemetry {
 		t.Fatalf("success-rate check = %+v", s)
 	}
 	// The default window is the interval, but at least a minute.
@@ -96,6 +96,7 @@ func TestAnalysisErrorsNameTheProblem(t *testing.T) {
 		{"duplicate names", "webhooks:\n- name: a\n  at: hold\n  url: http://h\n- name: a\n  at: gate\n  url: http://h", []string{`name "a" is used twice`}},
 		{"bad moment and url", "webhooks:\n- name: a\n  at: during\n  url: hooks.local/x", []string{`at "during" must be one of before-start, hold, gate, after-end, rollback`, "must be an absolute http:// or https:// URL"}},
 		{"bad interval", "interval: 10\nwebhooks:\n- name: a\n  at: hold\n  url: http://h", []string{`interval "10" must be a duration of at least 1s`}},
+		{"unknown metrics", "knativeMetrics: prometheus\nprometheus: http://p\nchecks:\n- name: a\n  builtin: success-rate", []string{`knativeMetrics "prometheus" must be one of opencensus, opentelemetry`}},
 		{"negative limit", "prometheus: http://p\nchecks:\n- name: a\n  builtin: success-rate\n  failureLimit: -1", []string{"failureLimit -1 must not be negative"}},
 		{"bad name", "webhooks:\n- name: Smoke Test\n  at: hold\n  url: http://h", []string{`webhook name "Smoke Test" must be lower-case`}},
 	}
@@ -115,14 +116,23 @@ func TestAnalysisErrorsNameTheProblem(t *testing.T) {
 }
 
 func TestRenderQuery(t *testing.T) {
-	got, err := RenderQuery(builtins[BuiltinSuccessRate].query, TemplateVars{Namespace: "shop", Candidate: "cart-00002", Window: PromDuration(90 * time.Second)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `sum(rate(revision_request_count{namespace_name="shop",revision_name="cart-00002",response_code_class!="5xx"}[90s]))` +
-		` / sum(rate(revision_request_count{namespace_name="shop",revision_name="cart-00002"}[90s]))`
-	if got != want {
-		t.Fatalf("RenderQuery =\n%s\nwant\n%s", got, want)
+	vars := TemplateVars{Namespace: "shop", Candidate: "cart-00002", Window: PromDuration(90 * time.Second)}
+	for _, tt := range []struct{ metrics, check, want string }{
+		{MetricsOpenTelemetry, BuiltinSuccessRate, `sum(rate(kn_serving_invocation_duration_seconds_count{k8s_namespace_name="shop",kn_revision_name="cart-00002",http_response_status_code!~"5.."}[90s]))` +
+			` / sum(rate(kn_serving_invocation_duration_seconds_count{k8s_namespace_name="shop",kn_revision_name="cart-00002"}[90s]))`},
+		{MetricsOpenTelemetry, BuiltinLatencyP99, `1000 * histogram_quantile(0.99, sum by (le) (rate(kn_serving_invocation_duration_seconds_bucket{k8s_namespace_name="shop",kn_revision_name="cart-00002"}[90s])))`},
+		{MetricsOpenCensus, BuiltinSuccessRate, `sum(rate(revision_request_count{namespace_name="shop",revision_name="cart-00002",response_code_class!="5xx"}[90s]))` +
+			` / sum(rate(revision_request_count{namespace_name="shop",revision_name="cart-00002"}[90s]))`},
+		{MetricsOpenCensus, BuiltinLatencyP50, `histogram_quantile(0.5, sum by (le) (rate(revision_request_latencies_bucket{namespace_name="shop",revision_name="cart-00002"}[90s])))`},
+	} {
+		b, ok := builtinFor(tt.metrics, tt.check)
+		if !ok {
+			t.Fatalf("%s %s: no built-in", tt.metrics, tt.check)
+		}
+		got, err := RenderQuery(b.query, vars)
+		if err != nil || got != tt.want {
+			t.Fatalf("%s %s: RenderQuery =\n%s (%v)\nwant\n%s", tt.metrics, tt.check, got, err, tt.want)
+		}
 	}
 	if _, err := RenderQuery("{{.Nope}}", TemplateVars{}); err == nil {
 		t.Fatal("unknown variable rendered without error")
@@ -141,5 +151,28 @@ func TestSettingsPrometheusURL(t *testing.T) {
 	env[EnvPrometheusURL] = "prometheus:9090"
 	if _, err := LoadSettings(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err == nil || !strings.Contains(err.Error(), EnvPrometheusURL) {
 		t.Fatalf("bad URL accepted: %v", err)
+	}
+}
+
+func TestKnativeMetricsFromDocumentOrWorker(t *testing.T) {
+	d := BuiltinDefaults()
+	d.PrometheusURL, d.KnativeMetrics = "http://p", MetricsOpenCensus
+	doc := "checks:\n- {name: ok, builtin: success-rate}\n"
+	an, err := analysisPolicy(t, doc, d)
+	if err != nil || an.KnativeMetrics != MetricsOpenCensus || !strings.Contains(an.Checks[0].Query, "revision_request_count") {
+		t.Fatalf("worker default: %+v, %v", an, err)
+	}
+	an, err = analysisPolicy(t, "knativeMetrics: opentelemetry\n"+doc, d)
+	if err != nil || !strings.Contains(an.Checks[0].Query, "kn_serving_invocation_duration_seconds_count") {
+		t.Fatalf("document's choice: %+v, %v", an, err)
+	}
+	env := map[string]string{EnvKnativeMetrics: "opencensus"}
+	s, err := LoadSettings(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil || s.Defaults.KnativeMetrics != MetricsOpenCensus {
+		t.Fatalf("LoadSettings = %q, %v", s.Defaults.KnativeMetrics, err)
+	}
+	env[EnvKnativeMetrics] = "otel"
+	if _, err := LoadSettings(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err == nil || !strings.Contains(err.Error(), EnvKnativeMetrics) {
+		t.Fatalf("bad value accepted: %v", err)
 	}
 }

@@ -13,6 +13,9 @@ type Defaults struct {
 	// PrometheusURL is the Prometheus HTTP API that analysis checks query
 	// when their document names none.
 	PrometheusURL string `json:"prometheusURL,omitempty"`
+	// KnativeMetrics names the queue-proxy metrics built-in checks query
+	// when their document does not say (MetricsOpenTelemetry if empty).
+	KnativeMetrics string `json:"knativeMetrics,omitempty"`
 }
 
 // BuiltinDefaults are the defaults when the worker's settings set none: a

@@ -66,7 +66,7 @@ func FromAnnotations(annotations map[string]string, d Defaults) (Policy, error) 
 		fail(applyGates(raw, p.Steps))
 	}
 	if raw, ok := annotations[AnnotationAnalysis]; ok {
-		an, err := parseAnalysis(raw, d.PrometheusURL)
+		an, err := parseAnalysis(raw, d)
 		fail(err)
 		p.Analysis = an
 	}

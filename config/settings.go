@@ -34,6 +34,7 @@ const (
 	EnvVerifyTimeout    = "SLUICE_DEFAULT_VERIFY_TIMEOUT"
 	EnvDeadline         = "SLUICE_DEFAULT_DEADLINE"
 	EnvPrometheusURL    = "SLUICE_PROMETHEUS_URL"
+	EnvKnativeMetrics   = "SLUICE_KNATIVE_METRICS"
 )
 
 // DefaultTaskQueue is where rollouts run unless SLUICE_TASK_QUEUE says otherwise.
@@ -63,6 +64,13 @@ func LoadSettings(lookup func(string) (string, bool)) (Settings, error) {
 			errs = append(errs, &FieldError{Key: EnvPrometheusURL, Message: err.Error(), Value: v})
 		} else {
 			s.Defaults.PrometheusURL = v
+		}
+	}
+	if v, ok := get(EnvKnativeMetrics); ok {
+		if _, known := flavours[v]; !known {
+			errs = append(errs, &FieldError{Key: EnvKnativeMetrics, Message: "must be one of " + strings.Join(KnativeMetrics(), ", "), Value: v})
+		} else {
+			s.Defaults.KnativeMetrics = v
 		}
 	}
 	if v, ok := get(EnvSteps); ok {

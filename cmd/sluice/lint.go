@@ -167,6 +167,12 @@ func describePolicy(p config.Policy) string {
 		if len(an.Checks) > 0 {
 			out += " from " + an.Prometheus
 		}
+		for _, c := range an.Checks {
+			if c.Builtin != "" {
+				out += " (built-ins over Knative's " + an.KnativeMetrics + " metric names)"
+				break
+			}
+		}
 	}
 	return out
 }

@@ -98,7 +98,7 @@ metadata:
 Service bad (FILE): invalid
   sluice.dev/steps: weights must increase and end at 100, got "50,20"
   sluice.dev/hold: is not a duration; write it like "90s", "5m" or "1h30m", got "soon"
-Service checked (FILE): ok: 10% for 1m0s → 25% for 1m0s → 50% for 1m0s → 100%; Ready within 10m0s, verified within 2m0s, done within 2h0m0s; analysis every 20s: success-rate in [0.99, ∞], webhook approve (gate) from http://prometheus.monitoring:9090
+Service checked (FILE): ok: 10% for 1m0s → 25% for 1m0s → 50% for 1m0s → 100%; Ready within 10m0s, verified within 2m0s, done within 2h0m0s; analysis every 20s: success-rate in [0.99, ∞], webhook approve (gate) from http://prometheus.monitoring:9090 (built-ins over Knative's opentelemetry metric names)
 Service mischecked (FILE): invalid
   sluice.dev/analysis: is not a valid analysis document (see docs/analysis.md): unknown field "maximum", got "prometheus: http://prometheus:9090\nchecks:\n  - name: p99\n    builtin: latency..."
 Configuration api (FILE): invalid

@@ -59,6 +59,9 @@ func TestAnalysisPromotesHealthyRevision(t *testing.T) {
 			t.Fatalf("tally %+v", tl)
 		}
 	}
+	if q := st.Policy.Analysis.Checks[0].Query; !strings.Contains(q, "kn_serving_invocation_duration_seconds_count") {
+		t.Fatalf("the default metric names are not OpenTelemetry's: %s", q)
+	}
 	rate, latency := *st.Analysis.Tallies[0].Last.Value, *st.Analysis.Tallies[1].Last.Value
 	if rate != 1 || latency <= 0 || latency > 25 {
 		t.Fatalf("success rate %g, p99 latency %g ms (the simulated latency is %s)", rate, latency, requestsim.DefaultLatency)
@@ -98,14 +101,18 @@ func TestAnalysisRollsBackErroringRevision(t *testing.T) {
 	}
 }
 
-// A Revision answering every request in 800 ms fails the latency check.
+// A Revision answering every request in 800 ms fails the latency check,
+// here over the metric names of older Knative releases (OpenCensus).
 func TestAnalysisRollsBackSlowRevision(t *testing.T) {
 	c := ctl(t)
-	firstRollout(t, c, "an7", analysed(knativeChecks))
+	firstRollout(t, c, "an7", analysed("knativeMetrics: opencensus"+knativeChecks))
 	deploy(t, "an7", "example.com/an7:v2", nil, map[string]string{requestsim.AnnotationLatency: "800ms"})
 	st := waitOutcome(t, c, svcTarget("an7"), "an7-00002", 90*time.Second)
 	if st.Outcome != workflows.OutcomeRolledBack || st.Step != 0 || !strings.Contains(st.Reason, "analysis: latency failed once") {
 		t.Fatalf("outcome %s at step %d: %s", st.Outcome, st.Step+1, st.Reason)
+	}
+	if q := st.Policy.Analysis.Checks[1].Query; !strings.Contains(q, "revision_request_latencies_bucket") {
+		t.Fatalf("query %s", q)
 	}
 	// 800 ms lies in the 500-1000 ms bucket: the p99 is interpolated in it.
 	if v := st.Analysis.Tallies[1].Last.Value; v == nil || *v < 500 || *v > 1000 || st.Analysis.Tallies[0].Failures != 0 {

@@ -3,8 +3,10 @@
 // stack serves real requests, so requestsim plays the requests: each tick it
 // reads every Route's status traffic from the API server, splits a steady
 // request rate over the Revisions by their percent, and counts the requests
-// each Revision would have answered under Knative's metric names and labels
-// (revision_request_count, revision_request_latencies). A Revision's
+// each Revision would have answered under both sets of names Knative has
+// used: OpenTelemetry's (kn_serving_invocation_duration_seconds, recent
+// releases) and OpenCensus's (revision_request_count,
+// revision_request_latencies). A Revision's
 // template annotations say how it behaves (see the Annotation* keys), so a
 // test can roll out a "bad" Revision. Prometheus scrapes Handler.
 package requestsim
@@ -38,8 +40,11 @@ const (
 const DefaultLatency = 20 * time.Millisecond
 
 // latencyBuckets are the bucket bounds of revision_request_latencies, in
-// milliseconds.
-var latencyBuckets = []float64{5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}
+// milliseconds; secondsBuckets those of kn_serving_invocation_duration.
+var (
+	latencyBuckets = []float64{5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}
+	secondsBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
+)
 
 // Sim counts simulated requests.
 type Sim struct {
@@ -52,6 +57,7 @@ type Sim struct {
 	registry  *prometheus.Registry
 	count     *prometheus.CounterVec
 	latencies *prometheus.HistogramVec
+	duration  *prometheus.HistogramVec
 
 	mu sync.Mutex
 	// owed carries each series' fraction of a request to the next tick, so
@@ -71,9 +77,12 @@ func New(serving servingclient.Interface, namespace string, rps float64, log *sl
 		latencies: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "revision_request_latencies", Help: "The response time in millisecond", Buckets: latencyBuckets,
 		}, labels),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "kn_serving_invocation_duration_seconds", Help: "The duration of task execution", Buckets: secondsBuckets,
+		}, []string{"k8s_namespace_name", "kn_service_name", "kn_configuration_name", "kn_revision_name", "http_response_status_code"}),
 		owed: map[string]float64{},
 	}
-	s.registry.MustRegister(s.count, s.latencies)
+	s.registry.MustRegister(s.count, s.latencies, s.duration)
 	return s
 }
 
@@ -159,7 +168,10 @@ func (s *Sim) play(revision string, b behaviour, n float64, code, class string) 
 	s.count.With(labels).Add(whole)
 	ms := float64(b.latency) / float64(time.Millisecond)
 	h := s.latencies.With(labels)
+	d := s.duration.With(prometheus.Labels{"k8s_namespace_name": s.Namespace, "kn_service_name": b.service,
+		"kn_configuration_name": b.config, "kn_revision_name": revision, "http_response_status_code": code})
 	for i := 0; i < int(whole); i++ {
 		h.Observe(ms)
+		d.Observe(b.latency.Seconds())
 	}
 }

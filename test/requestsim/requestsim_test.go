@@ -45,6 +45,10 @@ func TestTickSplitsRequestsByRouteStatus(t *testing.T) {
 		// 800 ms falls in the le=1000 bucket, not le=500.
 		`revision_request_latencies_bucket{configuration_name="hello",namespace_name="default",response_code="200",response_code_class="2xx",revision_name="hello-00002",service_name="hello",le="500"} 0`,
 		`revision_request_latencies_bucket{configuration_name="hello",namespace_name="default",response_code="200",response_code_class="2xx",revision_name="hello-00002",service_name="hello",le="1000"} 80`,
+		// The same requests under the OpenTelemetry-era name, in seconds.
+		`kn_serving_invocation_duration_seconds_count{http_response_status_code="500",k8s_namespace_name="default",kn_configuration_name="hello",kn_revision_name="hello-00002",kn_service_name="hello"} 20`,
+		`kn_serving_invocation_duration_seconds_bucket{http_response_status_code="200",k8s_namespace_name="default",kn_configuration_name="hello",kn_revision_name="hello-00001",kn_service_name="hello",le="0.025"} 300`,
+		`kn_serving_invocation_duration_seconds_bucket{http_response_status_code="200",k8s_namespace_name="default",kn_configuration_name="hello",kn_revision_name="hello-00002",kn_service_name="hello",le="0.75"} 0`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("metrics lack %s", want)
