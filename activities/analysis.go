@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"go.temporal.io/sdk/activity"
+
 	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/config"
 )
@@ -32,6 +34,7 @@ func (a *Activities) MeasureCheck(ctx context.Context, in CheckInput) (analysis.
 		m.Result, m.Message, m.At = analysis.Error, "render query: "+err.Error(), time.Now()
 		return m, nil
 	}
+	defer keepAlive(ctx)()
 	qctx, cancel := context.WithTimeout(ctx, QueryTimeout)
 	defer cancel()
 	m.At = time.Now()
@@ -60,7 +63,37 @@ type WebhookInput struct {
 // decision (roll back during a hold, keep waiting at a gate).
 func (a *Activities) CallWebhook(ctx context.Context, in WebhookInput) (analysis.Measurement, error) {
 	h := in.Hook
+	defer keepAlive(ctx)()
 	m := a.Webhooks.Call(ctx, analysis.Hook{URL: h.URL, Timeout: h.Timeout, Retries: h.Retries}, in.Payload)
 	m.Step, m.Weight, m.At = in.Payload.Rollout.Step, in.Payload.Rollout.Weight, time.Now()
 	return m, nil
+}
+
+// HeartbeatEvery is how often analysis activities tell Temporal they are
+// alive; the workflow gives them a heartbeat timeout of a few times that, so
+// a call cut short by a lost worker is retried in seconds, not after its
+// whole start-to-close timeout.
+const HeartbeatEvery = 2 * time.Second
+
+// keepAlive heartbeats until the returned stop is called.
+func keepAlive(ctx context.Context) (stop func()) {
+	if !activity.IsActivity(ctx) {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(HeartbeatEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() { close(done) }
 }

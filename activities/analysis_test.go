@@ -6,8 +6,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/config"
@@ -41,5 +46,33 @@ func TestMeasureCheckRendersQueriesAndJudges(t *testing.T) {
 	m, err = a.MeasureCheck(context.Background(), in)
 	if err != nil || m.Result != analysis.Error || !strings.Contains(m.Message, "query Prometheus at") {
 		t.Fatalf("unreachable: %+v, %v", m, err)
+	}
+}
+
+// A slow webhook call heartbeats, so a lost worker is noticed in seconds.
+func TestCallWebhookHeartbeats(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(HeartbeatEvery + 500*time.Millisecond)
+	}))
+	defer srv.Close()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	var beats atomic.Int32
+	env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) { beats.Add(1) })
+	acts := &Activities{Webhooks: analysis.Webhooks{HTTP: srv.Client()}}
+	env.RegisterActivity(acts)
+	v, err := env.ExecuteActivity(acts.CallWebhook, WebhookInput{
+		Hook:    config.Webhook{Name: "slow", At: config.MomentHold, URL: srv.URL, Timeout: 10 * time.Second},
+		Payload: analysis.Payload{Name: "slow", Moment: "hold"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m analysis.Measurement
+	if err := v.Get(&m); err != nil || m.Result != analysis.Passed {
+		t.Fatalf("measurement %+v, %v", m, err)
+	}
+	if beats.Load() < 1 {
+		t.Fatal("no heartbeat during a call longer than HeartbeatEvery")
 	}
 }

@@ -275,12 +275,16 @@ func (r *rollout) emitAnalysis(ctx workflow.Context, ms []analysis.Measurement) 
 	}
 }
 
+// heartbeatTimeout notices a lost worker within a few heartbeats.
+const heartbeatTimeout = 5 * activities.HeartbeatEvery
+
 // checkOptions suit one Prometheus query: a query error is a measurement,
 // so only a lost worker retries.
 func checkOptions(ctx workflow.Context, summary string) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		Summary:             summary,
 		StartToCloseTimeout: activities.QueryTimeout + 15*time.Second,
+		HeartbeatTimeout:    heartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
 	})
 }
@@ -290,6 +294,7 @@ func webhookOptions(ctx workflow.Context, h config.Webhook, summary string) work
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		Summary:             summary,
 		StartToCloseTimeout: time.Duration(h.Retries+1)*(h.Timeout+analysis.MaxBackoff) + 15*time.Second,
+		HeartbeatTimeout:    heartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
 	})
 }

@@ -322,9 +322,9 @@ checks:
 		return s.Candidate == "an6-00002" && s.Phase == workflows.PhaseHolding && s.Analysis != nil && s.Analysis.Rounds >= 1
 	})
 	crashWorker(t, 4*time.Second) // rounds fall due while no worker runs
-	// A query in flight when the worker died is retried after its
-	// start-to-close timeout (45s); usually the kill lands in a timer.
-	st := waitOutcome(t, c, svcTarget("an6"), "an6-00002", 120*time.Second)
+	// A query in flight when the worker died is retried once its
+	// heartbeats stop (10s); usually the kill lands in a timer.
+	st := waitOutcome(t, c, svcTarget("an6"), "an6-00002", 90*time.Second)
 	if st.Outcome != workflows.OutcomeSucceeded || serviceTraffic(t, "an6") != "an6-00002=100%" {
 		t.Fatalf("outcome %s (%s), traffic %s", st.Outcome, st.Reason, serviceTraffic(t, "an6"))
 	}
