@@ -311,21 +311,21 @@ func parseAnalysis(raw string, d Defaults) (*Analysis, error) {
 	if _, ok := flavours[an.KnativeMetrics]; !ok {
 		fail("knativeMetrics %q must be one of %s", an.KnativeMetrics, strings.Join(KnativeMetrics(), ", "))
 	}
-	if doc.Interval != "" {
-		if d, err := time.ParseDuration(doc.Interval); err != nil || d < time.Second {
-			fail("interval %q must be a duration of at least 1s, e.g. \"30s\"", doc.Interval)
-		} else {
-			an.Interval = d
+	// seconds reads a duration of at least a second into *into, if raw is set.
+	seconds := func(what, raw string, into *time.Duration) {
+		if raw == "" {
+			return
 		}
+		v, err := time.ParseDuration(raw)
+		if err != nil || v < time.Second {
+			fail("%s %q must be a duration of at least 1s, e.g. \"30s\" or \"1m\"", what, raw)
+			return
+		}
+		*into = v
 	}
+	seconds("interval", doc.Interval, &an.Interval)
 	window := max(an.Interval, minDefaultWindow)
-	if doc.Window != "" {
-		if d, err := time.ParseDuration(doc.Window); err != nil || d < time.Second {
-			fail("window %q must be a duration of at least 1s, e.g. \"1m\"", doc.Window)
-		} else {
-			window = d
-		}
-	}
+	seconds("window", doc.Window, &window)
 	if len(doc.Checks) == 0 && len(doc.Webhooks) == 0 {
 		fail("lists no checks and no webhooks; add one or remove the annotation")
 	}
@@ -351,11 +351,12 @@ func parseAnalysis(raw string, d Defaults) (*Analysis, error) {
 		case c.Builtin != "" && c.Query != "":
 			fail("check %q sets both builtin and query; use one", c.Name)
 		case c.Builtin != "":
-			b, ok := builtinFor(an.KnativeMetrics, c.Builtin)
-			if !ok && !slices.Contains(BuiltinChecks(), c.Builtin) {
+			if !slices.Contains(BuiltinChecks(), c.Builtin) {
 				fail("check %q: builtin %q is unknown; use one of %s", c.Name, c.Builtin, strings.Join(BuiltinChecks(), ", "))
 				continue
 			}
+			// Empty only when knativeMetrics is unknown, which is reported above.
+			b, _ := builtinFor(an.KnativeMetrics, c.Builtin)
 			ch.Builtin, ch.Query, ch.Min, ch.Max = c.Builtin, b.query, b.min, b.max
 			if c.Min != nil || c.Max != nil {
 				ch.Min, ch.Max = c.Min, c.Max
@@ -378,13 +379,7 @@ func parseAnalysis(raw string, d Defaults) (*Analysis, error) {
 				fail("check %q: min and max must be finite numbers", c.Name)
 			}
 		}
-		if c.Window != "" {
-			if d, err := time.ParseDuration(c.Window); err != nil || d < time.Second {
-				fail("check %q: window %q must be a duration of at least 1s", c.Name, c.Window)
-			} else {
-				ch.Window = d
-			}
-		}
+		seconds(fmt.Sprintf("check %q: window", c.Name), c.Window, &ch.Window)
 		limit(fail, c.Name, "failureLimit", c.FailureLimit, &ch.FailureLimit)
 		limit(fail, c.Name, "consecutiveErrorLimit", c.ConsecutiveErrorLimit, &ch.ConsecutiveErrorLimit)
 		limit(fail, c.Name, "inconclusiveLimit", c.InconclusiveLimit, &ch.InconclusiveLimit)
@@ -400,13 +395,10 @@ func parseAnalysis(raw string, d Defaults) (*Analysis, error) {
 		if doc.Prometheus != "" {
 			an.Prometheus = doc.Prometheus
 		}
-		switch {
-		case an.Prometheus == "":
+		if an.Prometheus == "" {
 			fail("has checks but no Prometheus to query; set prometheus: in the document or %s on the worker", EnvPrometheusURL)
-		default:
-			if err := checkURL(an.Prometheus); err != nil {
-				fail("prometheus %q: %v", an.Prometheus, err)
-			}
+		} else if err := checkURL(an.Prometheus); err != nil {
+			fail("prometheus %q: %v", an.Prometheus, err)
 		}
 	}
 	for i, h := range doc.Webhooks {
@@ -418,10 +410,10 @@ func parseAnalysis(raw string, d Defaults) (*Analysis, error) {
 			fail("webhook %q: url %q: %v", h.Name, h.URL, err)
 		}
 		if h.Timeout != "" {
-			if d, err := time.ParseDuration(h.Timeout); err != nil || d <= 0 || d > 5*time.Minute {
+			if v, err := time.ParseDuration(h.Timeout); err != nil || v <= 0 || v > 5*time.Minute {
 				fail("webhook %q: timeout %q must be a positive duration of at most 5m", h.Name, h.Timeout)
 			} else {
-				wh.Timeout = d
+				wh.Timeout = v
 			}
 		}
 		limit(fail, h.Name, "retries", h.Retries, &wh.Retries)

@@ -108,21 +108,22 @@ func (r *rollout) analyze(ctx workflow.Context, final bool) bool {
 	an := r.st.Analysis
 	pol := r.st.Policy.Analysis
 	vars := r.templateVars()
-	futures := make([]workflow.Future, 0, len(an.Tallies))
+	ps := make([]pending, 0, len(an.Tallies))
 	for _, c := range pol.Checks {
-		futures = append(futures, workflow.ExecuteActivity(checkOptions(ctx, "measure "+c.Name), a.MeasureCheck,
-			activities.CheckInput{Check: c, Prometheus: pol.Prometheus, Vars: vars, Step: r.st.Step + 1}))
+		ps = append(ps, pending{
+			future: workflow.ExecuteActivity(checkOptions(ctx, "measure "+c.Name), a.MeasureCheck,
+				activities.CheckInput{Check: c, Prometheus: pol.Prometheus, Vars: vars, Step: r.st.Step + 1}),
+			lost: analysis.Measurement{Name: c.Name, Kind: analysis.KindCheck, Result: analysis.Error, Step: r.st.Step + 1, Weight: r.st.Weight},
+		})
 	}
 	for _, h := range pol.Hooks(config.MomentHold) {
-		futures = append(futures, r.callHook(ctx, h))
+		ps = append(ps, r.callHook(ctx, h))
 	}
-	ms := r.collect(ctx, futures)
+	ms := r.settle(ctx, ps)
 	for i := range ms {
 		an.Tallies[i].Record(ms[i])
 	}
 	an.Rounds++
-	r.remember(ms)
-	r.emitAnalysis(ctx, ms)
 	d := analysis.Judge(an.Tallies)
 	switch d.Action {
 	case analysis.Rollback:
@@ -141,24 +142,31 @@ func (r *rollout) analyze(ctx workflow.Context, final bool) bool {
 	return true
 }
 
-// collect waits for every future, turning an activity failure (a worker
-// lost more often than retries allow) into an Error measurement.
-func (r *rollout) collect(ctx workflow.Context, futures []workflow.Future) []analysis.Measurement {
-	names := r.st.Analysis.Tallies
-	ms := make([]analysis.Measurement, len(futures))
-	for i, f := range futures {
-		if err := f.Get(ctx, &ms[i]); err != nil {
-			ms[i] = analysis.Measurement{Result: analysis.Error, Message: errorMessage(err), At: workflow.Now(ctx), Step: r.st.Step + 1, Weight: r.st.Weight}
-			if i < len(names) {
-				ms[i].Name, ms[i].Kind = names[i].Name, names[i].Kind
-			}
+// pending is a check or webhook activity under way, and the measurement it
+// counts as if the activity itself fails (a worker lost more often than its
+// retries allow): an error for a check, a failure for a webhook.
+type pending struct {
+	future workflow.Future
+	lost   analysis.Measurement
+}
+
+// settle waits for every activity, in order, then keeps the measurements and
+// sends them as one progress event.
+func (r *rollout) settle(ctx workflow.Context, ps []pending) []analysis.Measurement {
+	ms := make([]analysis.Measurement, len(ps))
+	for i, p := range ps {
+		if err := p.future.Get(ctx, &ms[i]); err != nil {
+			ms[i] = p.lost
+			ms[i].Message, ms[i].At = errorMessage(err), workflow.Now(ctx)
 		}
 	}
+	r.remember(ms)
+	r.emitAnalysis(ctx, ms)
 	return ms
 }
 
 // callHook starts one webhook call for the current moment of the rollout.
-func (r *rollout) callHook(ctx workflow.Context, h config.Webhook) workflow.Future {
+func (r *rollout) callHook(ctx workflow.Context, h config.Webhook) pending {
 	an := r.st.Analysis
 	an.Calls++
 	st := &r.st
@@ -171,29 +179,21 @@ func (r *rollout) callHook(ctx workflow.Context, h config.Webhook) workflow.Futu
 			Weight: st.Weight, Outcome: string(st.Outcome), Reason: st.Reason,
 		},
 	}
-	return workflow.ExecuteActivity(webhookOptions(ctx, h, "webhook "+h.Name+" ("+string(h.At)+")"), a.CallWebhook,
-		activities.WebhookInput{Hook: h, Payload: p})
+	return pending{
+		future: workflow.ExecuteActivity(webhookOptions(ctx, h, "webhook "+h.Name+" ("+string(h.At)+")"), a.CallWebhook,
+			activities.WebhookInput{Hook: h, Payload: p}),
+		lost: analysis.Measurement{Name: h.Name, Kind: analysis.KindWebhook, Moment: string(h.At), Result: analysis.Failed, Step: step, Weight: st.Weight},
+	}
 }
 
 // callHooks calls every hook of a moment at once and waits for the answers.
 func (r *rollout) callHooks(ctx workflow.Context, m config.Moment) []analysis.Measurement {
 	hooks := r.st.Policy.Analysis.Hooks(m)
-	if len(hooks) == 0 {
-		return nil
-	}
-	futures := make([]workflow.Future, len(hooks))
+	ps := make([]pending, len(hooks))
 	for i, h := range hooks {
-		futures[i] = r.callHook(ctx, h)
+		ps[i] = r.callHook(ctx, h)
 	}
-	ms := make([]analysis.Measurement, len(hooks))
-	for i, f := range futures {
-		if err := f.Get(ctx, &ms[i]); err != nil {
-			ms[i] = analysis.Measurement{Name: hooks[i].Name, Kind: analysis.KindWebhook, Moment: string(m), Result: analysis.Failed, Message: errorMessage(err), At: workflow.Now(ctx)}
-		}
-	}
-	r.remember(ms)
-	r.emitAnalysis(ctx, ms)
-	return ms
+	return r.settle(ctx, ps)
 }
 
 // firstFailed is the first measurement that did not pass, or nil.

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -36,11 +37,17 @@ func analysisHarness(t *testing.T, doc string, measure func(n int, in activities
 		func(_ context.Context, in activities.WebhookInput) (analysis.Measurement, error) {
 			hooks++
 			m := hook(hooks, in)
+			if m.Result == lost {
+				return analysis.Measurement{}, errors.New("worker lost")
+			}
 			m.Name, m.Kind, m.Moment = in.Hook.Name, analysis.KindWebhook, string(in.Hook.At)
 			return m, nil
 		}).Maybe()
 	return h
 }
+
+// lost makes a scripted webhook activity fail as if its worker were lost.
+const lost analysis.Result = "test: lost"
 
 func value(v float64) analysis.Measurement { return analysis.Measurement{Value: &v} }
 
@@ -279,6 +286,26 @@ func TestHoldWebhookFailureRollsBack(t *testing.T) {
 	}
 	if got := strings.Join(moments, ","); got != "before-start,hold,rollback,after-end" {
 		t.Fatalf("calls = %s", got)
+	}
+}
+
+// A hold webhook whose activity fails on every attempt counts as a failed
+// call, like a webhook that does not answer: the rollout rolls back.
+func TestLostHoldWebhookCountsAsFailed(t *testing.T) {
+	h := analysisHarness(t, hooksDoc, nil, func(n int, in activities.WebhookInput) analysis.Measurement {
+		if in.Hook.At == config.MomentHold {
+			return analysis.Measurement{Result: lost}
+		}
+		return analysis.Measurement{Result: analysis.Passed, StatusCode: 200}
+	})
+	h.run("hello-00002")
+	res := h.result()
+	if res.Outcome != OutcomeRolledBack || !strings.Contains(res.Reason, "analysis: smoke failed once (failure limit 0)") || !strings.Contains(res.Reason, "worker lost") {
+		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
+	}
+	m := h.status().Analysis.Tallies[0].Last
+	if m.Kind != analysis.KindWebhook || m.Moment != "hold" || m.Step != 1 || m.Weight != 25 {
+		t.Fatalf("measurement of the lost call: %+v", m)
 	}
 }
 

@@ -166,12 +166,8 @@ func (r *rollout) details(now time.Time) string {
 	if an := st.Analysis; an != nil && len(an.Tallies) > 0 {
 		// On the headline: the frame is small, and a line or a table more
 		// would cut the step table off.
-		b.WriteString(" ·")
-		for i, t := range an.Tallies {
-			if i > 0 {
-				b.WriteString(" ·")
-			}
-			fmt.Fprintf(&b, " %s %s", t.Name, lastShort(t.Last))
+		for _, t := range an.Tallies {
+			fmt.Fprintf(&b, " · %s %s", t.Name, lastShort(t.Last))
 			if t.Failures > 0 {
 				fmt.Fprintf(&b, " (%d failed)", t.Failures)
 			}
@@ -204,12 +200,16 @@ func lastShort(m *analysis.Measurement) string {
 	if m == nil {
 		return "—"
 	}
-	mark := map[analysis.Result]string{analysis.Passed: "✓", analysis.Failed: "✗"}[m.Result]
+	mark := "✓"
 	switch {
 	case m.Result == analysis.Inconclusive:
 		return "no data"
 	case m.Result == analysis.Error:
 		return "error"
+	case m.Result == analysis.Failed:
+		mark = "✗"
+	}
+	switch {
 	case m.Value != nil:
 		return analysis.FormatValue(*m.Value) + " " + mark
 	case m.StatusCode != 0:

@@ -1,18 +1,19 @@
 // Package requestsim is a test double of the request metrics Knative's
 // queue-proxy exports per Revision, for sluice's local stack. Nothing on the
 // stack serves real requests, so requestsim plays the requests: each tick it
-// reads every Route's status traffic from the API server, splits a steady
-// request rate over the Revisions by their percent, and counts the requests
-// each Revision would have answered under both sets of names Knative has
-// used: OpenTelemetry's (kn_serving_invocation_duration_seconds, recent
-// releases) and OpenCensus's (revision_request_count,
-// revision_request_latencies). A Revision's
-// template annotations say how it behaves (see the Annotation* keys), so a
-// test can roll out a "bad" Revision. Prometheus scrapes Handler.
+// reads every Route's status traffic (watched through informers), splits a
+// steady request rate over the Revisions by their percent, and counts the
+// requests each Revision would have answered under both sets of names
+// Knative has used: OpenTelemetry's (kn_serving_invocation_duration_seconds,
+// recent releases) and OpenCensus's (revision_request_count,
+// revision_request_latencies). A Revision's template annotations say how it
+// behaves (see the Annotation* keys), so a test can roll out a "bad"
+// Revision. Prometheus scrapes Handler.
 package requestsim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -24,8 +25,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"knative.dev/serving/pkg/apis/serving"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	servingclient "knative.dev/serving/pkg/client/clientset/versioned"
+	informers "knative.dev/serving/pkg/client/informers/externalversions"
 )
 
 // Template annotations that steer a Revision's simulated requests.
@@ -91,8 +95,16 @@ func (s *Sim) Handler() http.Handler {
 	return promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})
 }
 
-// Run ticks until ctx is done.
+// Run watches Revisions and Routes through informers and plays the requests
+// of each tick from their caches until ctx is done, so ticking costs the API
+// server nothing.
 func (s *Sim) Run(ctx context.Context, tick time.Duration) {
+	factory := informers.NewSharedInformerFactoryWithOptions(s.Serving, 0, informers.WithNamespace(s.Namespace))
+	revs := factory.Serving().V1().Revisions().Lister().Revisions(s.Namespace)
+	routes := factory.Serving().V1().Routes().Lister().Routes(s.Namespace)
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	factory.WaitForCacheSync(ctx.Done())
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	last := time.Now()
@@ -101,23 +113,20 @@ func (s *Sim) Run(ctx context.Context, tick time.Duration) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			if err := s.Tick(ctx, now.Sub(last)); err != nil && ctx.Err() == nil {
-				s.Log.Warn("requestsim: tick", "error", err)
+			rv, err1 := revs.List(labels.Everything())
+			rt, err2 := routes.List(labels.Everything())
+			if err := errors.Join(err1, err2); err != nil {
+				s.Log.Warn("requestsim: read caches", "error", err)
+				continue
 			}
+			s.record(rv, rt, now.Sub(last))
 			last = now
 		}
 	}
 }
 
-type behaviour struct {
-	errorRate float64
-	latency   time.Duration
-	service   string
-	config    string
-}
-
-// Tick plays the requests of elapsed: RPS×elapsed per Route, split by the
-// percents in its status.
+// Tick plays the requests of elapsed from a fresh list of Revisions and
+// Routes.
 func (s *Sim) Tick(ctx context.Context, elapsed time.Duration) error {
 	revs, err := s.Serving.ServingV1().Revisions(s.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -127,8 +136,30 @@ func (s *Sim) Tick(ctx context.Context, elapsed time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("list Routes: %w", err)
 	}
+	s.record(pointers(revs.Items), pointers(routes.Items), elapsed)
+	return nil
+}
+
+func pointers[T any](items []T) []*T {
+	out := make([]*T, len(items))
+	for i := range items {
+		out[i] = &items[i]
+	}
+	return out
+}
+
+type behaviour struct {
+	errorRate float64
+	latency   time.Duration
+	service   string
+	config    string
+}
+
+// record plays the requests of elapsed: RPS×elapsed per Route, split by the
+// percents in its status.
+func (s *Sim) record(revs []*servingv1.Revision, routes []*servingv1.Route, elapsed time.Duration) {
 	behaves := map[string]behaviour{}
-	for _, r := range revs.Items {
+	for _, r := range revs {
 		b := behaviour{latency: DefaultLatency, service: r.Labels[serving.ServiceLabelKey], config: r.Labels[serving.ConfigurationLabelKey]}
 		if v, err := strconv.ParseFloat(r.Annotations[AnnotationErrorRate], 64); err == nil && v >= 0 && v <= 1 {
 			b.errorRate = v
@@ -140,7 +171,7 @@ func (s *Sim) Tick(ctx context.Context, elapsed time.Duration) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, rt := range routes.Items {
+	for _, rt := range routes {
 		for _, tt := range rt.Status.Traffic {
 			b, ok := behaves[tt.RevisionName]
 			if !ok || tt.Percent == nil || *tt.Percent == 0 {
@@ -151,7 +182,6 @@ func (s *Sim) Tick(ctx context.Context, elapsed time.Duration) error {
 			s.play(tt.RevisionName, b, n*(1-b.errorRate), "200", "2xx")
 		}
 	}
-	return nil
 }
 
 // play counts n requests (carrying the fraction) of one response code.
