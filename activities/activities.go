@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -53,6 +54,8 @@ func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolv
 	var (
 		annotations map[string]string
 		res         Resolved
+		status      []servingv1.TrafficTarget
+		current     bool
 	)
 	switch t.Kind {
 	case KindService:
@@ -64,6 +67,7 @@ func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolv
 		res.Object = ObjectRef{Namespace: t.Namespace, Kind: KindService, Name: t.Name}
 		res.Configuration = t.Name
 		res.Traffic = serviceTraffic(svc)
+		status, current = svc.Status.Traffic, svc.Status.ObservedGeneration == svc.Generation
 	case KindConfiguration:
 		cfg, err := a.Serving.ServingV1().Configurations(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 		if err != nil {
@@ -83,6 +87,7 @@ func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolv
 		res.Object = ObjectRef{Namespace: t.Namespace, Kind: KindRoute, Name: route}
 		res.Configuration = t.Name
 		res.Traffic = r.Spec.Traffic
+		status, current = r.Status.Traffic, r.Status.ObservedGeneration == r.Generation
 	default:
 		return Resolved{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("unknown target kind %q: use %s or %s", t.Kind, KindService, KindConfiguration), ErrInvalidPolicy, nil)
@@ -111,9 +116,71 @@ func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolv
 			"Revision %s/%s not found among the Revisions of Configuration %s", t.Namespace, in.Candidate, res.Configuration), ErrTargetNotFound, nil)
 	}
 	res.CandidateGeneration = revisionGeneration(cand)
+	res.Routed = routed(res.Traffic, status, current)
 	res.Events = a.Events != nil
 	res.Stable = stableRevision(res.Traffic, in.Candidate, revs)
 	return res, nil
+}
+
+// routed names the Revision each spec target routes to, from a status that
+// has observed the spec: Knative lists the targets in spec order, with the
+// Revision each latestRevision target resolved to.
+func routed(spec, status []servingv1.TrafficTarget, current bool) []string {
+	if !current || len(status) != len(spec) {
+		return nil
+	}
+	out := make([]string, len(spec))
+	for i := range spec {
+		if spec[i].Tag == status[i].Tag && percent(spec[i]) == percent(status[i]) {
+			out[i] = status[i].RevisionName
+		}
+	}
+	return out
+}
+
+// ReadTraffic reads an object's spec.traffic and where each target routes.
+func (a *Activities) ReadTraffic(ctx context.Context, o ObjectRef) (LiveTraffic, error) {
+	live, err := a.readTraffic(ctx, o)
+	if err != nil {
+		return LiveTraffic{}, err
+	}
+	return LiveTraffic{Spec: live.spec, Routed: routed(live.spec, live.status, live.observedGeneration == live.generation)}, nil
+}
+
+// AwaitTrafficChange answers once the object's spec.traffic is no longer
+// in.Expected — someone else changed it — or the object is gone, watching
+// it so the change is seen at once; or, if neither happens within in.For,
+// with no change. It heartbeats while it watches.
+func (a *Activities) AwaitTrafficChange(ctx context.Context, in AwaitTrafficInput) (TrafficChange, error) {
+	live, err := a.readTraffic(ctx, in.Object)
+	if err != nil {
+		return TrafficChange{}, err
+	}
+	if !SameTraffic(live.spec, in.Expected) {
+		return TrafficChange{Changed: true, Found: live.spec}, nil
+	}
+	defer keepAlive(ctx)()
+	wctx, cancel := a.watchContext(ctx, in.For)
+	defer cancel()
+	var change TrafficChange
+	w := watcher{
+		open: func(ctx context.Context, rv string) (watch.Interface, error) { return a.watchObject(ctx, in.Object, rv) },
+		read: func(ctx context.Context) (runtime.Object, error) { return a.readObject(ctx, in.Object) },
+		done: func(typ watch.EventType, obj runtime.Object) bool {
+			if typ == watch.Deleted {
+				change = TrafficChange{Gone: true}
+				return true
+			}
+			l, ok := liveFromObject(obj)
+			if !ok || l.name != in.Object.Name || SameTraffic(l.spec, in.Expected) {
+				return false
+			}
+			change = TrafficChange{Changed: true, Found: l.spec}
+			return true
+		},
+	}
+	w.until(wctx, live.resourceVersion)
+	return change, nil
 }
 
 // stableRevision picks the Revision that serves the most traffic besides the
@@ -398,12 +465,7 @@ func (a *Activities) watchTraffic(ctx context.Context, in VerifyInput, resourceV
 		open: func(ctx context.Context, rv string) (watch.Interface, error) {
 			return a.watchObject(ctx, in.Object, rv)
 		},
-		read: func(ctx context.Context) (runtime.Object, error) {
-			if in.Object.Kind == KindRoute {
-				return a.Serving.ServingV1().Routes(in.Object.Namespace).Get(ctx, in.Object.Name, metav1.GetOptions{})
-			}
-			return a.Serving.ServingV1().Services(in.Object.Namespace).Get(ctx, in.Object.Name, metav1.GetOptions{})
-		},
+		read: func(ctx context.Context) (runtime.Object, error) { return a.readObject(ctx, in.Object) },
 		done: func(_ watch.EventType, obj runtime.Object) bool {
 			live, ok := liveFromObject(obj)
 			if !ok {
@@ -417,6 +479,14 @@ func (a *Activities) watchTraffic(ctx context.Context, in VerifyInput, resourceV
 		return nil
 	}
 	return notYet
+}
+
+// readObject reads the Service or Route whose traffic sluice writes.
+func (a *Activities) readObject(ctx context.Context, o ObjectRef) (runtime.Object, error) {
+	if o.Kind == KindRoute {
+		return a.Serving.ServingV1().Routes(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+	}
+	return a.Serving.ServingV1().Services(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
 }
 
 func (a *Activities) watchObject(ctx context.Context, o ObjectRef, resourceVersion string) (watch.Interface, error) {
@@ -558,14 +628,40 @@ func readError(err error, what string) error {
 	return fmt.Errorf("read %s: %w", what, err)
 }
 
+// writeError sorts a refused traffic write. sluice validated the list with
+// Knative's rules before writing it, so a refusal that names no traffic
+// field is about something else — the object's template against a cluster
+// limit, RBAC, another admission webhook — which sluice cannot fix by
+// rolling back (that write would be refused too).
 func writeError(err error, o ObjectRef) error {
 	switch {
 	case apierrors.IsNotFound(err):
 		return temporal.NewNonRetryableApplicationError(o.String()+" was deleted during the rollout", ErrTargetNotFound, err)
+	case apierrors.IsForbidden(err) && !strings.Contains(err.Error(), "admission webhook"):
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("write traffic to %s: %v", o, err), ErrWriteRefused, err)
+	case (apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err)) && !refusesTraffic(err):
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("Knative refused the traffic write to %s for a reason outside the traffic list: %v", o, err), ErrWriteRefused, err)
 	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) || apierrors.IsUnsupportedMediaType(err):
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("write traffic to %s: %v", o, err), ErrInvalidTraffic, err)
 	}
 	return fmt.Errorf("write traffic to %s: %w", o, err)
+}
+
+// refusesTraffic reports whether a refusal is about the traffic list: a
+// field cause under spec.traffic, or — Knative's webhook answers with its
+// field paths in the message — a message naming it.
+func refusesTraffic(err error) bool {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		if d := status.Status().Details; d != nil {
+			for _, c := range d.Causes {
+				if strings.HasPrefix(c.Field, "spec.traffic") {
+					return true
+				}
+			}
+		}
+	}
+	return strings.Contains(err.Error(), "spec.traffic") || strings.Contains(err.Error(), "status.traffic")
 }
 
 // EmitProgress sends one progress event. The event's ID comes from the

@@ -30,6 +30,10 @@ const (
 	ErrInvalidTraffic = "InvalidTraffic"
 	ErrDrift          = "TrafficDrift"
 	ErrNotVisible     = "TrafficNotVisible"
+	// ErrWriteRefused: the API server refused a traffic write for a reason
+	// outside the traffic list (the object's template, a cluster limit,
+	// RBAC). Rolling back would be refused too; the operator must fix it.
+	ErrWriteRefused = "WriteRefused"
 )
 
 // TargetRef names the object a service owner opted in: a Service, or a
@@ -66,6 +70,9 @@ type Resolved struct {
 	Configuration string                    `json:"configuration"`
 	Policy        config.Policy             `json:"policy"`
 	Traffic       []servingv1.TrafficTarget `json:"traffic"`
+	// Routed names the Revision each Traffic target routes to now, by the
+	// object's status ("" where status does not say).
+	Routed []string `json:"routed,omitempty"`
 	// Stable is the Revision that carried the traffic before the candidate,
 	// empty when the candidate is the target's first Revision.
 	Stable string `json:"stable,omitempty"`
@@ -136,4 +143,27 @@ type ApplyTrafficInput struct {
 type ApplyTrafficResult struct {
 	SetTrafficResult
 	Visible bool `json:"visible"`
+}
+
+// LiveTraffic is a traffic object's spec.traffic as last read, and the
+// Revision each target routes to by its status ("" where it does not say).
+type LiveTraffic struct {
+	Spec   []servingv1.TrafficTarget `json:"spec"`
+	Routed []string                  `json:"routed,omitempty"`
+}
+
+// AwaitTrafficInput asks to be told when Object's spec.traffic is no longer
+// Expected, waiting at most For.
+type AwaitTrafficInput struct {
+	Object   ObjectRef                 `json:"object"`
+	Expected []servingv1.TrafficTarget `json:"expected"`
+	For      time.Duration             `json:"for"`
+}
+
+// TrafficChange says whether the traffic changed (and to what) or the
+// object is gone.
+type TrafficChange struct {
+	Changed bool                      `json:"changed"`
+	Found   []servingv1.TrafficTarget `json:"found,omitempty"`
+	Gone    bool                      `json:"gone,omitempty"`
 }

@@ -148,7 +148,10 @@ func (r *rollout) validate(name string, cmd Command) error {
 	if st.Phase.Done() {
 		return fmt.Errorf("%s rejected: the rollout of %s has finished (%s: %s)", name, st.Candidate, st.Outcome, st.Reason)
 	}
-	if st.Phase == PhaseRollingBack {
+	if st.Phase == PhaseRollingBack && !(name == CommandResume && st.Paused) {
+		if st.Paused {
+			return fmt.Errorf("%s rejected: the rollback is paused (%s); resume it once that is fixed", name, st.PauseReason)
+		}
 		return fmt.Errorf("%s rejected: the rollout is rolling back (%s)", name, st.Reason)
 	}
 	switch name {
@@ -239,6 +242,10 @@ func (r *rollout) resume(now time.Time) {
 	if st.Analysis != nil && st.Policy.Analysis != nil {
 		st.Analysis.forgive(now, st.Policy.Analysis.Interval, st.Step+1)
 	}
-	st.ForceNext = st.ForceNext || st.Drifted
+	if r.version >= versionLive {
+		st.Rebase = st.Rebase || st.Drifted
+	} else {
+		st.ForceNext = st.ForceNext || st.Drifted
+	}
 	st.Paused, st.Drifted, st.PauseReason = false, false, ""
 }

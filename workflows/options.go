@@ -59,3 +59,16 @@ func awaitOptions(ctx workflow.Context, wait time.Duration, summary string) work
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
 	})
 }
+
+// watchOptions suit AwaitTrafficChange, which watches for up to span while a
+// step holds. It heartbeats, so a lost worker is noticed in seconds and the
+// watch starts again elsewhere; a cancelled watch is not waited for.
+func watchOptions(ctx workflow.Context, span time.Duration, summary string) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		Summary:                summary,
+		StartToCloseTimeout:    span + 30*time.Second,
+		ScheduleToCloseTimeout: span + 5*time.Minute,
+		HeartbeatTimeout:       heartbeatTimeout,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+	})
+}

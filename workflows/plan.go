@@ -4,77 +4,152 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 )
 
-// pinLatest replaces every latestRevision target with the stable Revision by
-// name. While a latestRevision target is live, Knative would send its whole
-// share to the candidate the moment it is Ready, ahead of every step.
-func pinLatest(traffic []servingv1.TrafficTarget, stable string) []servingv1.TrafficTarget {
+// pinLatest replaces every latestRevision target that carries traffic with
+// the Revision it resolves to now, by name: while such a target is live,
+// Knative would send its whole share to the candidate the moment it is
+// Ready, ahead of every step. A latestRevision target at 0% stays as it is
+// (its tag keeps following the latest Ready Revision): it routes nothing,
+// and Knative only ever resolves it to a Ready Revision.
+//
+// resolved names the Revision each target resolves to (status.traffic), ""
+// where it is not known; to is used where it is not.
+func pinLatest(traffic []servingv1.TrafficTarget, resolved []string, to string) []servingv1.TrafficTarget {
 	out := cloneTraffic(traffic)
-	if stable == "" {
-		return out
-	}
 	for i := range out {
-		if out[i].LatestRevision != nil && *out[i].LatestRevision {
-			out[i].LatestRevision = ptr(false)
-			out[i].RevisionName = stable
-			out[i].ConfigurationName = ""
+		if !isLatest(out[i]) || percentOf(out[i]) == 0 {
+			continue
 		}
+		name := to
+		if i < len(resolved) && resolved[i] != "" {
+			name = resolved[i]
+		}
+		if name == "" {
+			continue
+		}
+		out[i].LatestRevision = ptr(false)
+		out[i].RevisionName = name
+		out[i].ConfigurationName = ""
 	}
 	return out
 }
 
-// trafficAt is the traffic list with the candidate at weight percent of the
-// stable Revision's share. Every other target — extra Revisions, tags, their
-// percents — stays as it is in baseline, so a step only ever moves traffic
-// from stable to candidate.
-func trafficAt(baseline []servingv1.TrafficTarget, stable, candidate string, weight int64) []servingv1.TrafficTarget {
-	var stableShare int64
-	for _, t := range baseline {
-		if t.RevisionName == stable && t.Percent != nil {
-			stableShare += *t.Percent
+// candidateShare is the candidate's share, in percent, of the traffic the
+// stable and candidate Revisions hold together in a list: the weight a
+// rollout stands at on that list.
+func candidateShare(traffic []servingv1.TrafficTarget, stable, candidate string) int64 {
+	var s, c int64
+	for _, t := range traffic {
+		switch {
+		case t.RevisionName == candidate:
+			c += percentOf(t)
+		case t.RevisionName == stable || (stable == "" && isLatest(t)):
+			s += percentOf(t)
 		}
 	}
-	if stable == "" {
-		// No stable Revision (the target's first): the candidate takes what no
-		// named Revision holds.
-		stableShare = 100
-		for _, t := range baseline {
-			if t.RevisionName != "" && t.Percent != nil {
-				stableShare -= *t.Percent
-			}
+	if s+c == 0 {
+		return 0
+	}
+	return (c*100 + (s+c)/2) / (s + c)
+}
+
+// trafficAt is the traffic list with the candidate at weight percent of the
+// traffic the stable and candidate Revisions hold together in base. Every
+// other target — extra Revisions, tags, their percents — stays as it is, so
+// a step only ever moves traffic between stable and candidate. base may
+// already give the candidate a share (a list an operator edited, or one
+// Knative routed before sluice pinned it): the step then moves only the
+// difference, either way. With weight 0 it is base with the candidate's
+// traffic back on the stable Revision.
+//
+// With no stable Revision (the target's first), the pool is what
+// latestRevision targets hold: their shares move to the candidate, and a
+// tagged one stays, at 0%, following the latest Revision.
+func trafficAt(base []servingv1.TrafficTarget, stable, candidate string, weight int64) []servingv1.TrafficTarget {
+	isStable := func(t servingv1.TrafficTarget) bool {
+		if stable == "" {
+			return isLatest(t)
+		}
+		return t.RevisionName == stable
+	}
+	var pool, cand int64
+	for _, t := range base {
+		switch {
+		case t.RevisionName == candidate:
+			cand += percentOf(t)
+			pool += percentOf(t)
+		case isStable(t):
+			pool += percentOf(t)
 		}
 	}
 	// Round to the nearest percent, so a small first step on a partial
 	// share still sends the candidate some traffic.
-	move := min((stableShare*weight+50)/100, stableShare)
-	out := make([]servingv1.TrafficTarget, 0, len(baseline)+1)
+	move := min((pool*weight+50)/100, pool) - cand
+	if move < 0 && stable == "" {
+		return cloneTraffic(base) // no stable Revision to give the share back to
+	}
+	from, to, receiver := isStable, func(t servingv1.TrafficTarget) bool { return t.RevisionName == candidate }, candidate
+	if move < 0 {
+		from, to, receiver, move = to, isStable, stable, -move
+	}
+	out := make([]servingv1.TrafficTarget, 0, len(base)+1)
 	left := move
-	for _, t := range baseline {
+	for _, t := range base {
 		t = copyTarget(t)
-		if stable == "" && t.RevisionName == "" {
-			continue // a latestRevision target with nothing to resolve to
-		}
-		if t.RevisionName == stable && t.Percent != nil && left > 0 {
-			take := min(left, *t.Percent)
-			t.Percent = ptr(*t.Percent - take)
+		if from(t) && left > 0 && percentOf(t) > 0 {
+			take := min(left, percentOf(t))
+			t.Percent = ptr(percentOf(t) - take)
 			left -= take
-			if *t.Percent == 0 && t.Tag == "" {
+			if percentOf(t) == 0 && t.Tag == "" {
 				continue // an untagged target at 0% routes nothing
 			}
 		}
 		out = append(out, t)
 	}
-	return append(out, servingv1.TrafficTarget{RevisionName: candidate, LatestRevision: ptr(false), Percent: ptr(move)})
+	if move == 0 {
+		return out
+	}
+	// The moved share goes to the first untagged target of its Revision,
+	// or to a new one at the end.
+	for i := range out {
+		if to(out[i]) && out[i].Tag == "" && !(stable == "" && isLatest(out[i])) {
+			out[i].Percent = ptr(percentOf(out[i]) + move)
+			return out
+		}
+	}
+	return append(out, servingv1.TrafficTarget{RevisionName: receiver, LatestRevision: ptr(false), Percent: ptr(move)})
 }
 
 // rollbackTraffic is the traffic to restore: exactly the list from before the
-// rollout, unless a latestRevision target in it would now resolve to a Ready
-// candidate — then that target is pinned to the stable Revision, or the
-// rollback would send the whole share to the Revision being rolled back.
+// rollout (or, after an operator resumed a drifted rollout, the list they
+// left with the candidate's share back on the stable Revision), unless a
+// latestRevision target in it would now resolve to a Ready candidate — then
+// that target is pinned to the stable Revision, or the rollback would send
+// the whole share to the Revision being rolled back.
 func rollbackTraffic(st *State) []servingv1.TrafficTarget {
 	if st.CandidateReady {
-		return pinLatest(st.Original, st.Stable)
+		return pinLatest(st.Original, nil, st.Stable)
 	}
 	return cloneTraffic(st.Original)
+}
+
+// pinsLatest reports whether restoring list pins a latestRevision target of
+// original by name: the target no longer follows the latest Revision.
+func pinsLatest(original, restored []servingv1.TrafficTarget) bool {
+	for i, t := range original {
+		if isLatest(t) && i < len(restored) && !isLatest(restored[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+func isLatest(t servingv1.TrafficTarget) bool { return t.LatestRevision != nil && *t.LatestRevision }
+
+func percentOf(t servingv1.TrafficTarget) int64 {
+	if t.Percent == nil {
+		return 0
+	}
+	return *t.Percent
 }
 
 func cloneTraffic(in []servingv1.TrafficTarget) []servingv1.TrafficTarget {

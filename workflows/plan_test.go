@@ -26,6 +26,23 @@ func TestTrafficAt(t *testing.T) {
 		{"25% of 70 rounds to 18", base, "s", 25, "s=52%, x=30% (tag extra), s=0% (tag current), c=18%"},
 		{"stable split over two entries", []servingv1.TrafficTarget{tgt("s", 50, ""), tgt("s", 50, "blue")}, "s", 75, "s=25% (tag blue), c=75%"},
 		{"first revision", []servingv1.TrafficTarget{tgt("@latest", 100, "")}, "", 100, "c=100%"},
+		// A tagged latestRevision target keeps its tag and keeps following
+		// the latest Revision; only its share moves.
+		{"first revision keeps a tagged latestRevision target", []servingv1.TrafficTarget{tgt("@latest", 100, ""), tgt("@latest", 0, "latest")}, "", 100,
+			"latest=0% (tag latest), c=100%"},
+		{"first revision, the share on a tagged target", []servingv1.TrafficTarget{tgt("@latest", 100, "current")}, "", 100,
+			"latest=0% (tag current), c=100%"},
+		{"a 0% latestRevision target stays as it is", []servingv1.TrafficTarget{tgt("s", 100, "prod"), tgt("@latest", 0, "latest")}, "s", 100,
+			"s=0% (tag prod), latest=0% (tag latest), c=100%"},
+		// A list that already gives the candidate a share (an operator's, or
+		// Knative's before sluice pinned it) moves only the difference.
+		{"the candidate's share is counted", []servingv1.TrafficTarget{tgt("s", 70, ""), tgt("c", 30, "")}, "s", 50, "s=50%, c=50%"},
+		{"a tagged candidate target keeps its tag", []servingv1.TrafficTarget{tgt("s", 70, ""), tgt("c", 0, "debug"), tgt("c", 30, "")}, "s", 50,
+			"s=50%, c=0% (tag debug), c=50%"},
+		{"weight 0 gives the candidate's share back", []servingv1.TrafficTarget{tgt("s", 70, ""), tgt("x", 10, "extra"), tgt("c", 20, "")}, "s", 0,
+			"s=90%, x=10% (tag extra)"},
+		{"weight 0 with no stable target left", []servingv1.TrafficTarget{tgt("c", 100, ""), tgt("c", 0, "debug")}, "s", 0,
+			"c=0% (tag debug), s=100%"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -50,7 +67,7 @@ func TestTrafficAtNeverChangesBaseline(t *testing.T) {
 
 func TestPinAndRollbackTraffic(t *testing.T) {
 	orig := []servingv1.TrafficTarget{tgt("@latest", 90, ""), tgt("old", 10, "legacy")}
-	pinned := pinLatest(orig, "s")
+	pinned := pinLatest(orig, nil, "s")
 	if got := activities.FormatTraffic(pinned); got != "s=90%, old=10% (tag legacy)" {
 		t.Fatalf("pinLatest = %s", got)
 	}
@@ -61,6 +78,28 @@ func TestPinAndRollbackTraffic(t *testing.T) {
 	st.CandidateReady = true
 	if got := rollbackTraffic(st); !activities.SameTraffic(got, pinned) {
 		t.Fatalf("rollback with a Ready candidate must pin latestRevision, got %s", activities.FormatTraffic(got))
+	}
+}
+
+func TestPinLatest(t *testing.T) {
+	orig := []servingv1.TrafficTarget{tgt("@latest", 80, ""), tgt("@latest", 0, "latest"), tgt("@latest", 20, "blue")}
+	tests := []struct {
+		name   string
+		routed []string
+		want   string
+	}{
+		{"to the stable Revision", nil, "s=80%, latest=0% (tag latest), s=20% (tag blue)"},
+		{"to where status routes each target", []string{"c", "c", "s"}, "c=80%, latest=0% (tag latest), s=20% (tag blue)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := activities.FormatTraffic(pinLatest(orig, tt.routed, "s")); got != tt.want {
+				t.Fatalf("pinLatest = %s, want %s", got, tt.want)
+			}
+		})
+	}
+	if w := candidateShare(pinLatest(orig, []string{"c", "c", "s"}, "s"), "s", "c"); w != 80 {
+		t.Fatalf("candidateShare = %d, want 80", w)
 	}
 }
 

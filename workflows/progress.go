@@ -33,7 +33,12 @@ const (
 	// step and after the end. Rollouts without analysis make the same
 	// commands as under versionApply.
 	versionAnalysis = workflow.Version(4)
-	versionLatest   = versionAnalysis
+	// versionLive follows the live traffic: a watch during each hold pauses
+	// on a hand edit at once, resume after drift re-reads the live traffic
+	// and goes on from it (ReadTraffic), and a write Knative refuses for a
+	// reason outside the traffic list pauses instead of rolling back.
+	versionLive   = workflow.Version(5)
+	versionLatest = versionLive
 )
 
 // emit queues a progress event. One sender goroutine beside the main loop

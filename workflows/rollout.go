@@ -58,6 +58,10 @@ type rollout struct {
 	// outbox holds progress events not yet sent; the first is being sent.
 	outbox        []events.Progress
 	senderStarted bool
+	// watch is the drift watch of the current hold, if one runs; a new one
+	// may start from watchAfter on.
+	watch      *trafficWatch
+	watchAfter time.Time
 }
 
 func (r *rollout) run(ctx workflow.Context) (Result, error) {
@@ -70,8 +74,14 @@ func (r *rollout) run(ctx workflow.Context) (Result, error) {
 		if err := r.continueAsNewIfSuggested(ctx); err != nil {
 			return Result{}, err
 		}
+		r.settleWatch(ctx)
 		now := workflow.Now(ctx)
 		switch {
+		case r.st.Phase == PhaseRollingBack && r.st.Paused:
+			// A rollback write refused for a reason outside the traffic
+			// list: the operator fixes the object and resumes.
+			paused := true
+			_ = workflow.Await(ctx, func() bool { return r.st.Paused != paused })
 		case r.st.Phase == PhaseRollingBack:
 			r.rollback(ctx)
 		case r.st.Abort != nil:
@@ -82,10 +92,12 @@ func (r *rollout) run(ctx workflow.Context) (Result, error) {
 			if err := r.supersede(ctx); err != nil {
 				return Result{}, err
 			}
-		case r.st.Phase != PhaseResolving && !now.Before(r.st.Deadline):
+		case r.st.Phase != PhaseResolving && r.st.Deadline.Sub(now) < minTimeout:
 			r.startRollback(OutcomeRolledBack, fmt.Sprintf("rollout deadline of %s passed before the candidate reached 100%%", r.st.Policy.Deadline))
 		case r.st.Paused:
 			r.awaitInterrupt(ctx, func() bool { return !r.st.Paused }, "paused")
+		case r.st.Rebase:
+			r.rebase(ctx)
 		default:
 			switch r.st.Phase {
 			case PhaseResolving:
@@ -132,7 +144,9 @@ func (r *rollout) resolve(ctx workflow.Context) {
 		// pre-rollout traffic. A superseding candidate keeps the first one's.
 		r.st.Original = cloneTraffic(res.Traffic)
 		r.st.Stable = res.Stable
-		r.st.Baseline = pinLatest(res.Traffic, res.Stable)
+		// Pinned to what each target routes to now: if Knative has already
+		// sent a latestRevision share to the candidate, it keeps it.
+		r.st.Baseline = pinLatest(res.Traffic, res.Routed, res.Stable)
 		r.st.Live = cloneTraffic(res.Traffic)
 	}
 	if r.st.Stable == "" {
@@ -155,6 +169,32 @@ func (r *rollout) resolve(ctx workflow.Context) {
 	}
 	r.st.Phase = PhaseWaitingReady
 	r.emit(ctx, events.ProgressStarted, "", "")
+	if w := candidateShare(r.st.Baseline, r.st.Stable, r.st.Candidate); w > 0 && r.st.Stable != "" {
+		// Knative routed a latestRevision share to the candidate before
+		// sluice pinned it: go on from there, never take it back in one write.
+		r.st.CandidateReady = true
+		r.startFrom(ctx, w, fmt.Sprintf("Knative had already sent %s %d%% of the traffic (a latestRevision target followed it before sluice pinned it)", r.st.Candidate, w))
+	}
+}
+
+// startFrom moves the plan to the first step above weight w, the
+// candidate's live share: steps at or below it are skipped. At 100% the
+// rollout has nothing left to do and succeeds, saying why.
+func (r *rollout) startFrom(ctx workflow.Context, w int64, why string) {
+	r.st.Weight = w
+	next := len(r.st.Steps)
+	for i := range r.st.Steps {
+		if r.st.Steps[i].Weight > w {
+			next = i
+			break
+		}
+		r.st.Steps[i].Skipped = true
+	}
+	if next == len(r.st.Steps) {
+		r.finish(ctx, OutcomeSucceeded, why+": it has 100% of "+r.st.Stable+"'s traffic; nothing was left to roll out")
+		return
+	}
+	r.st.Step = next
 }
 
 func (r *rollout) waitReady(ctx workflow.Context) {
@@ -291,6 +331,9 @@ func (r *rollout) hold(ctx workflow.Context) {
 			left = 0
 		}
 		if left > 0 {
+			if due := r.startWatch(ctx); due > 0 {
+				left = min(left, due)
+			}
 			r.awaitFor(ctx, left, summary,
 				func() bool { return r.st.PromoteRequested || r.st.PromoteFull })
 			return
@@ -338,10 +381,15 @@ func (r *rollout) writeTraffic(ctx workflow.Context, desired []servingTraffic, s
 		errors.As(err, &appErr)
 		switch {
 		case appErr != nil && appErr.Type() == activities.ErrDrift:
-			r.st.Paused, r.st.Drifted, r.st.PauseReason = true, true, errorMessage(err)
-			r.emit(ctx, events.ProgressPaused, r.st.PauseReason, "")
+			r.pauseForDrift(ctx, errorMessage(err))
 		case appErr != nil && appErr.Type() == activities.ErrTargetNotFound:
 			r.finish(ctx, OutcomeFailed, errorMessage(err))
+		case appErr != nil && appErr.Type() == activities.ErrWriteRefused && r.version >= versionLive:
+			// Knative refused the write for something sluice's list did not
+			// cause (the object's template, a cluster limit, RBAC): rolling
+			// back would be refused too. The operator fixes it and resumes.
+			r.st.Paused, r.st.PauseReason = true, errorMessage(err)+"; fix it, then resume to retry this write, or abort to roll back"
+			r.emit(ctx, events.ProgressPaused, r.st.PauseReason, "")
 		case r.st.Phase == PhaseRollingBack:
 			r.finish(ctx, OutcomeFailed, fmt.Sprintf("rollback failed (%s); traffic may be mixed: %s", r.st.Reason, errorMessage(err)))
 		default:
@@ -356,7 +404,7 @@ func (r *rollout) writeTraffic(ctx workflow.Context, desired []servingTraffic, s
 	}
 	timeout := r.st.Policy.VerifyTimeout
 	if r.version >= versionApply {
-		timeout -= verifyFor
+		timeout -= verifyFor // 0 when ApplyTraffic had all of it: verify then fails at once
 	}
 	err = r.verify(ctx, activities.VerifyInput{Object: r.st.Object, Desired: desired, Generation: res.Generation}, timeout, "verify "+summary)
 	if err != nil {
@@ -374,16 +422,21 @@ func (r *rollout) writeTraffic(ctx workflow.Context, desired []servingTraffic, s
 // startRollback records why the rollout ends; the next turn of the loop
 // restores the pre-rollout traffic.
 func (r *rollout) startRollback(outcome Outcome, reason string) {
-	r.st.Outcome, r.st.Reason = outcome, reason
+	r.st.Ending, r.st.Reason = outcome, reason
 	r.st.Phase = PhaseRollingBack
-	r.st.Paused = false
+	r.st.Paused, r.st.Drifted, r.st.PauseReason = false, false, ""
 }
 
 func (r *rollout) rollback(ctx workflow.Context) {
-	if !r.writeTraffic(ctx, rollbackTraffic(&r.st), "roll back to "+r.st.Stable) {
+	restore := rollbackTraffic(&r.st)
+	if !r.writeTraffic(ctx, restore, "roll back to "+r.st.Stable) {
 		return
 	}
 	r.st.Weight = 0
+	if pinsLatest(r.st.Original, restore) {
+		r.st.Reason += "; " + latestPinnedNote(r.st.Target, r.st.Object, r.st.Stable, r.st.Candidate)
+	}
+	r.st.Outcome = r.st.Ending
 	phase := PhaseRolledBack
 	switch r.st.Outcome {
 	case OutcomeAborted:
@@ -470,11 +523,22 @@ func (r *rollout) verify(ctx workflow.Context, in activities.VerifyInput, timeou
 		return workflow.ExecuteActivity(verifyOptions(ctx, timeout, summary), a.VerifyTraffic, in).Get(ctx, nil)
 	}
 	deadline := workflow.Now(ctx).Add(timeout)
+	err := temporal.NewApplicationError(fmt.Sprintf("%s: not verified within %s", in.Object, timeout), activities.ErrNotVisible)
 	for {
-		burst := min(deadline.Sub(workflow.Now(ctx)), verifyBurst)
-		err := workflow.ExecuteActivity(verifyOptions(ctx, burst, summary), a.VerifyTraffic, in).Get(ctx, nil)
+		// Time left is checked before every activity and timer: a server
+		// fires a timeout a little before or after the workflow's own
+		// clock reaches it, and a zero or negative timeout fails the
+		// workflow task instead of this rollout's step.
 		left := deadline.Sub(workflow.Now(ctx))
-		if err == nil || left <= 0 {
+		if left < minTimeout {
+			return err
+		}
+		burst := min(left, verifyBurst)
+		if err = workflow.ExecuteActivity(verifyOptions(ctx, burst, summary), a.VerifyTraffic, in).Get(ctx, nil); err == nil {
+			return nil
+		}
+		left = deadline.Sub(workflow.Now(ctx))
+		if left < minTimeout {
 			return err
 		}
 		hints := r.st.TrafficHints
@@ -482,6 +546,10 @@ func (r *rollout) verify(ctx workflow.Context, in activities.VerifyInput, timeou
 			func() bool { return r.st.TrafficHints != hints })
 	}
 }
+
+// minTimeout is the shortest timeout or timer the workflow schedules: less
+// time than that left counts as none.
+const minTimeout = time.Second
 
 // verifyBurst bounds one round of quick status checks.
 const verifyBurst = 5 * time.Second
@@ -509,9 +577,15 @@ func (r *rollout) interrupted() bool {
 // awaitInterrupt waits, bounded by the overall deadline, until cond holds or
 // the rollout is interrupted.
 func (r *rollout) awaitInterrupt(ctx workflow.Context, cond func() bool, why string) {
-	left := r.st.Deadline.Sub(workflow.Now(ctx))
 	if r.st.Deadline.IsZero() {
-		left = 0
+		r.awaitFor(ctx, 0, why, cond) // no deadline yet: wait for cond alone
+		return
+	}
+	left := r.st.Deadline.Sub(workflow.Now(ctx))
+	if left < minTimeout {
+		// Waiting 0 would mean forever: the main loop's deadline check
+		// runs next instead.
+		return
 	}
 	r.awaitFor(ctx, left, why+" (deadline)", cond)
 }
@@ -524,7 +598,8 @@ func (r *rollout) awaitFor(ctx workflow.Context, d time.Duration, summary string
 	}
 	paused := r.st.Paused
 	wake := func() bool {
-		return cond() || r.interrupted() || r.st.Paused != paused || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
+		return cond() || r.interrupted() || r.st.Paused != paused || workflow.GetInfo(ctx).GetContinueAsNewSuggested() ||
+			(r.watch != nil && r.watch.fut.IsReady())
 	}
 	if d <= 0 {
 		_ = workflow.Await(ctx, wake)

@@ -267,13 +267,17 @@ func TestRollbackPinsLatestRevision(t *testing.T) {
 		knativefake.Service(ns, "hello", map[string]string{config.AnnotationSteps: "50,100", config.AnnotationHold: "1m"},
 			tgt("@latest", 100, "")),
 		knativefake.Revision(ns, "hello", 1, true),
-		knativefake.Revision(ns, "hello", 2, true),
+		// Not Ready yet when the rollout starts, as a new Revision is.
+		knativefake.Revision(ns, "hello", 2, false),
 	}
 	h := newHarness(t, objs...)
+	h.at(5*time.Second, func() { _ = h.k.SetRevisionReady(ns, "hello-00002", "True", "", "") })
 	h.at(30*time.Second, func() { h.update(CommandAbort, Command{By: "bob", Reason: "errors"}) })
 	h.run("hello-00002")
-	if h.result().Outcome != OutcomeAborted {
-		t.Fatalf("outcome = %s", h.result().Outcome)
+	if res := h.result(); res.Outcome != OutcomeAborted ||
+		!strings.Contains(res.Reason, "now names hello-00001: the latest Revision, hello-00002, serves none of it") ||
+		!strings.Contains(res.Reason, "kn service update hello -n default --traffic @latest=100") {
+		t.Fatalf("result = %+v, want Aborted with a note on the pinned latestRevision target", res)
 	}
 	if b := h.status().Baseline; len(b) != 1 || b[0].RevisionName != "hello-00001" {
 		t.Fatalf("baseline = %s, want latestRevision pinned to hello-00001", activities.FormatTraffic(b))
@@ -474,7 +478,7 @@ func TestTargetDeletedMidRollout(t *testing.T) {
 	})
 	h.run("hello-00002")
 	res := h.result()
-	if res.Outcome != OutcomeFailed || !strings.Contains(res.Reason, "not found") {
+	if res.Outcome != OutcomeFailed || !strings.Contains(res.Reason, "Service default/hello was deleted during the rollout") {
 		t.Fatalf("result = %+v", res)
 	}
 }
@@ -536,7 +540,8 @@ func TestRouteModeRollsOutOnTheRoute(t *testing.T) {
 			tgt("api-00001", 0, "pinned"),
 		}},
 	}
-	h := newHarness(t, cfg, route, knativefake.Revision(ns, "api", 1, true), knativefake.Revision(ns, "api", 2, true))
+	h := newHarness(t, cfg, route, knativefake.Revision(ns, "api", 1, true), knativefake.Revision(ns, "api", 2, false))
+	h.at(time.Second, func() { _ = h.k.SetRevisionReady(ns, "api-00002", "True", "", "") })
 	var mid string
 	h.at(15*time.Second, func() {
 		r, _ := h.k.ServingV1().Routes(ns).Get(context.Background(), "api-route", metav1.GetOptions{})

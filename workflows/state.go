@@ -53,7 +53,10 @@ type State struct {
 	CandidateReady      bool   `json:"candidateReady"`
 	Stable              string `json:"stable,omitempty"`
 
-	// Original is the exact traffic list before sluice's first write.
+	// Original is the list a rollback restores: the exact traffic list
+	// before sluice's first write or, once an operator resumed a rollout
+	// whose traffic someone changed, the list they left with the
+	// candidate's share back on the stable Revision.
 	Original []servingv1.TrafficTarget `json:"original,omitempty"`
 	// Baseline is Original with latestRevision targets pinned to Stable: the
 	// list every step is computed from.
@@ -78,8 +81,12 @@ type State struct {
 	// Drifted is set while paused because traffic was changed outside sluice.
 	Drifted bool `json:"drifted,omitempty"`
 	// ForceNext lets the next traffic write replace a list changed outside
-	// sluice: set when an operator resumes after drift.
+	// sluice: set when an operator resumes after drift (rollouts started
+	// before versionLive; later ones rebase instead).
 	ForceNext bool `json:"forceNext,omitempty"`
+	// Rebase makes the next step start from the live traffic: set when an
+	// operator resumes after drift.
+	Rebase bool `json:"rebase,omitempty"`
 
 	PromoteRequested bool     `json:"promoteRequested,omitempty"`
 	PromoteFull      bool     `json:"promoteFull,omitempty"`
@@ -106,6 +113,9 @@ type State struct {
 	Commands   []CommandRecord `json:"commands,omitempty"`
 	Superseded []string        `json:"superseded,omitempty"`
 
+	// Ending is the outcome a running rollback will end with; Outcome is
+	// set only once the rollout has ended.
+	Ending  Outcome   `json:"ending,omitempty"`
 	Outcome Outcome   `json:"outcome,omitempty"`
 	Reason  string    `json:"reason,omitempty"`
 	EndedAt time.Time `json:"endedAt,omitzero"`
@@ -123,6 +133,9 @@ type StepStatus struct {
 	Hold       time.Duration `json:"hold"`
 	Gate       bool          `json:"gate,omitempty"`
 	GatePassed bool          `json:"gatePassed,omitempty"`
+	// Skipped is set for a step the candidate's live share was already
+	// past when the rollout started or rebased.
+	Skipped   bool          `json:"skipped,omitempty"`
 	StartedAt  time.Time     `json:"startedAt,omitzero"`
 	EndedAt    time.Time     `json:"endedAt,omitzero"`
 }
