@@ -164,7 +164,9 @@ func (a *Activities) AwaitTrafficChange(ctx context.Context, in AwaitTrafficInpu
 	defer cancel()
 	var change TrafficChange
 	w := watcher{
-		open: func(ctx context.Context, rv string) (watch.Interface, error) { return a.watchObject(ctx, in.Object, rv) },
+		open: func(ctx context.Context, rv string) (watch.Interface, error) {
+			return a.watchObject(ctx, in.Object, rv)
+		},
 		read: func(ctx context.Context) (runtime.Object, error) { return a.readObject(ctx, in.Object) },
 		done: func(typ watch.EventType, obj runtime.Object) bool {
 			if typ == watch.Deleted {

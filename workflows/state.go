@@ -135,9 +135,9 @@ type StepStatus struct {
 	GatePassed bool          `json:"gatePassed,omitempty"`
 	// Skipped is set for a step the candidate's live share was already
 	// past when the rollout started or rebased.
-	Skipped   bool          `json:"skipped,omitempty"`
-	StartedAt  time.Time     `json:"startedAt,omitzero"`
-	EndedAt    time.Time     `json:"endedAt,omitzero"`
+	Skipped   bool      `json:"skipped,omitempty"`
+	StartedAt time.Time `json:"startedAt,omitzero"`
+	EndedAt   time.Time `json:"endedAt,omitzero"`
 }
 
 // CommandRecord is one command as received: who, when, why, and whether it was applied.
