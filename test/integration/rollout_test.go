@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/sluice/control"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
+	"github.com/sluicehq/sluice/test/historycheck"
 	"github.com/sluicehq/sluice/test/knativefake"
 	"github.com/sluicehq/sluice/worker"
 	"github.com/sluicehq/sluice/workflows"
@@ -106,6 +107,10 @@ func startStackWith(t testing.TB, sender *events.Sender, objs ...runtime.Object)
 		t.Fatalf("worker stopped at start: %v", err)
 	}
 	t.Cleanup(func() {
+		// Whatever the test asserted, no rollout may have failed a workflow task.
+		if failures, err := historycheck.WorkflowTaskFailures(context.Background(), tc, ""); err != nil || len(failures) > 0 {
+			t.Errorf("workflow task failures: %v\n%s", err, strings.Join(failures, "\n"))
+		}
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("worker shutdown: %v", err)
