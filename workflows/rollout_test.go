@@ -376,26 +376,77 @@ func TestPromoteFullSkipsToHundred(t *testing.T) {
 	}
 }
 
-func TestDriftPausesThenResumeTakesLiveTraffic(t *testing.T) {
-	h := newHarness(t, helloObjects(nil, true)...)
-	var paused Status
-	h.at(30*time.Second, func() {
-		svc, _ := h.k.ServingV1().Services(ns).Get(context.Background(), "hello", metav1.GetOptions{})
-		svc.Spec.Traffic = append(svc.Spec.Traffic, tgt("hello-00001", 0, "debug"))
-		if _, err := h.k.ServingV1().Services(ns).Update(context.Background(), svc, metav1.UpdateOptions{}); err != nil {
-			t.Errorf("outside edit: %v", err)
-		}
-	})
-	h.at(3*time.Minute, func() {
+// handEdit replaces the Service's traffic as an operator would.
+func (h *harness) handEdit(traffic ...servingv1.TrafficTarget) {
+	svc, _ := h.k.ServingV1().Services(ns).Get(context.Background(), "hello", metav1.GetOptions{})
+	svc.Spec.Traffic = traffic
+	if _, err := h.k.ServingV1().Services(ns).Update(context.Background(), svc, metav1.UpdateOptions{}); err != nil {
+		h.t.Errorf("outside edit: %v", err)
+	}
+}
+
+// The operator's edit during the 25% hold: 60/30 with a new 0% debug tag.
+var operatorEdit = []servingv1.TrafficTarget{
+	tgt("hello-00001", 60, ""), tgt("hello-00000", 10, "legacy"), tgt("hello-00001", 0, "current"),
+	tgt("hello-00002", 30, ""), tgt("hello-00001", 0, "debug"),
+}
+
+func TestDriftDuringHoldPausesThenResumeGoesOnFromLiveTraffic(t *testing.T) {
+	h := newHarness(t, helloObjects(map[string]string{config.AnnotationHold: "10m"}, true)...)
+	var paused, resumed Status
+	var mid []servingv1.TrafficTarget
+	h.at(2*time.Minute, func() { h.handEdit(operatorEdit...) })
+	h.at(4*time.Minute, func() {
 		paused = h.status()
-		h.update(CommandResume, Command{By: "gina", Reason: "debug tag is fine to drop"})
+		h.update(CommandResume, Command{By: "gina", Reason: "keep my split"})
 	})
+	h.at(5*time.Minute, func() { resumed, mid = h.status(), h.traffic("hello") })
 	h.run("hello-00002")
-	if paused.Shown != PhasePaused || !strings.Contains(paused.PauseReason, "changed outside sluice") || !strings.Contains(paused.PauseReason, "debug") {
+	// Noticed during the hold, not at the next write ten minutes later.
+	if paused.Shown != PhasePaused || !strings.Contains(paused.PauseReason, "changed outside sluice during the hold") || !strings.Contains(paused.PauseReason, "debug") {
 		t.Fatalf("after drift: shown %s reason %q", paused.Shown, paused.PauseReason)
 	}
-	if paused.Weight != 25 {
-		t.Fatalf("after drift the weight moved to %d", paused.Weight)
+	// 30 of the 90 the two Revisions hold is 33%: the next step is 50%, the
+	// operator's targets and tags kept.
+	if resumed.Weight != 50 || resumed.Step != 1 || !resumed.Steps[0].Skipped {
+		t.Fatalf("after resume: weight %d step %d steps %+v", resumed.Weight, resumed.Step, resumed.Steps)
+	}
+	wantTraffic(t, mid, tgt("hello-00001", 45, ""), tgt("hello-00000", 10, "legacy"), tgt("hello-00001", 0, "current"),
+		tgt("hello-00001", 0, "debug"), tgt("hello-00002", 45, ""))
+	if res := h.result(); res.Outcome != OutcomeSucceeded {
+		t.Fatalf("result %+v", res)
+	}
+	wantTraffic(t, h.traffic("hello"), tgt("hello-00000", 10, "legacy"), tgt("hello-00001", 0, "current"),
+		tgt("hello-00001", 0, "debug"), tgt("hello-00002", 90, ""))
+}
+
+func TestRollbackAfterResumedDriftRestoresTheOperatorsList(t *testing.T) {
+	h := newHarness(t, helloObjects(map[string]string{config.AnnotationHold: "10m"}, true)...)
+	h.at(2*time.Minute, func() { h.handEdit(operatorEdit...) })
+	h.at(4*time.Minute, func() { h.update(CommandResume, Command{By: "gina"}) })
+	h.at(6*time.Minute, func() { h.update(CommandAbort, Command{By: "gina", Reason: "errors"}) })
+	h.run("hello-00002")
+	if res := h.result(); res.Outcome != OutcomeAborted {
+		t.Fatalf("result %+v", res)
+	}
+	// The operator's list, the candidate's share back on the stable Revision.
+	wantTraffic(t, h.traffic("hello"), tgt("hello-00001", 90, ""), tgt("hello-00000", 10, "legacy"), tgt("hello-00001", 0, "current"),
+		tgt("hello-00001", 0, "debug"))
+}
+
+func TestDriftAtAWriteStillPauses(t *testing.T) {
+	h := newHarness(t, helloObjects(nil, true)...)
+	var paused Status
+	// Between the watch's looks (the test's watches end at once and look
+	// again every driftRetry) and the next step's write.
+	h.at(59*time.Second, func() { h.handEdit(operatorEdit...) })
+	h.at(3*time.Minute, func() {
+		paused = h.status()
+		h.update(CommandResume, Command{By: "gina"})
+	})
+	h.run("hello-00002")
+	if paused.Shown != PhasePaused || !strings.Contains(paused.PauseReason, "changed outside sluice") {
+		t.Fatalf("after drift: shown %s reason %q", paused.Shown, paused.PauseReason)
 	}
 	if res := h.result(); res.Outcome != OutcomeSucceeded {
 		t.Fatalf("result %+v", res)
