@@ -138,6 +138,17 @@ func routed(spec, status []servingv1.TrafficTarget, current bool) []string {
 	return out
 }
 
+// ServedTraffic is an object's status.traffic: what Knative reports it
+// serves, which may differ from what sluice wrote.
+func ServedTraffic(ctx context.Context, serving servingclient.Interface, o ObjectRef) ([]servingv1.TrafficTarget, error) {
+	a := &Activities{Serving: serving}
+	live, err := a.readTraffic(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return live.status, nil
+}
+
 // ReadTraffic reads an object's spec.traffic and where each target routes.
 func (a *Activities) ReadTraffic(ctx context.Context, o ObjectRef) (LiveTraffic, error) {
 	live, err := a.readTraffic(ctx, o)
@@ -510,7 +521,7 @@ func notVisible(in VerifyInput, live liveTraffic) error {
 			in.Object, live.observedGeneration, live.generation), ErrNotVisible)
 	case !live.ready:
 		return temporal.NewApplicationError(fmt.Sprintf("%s: traffic not ready: %s", in.Object, live.notReady), ErrNotVisible)
-	case !statusShows(in.Desired, live.status):
+	case !StatusShows(in.Desired, live.status):
 		return temporal.NewApplicationError(fmt.Sprintf("%s: status shows %s, waiting for %s",
 			in.Object, FormatTraffic(live.status), FormatTraffic(in.Desired)), ErrNotVisible)
 	}

@@ -84,10 +84,10 @@ func sameTarget(a, b servingv1.TrafficTarget) bool {
 		isLatest(a) == isLatest(b) && percent(a) == percent(b)
 }
 
-// statusShows reports whether a status traffic list carries the desired spec:
+// StatusShows reports whether a status traffic list carries the desired spec:
 // the status names every revision, so a latestRevision target matches any
 // revision name there.
-func statusShows(desired, status []servingv1.TrafficTarget) bool {
+func StatusShows(desired, status []servingv1.TrafficTarget) bool {
 	if len(desired) != len(status) {
 		return false
 	}

@@ -67,11 +67,11 @@ func TestSameTraffic(t *testing.T) {
 func TestStatusShows(t *testing.T) {
 	desired := []servingv1.TrafficTarget{{LatestRevision: yes(), Percent: pct(50)}, {RevisionName: "b", Percent: pct(50), Tag: "canary"}}
 	status := []servingv1.TrafficTarget{{RevisionName: "a", LatestRevision: yes(), Percent: pct(50)}, {RevisionName: "b", Percent: pct(50), Tag: "canary"}}
-	if !statusShows(desired, status) {
+	if !StatusShows(desired, status) {
 		t.Fatal("status naming the latest revision must match a latestRevision target")
 	}
 	status[1].Percent = pct(40)
-	if statusShows(desired, status) {
+	if StatusShows(desired, status) {
 		t.Fatal("a different percent must not match")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
@@ -69,7 +70,29 @@ func KubeConfig(kubeconfig string) (*rest.Config, error) {
 	if cfg.QPS, cfg.Burst, err = kubeRate(os.LookupEnv); err != nil {
 		return nil, err
 	}
+	cfg.WarningHandler = &warnOnce{seen: map[string]bool{}}
 	return cfg, nil
+}
+
+// warnOnce logs each distinct API-server warning once. Knative's webhook
+// warns on every write of a Service whose template it finds insecure: one
+// line per traffic step would bury everything else in the worker's log.
+type warnOnce struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (w *warnOnce) HandleWarningHeader(code int, agent, text string) {
+	if code != 299 || text == "" {
+		return
+	}
+	w.mu.Lock()
+	seen := w.seen[text]
+	w.seen[text] = true
+	w.mu.Unlock()
+	if !seen {
+		slog.Warn("Kubernetes API warning (logged once)", "warning", text, "agent", agent)
+	}
 }
 
 func kubeRate(lookup func(string) (string, bool)) (float32, int, error) {

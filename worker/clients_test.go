@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"bytes"
+	"log/slog"
 	"strings"
 	"testing"
 )
@@ -24,5 +26,20 @@ func TestKubeRate(t *testing.T) {
 				t.Errorf("%v: error %v should name %s", bad, err, k)
 			}
 		}
+	}
+}
+
+func TestWarningsAreLoggedOnce(t *testing.T) {
+	var buf bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	w := &warnOnce{seen: map[string]bool{}}
+	for i := 0; i < 81; i++ {
+		w.HandleWarningHeader(299, "", "Kubernetes default value is insecure, Knative may default this to secure in a future release")
+	}
+	w.HandleWarningHeader(299, "", "another warning")
+	if n := strings.Count(buf.String(), "logged once"); n != 2 {
+		t.Fatalf("%d warning lines, want one per distinct warning (2):\n%s", n, buf.String())
 	}
 }

@@ -112,7 +112,7 @@ func TestDetailsMarkdown(t *testing.T) {
 		Live:  []servingv1.TrafficTarget{{RevisionName: "hello-00001", Percent: p(75)}, {RevisionName: "hello-00002", Percent: p(25)}},
 		Steps: []StepStatus{{Weight: 25, Hold: 2 * time.Minute, StartedAt: now.Add(-30 * time.Second)}, {Weight: 100, Gate: true}},
 	}}
-	want := "**Holding** · hello-00001=75%, hello-00002=25% · hold ends in 1m30s\n\n" +
+	want := "**Holding** · hello-00001=75%, hello-00002=25% · hold ends at 10:02:00 UTC\n\n" +
 		"| step | weight | hold | gate | started | ended |\n|---|---|---|---|---|---|\n" +
 		"| 1 ◀ | 25% | 2m0s |  | 10:00:00 |  |\n" +
 		"| 2 | 100% | 0s | manual |  |  |\n"
@@ -126,7 +126,7 @@ func TestDetailsMarkdown(t *testing.T) {
 			Last: &analysis.Measurement{Result: analysis.Failed, Value: &v, Min: &lo}},
 		{Name: "smoke", Kind: analysis.KindWebhook, Passed: 3, Last: &analysis.Measurement{Result: analysis.Passed, StatusCode: 204}},
 	}}
-	want = "**Holding** · hello-00001=75%, hello-00002=25% · hold ends in 1m30s" +
+	want = "**Holding** · hello-00001=75%, hello-00002=25% · hold ends at 10:02:00 UTC" +
 		" · success-rate 0.8 ✗ (1 failed) · smoke HTTP 204 ✓\n\n" +
 		"| step | weight | hold | gate | started | ended |\n|---|---|---|---|---|---|\n" +
 		"| 1 ◀ | 25% | 2m0s |  | 10:00:00 |  |\n" +

@@ -161,4 +161,30 @@ type Status struct {
 	StepCount  int           `json:"stepCount"`
 	HoldLeftAt time.Duration `json:"holdRemaining"`
 	AsOf       time.Time     `json:"asOf"`
+
+	// Filled in by the client that read the status, not by the workflow:
+	// Serving is the traffic object's status.traffic as Knative reports it
+	// (what the cluster serves, which may differ from what sluice wrote),
+	// and Pending the activities Temporal is running or retrying.
+	Serving []servingv1.TrafficTarget `json:"serving,omitempty"`
+	Pending []PendingActivity         `json:"pending,omitempty"`
+}
+
+// PendingActivity is an activity Temporal has scheduled and not finished:
+// while it is retried, its attempt count and last error say why a rollout
+// is not moving.
+type PendingActivity struct {
+	Activity  string `json:"activity"`
+	Attempt   int32  `json:"attempt"`
+	LastError string `json:"lastError,omitempty"`
+}
+
+// At recomputes what the status says about time at the reader's clock: the
+// query runs on the workflow's time, which is that of its last task, so a
+// hold's time left would otherwise stand still between tasks.
+func (s *Status) At(now time.Time) {
+	s.AsOf = now
+	if s.Phase == PhaseHolding && !s.Paused && !s.HoldUntil.IsZero() {
+		s.HoldLeftAt = max(s.HoldUntil.Sub(now), 0)
+	}
 }

@@ -161,7 +161,9 @@ func (r *rollout) details(now time.Time) string {
 	// frame, and the summary already names the Revisions.
 	fmt.Fprintf(&b, "**%s** · %s", phase, activities.FormatTraffic(st.Live))
 	if st.Phase == PhaseHolding && !st.Paused && st.HoldUntil.After(now) {
-		fmt.Fprintf(&b, " · hold ends in %s", st.HoldUntil.Sub(now).Round(time.Second))
+		// A clock time, not a countdown: the details are only refreshed
+		// when the workflow runs, and a countdown would stand still.
+		fmt.Fprintf(&b, " · hold ends at %s UTC", clock(st.HoldUntil))
 	}
 	if an := st.Analysis; an != nil && len(an.Tallies) > 0 {
 		// On the headline: the frame is small, and a line or a table more

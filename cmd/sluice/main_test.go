@@ -164,3 +164,32 @@ func TestUILink(t *testing.T) {
 		t.Fatalf("uiLink = %s, want %s", got, want)
 	}
 }
+
+// What the operator sees: the hold's time left at their clock, what the
+// cluster serves beside what sluice wrote, and why a step is not moving.
+func TestRenderStatusShowsServedTrafficAndRetries(t *testing.T) {
+	p := func(n int64) *int64 { return &n }
+	now := time.Now()
+	st := workflows.Status{State: workflows.State{
+		Target: activities.TargetRef{Namespace: "default", Kind: "Service", Name: "hello"},
+		Object: activities.ObjectRef{Namespace: "default", Kind: "Service", Name: "hello"},
+		Phase:  workflows.PhaseHolding, Candidate: "hello-00002", Stable: "hello-00001",
+		HoldUntil: now.Add(50 * time.Second),
+		Live:      []servingv1.TrafficTarget{{RevisionName: "hello-00001", Percent: p(80)}, {RevisionName: "hello-00002", Percent: p(20)}},
+	}, HoldLeftAt: time.Minute}
+	st.At(now)
+	st.Serving = []servingv1.TrafficTarget{{RevisionName: "hello-00001", Percent: p(70)}, {RevisionName: "hello-00002", Percent: p(30)}}
+	st.Pending = []workflows.PendingActivity{{Activity: "ApplyTraffic", Attempt: 4, LastError: "failed calling webhook"}}
+	var b strings.Builder
+	renderStatus(&b, st)
+	for _, want := range []string{
+		"Hold:       50s left",
+		"Traffic:    hello-00001=80%, hello-00002=20% (written by sluice)",
+		"Serving:    hello-00001=70%, hello-00002=30% (Service default/hello status, as Knative reports it)",
+		"Retrying:   ApplyTraffic, attempt 4: failed calling webhook",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("status does not say %q:\n%s", want, b.String())
+		}
+	}
+}

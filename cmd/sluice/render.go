@@ -36,7 +36,17 @@ func renderStatus(w io.Writer, st workflows.Status) {
 	if len(st.Superseded) > 0 {
 		fmt.Fprintf(tw, "Superseded:\t%s\n", strings.Join(st.Superseded, ", "))
 	}
-	fmt.Fprintf(tw, "Traffic:\t%s\n", activities.FormatTraffic(st.Live))
+	if st.Serving != nil && !activities.StatusShows(st.Live, st.Serving) {
+		fmt.Fprintf(tw, "Traffic:\t%s (written by sluice)\n", activities.FormatTraffic(st.Live))
+		fmt.Fprintf(tw, "Serving:\t%s (%s status, as Knative reports it)\n", activities.FormatTraffic(st.Serving), st.Object)
+	} else {
+		fmt.Fprintf(tw, "Traffic:\t%s\n", activities.FormatTraffic(st.Live))
+	}
+	for _, p := range st.Pending {
+		if p.Attempt > 1 {
+			fmt.Fprintf(tw, "Retrying:\t%s, attempt %d: %s\n", p.Activity, p.Attempt, orNone(p.LastError))
+		}
+	}
 	if st.HoldLeftAt > 0 {
 		fmt.Fprintf(tw, "Hold:\t%s left\n", st.HoldLeftAt.Round(time.Second))
 	}
@@ -105,6 +115,8 @@ func orNone(s string) string {
 func stepState(st workflows.Status, i int) string {
 	s := st.Steps[i]
 	switch {
+	case s.Skipped:
+		return "skipped"
 	case !s.EndedAt.IsZero():
 		return "done"
 	case i == st.Step && !st.Phase.Done() && st.Phase == workflows.PhaseGate:

@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/cmd/sluice/control"
+	"github.com/sluicehq/sluice/worker"
 	"github.com/sluicehq/sluice/workflows"
 )
 
@@ -52,6 +54,7 @@ func newStartCommand(g *globals) *cobra.Command {
 
 func newStatusCommand(g *globals) *cobra.Command {
 	var watch bool
+	var kubeconfig string
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:     "status TARGET",
@@ -75,6 +78,7 @@ pipeline can wait on it.`,
 			if err != nil {
 				return err
 			}
+			st.Serving = servedTraffic(cmd, kubeconfig, st)
 			if watch {
 				return watchStatus(cmd, c, target, st, timeout)
 			}
@@ -86,7 +90,31 @@ pipeline can wait on it.`,
 	}
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "follow the rollout until it ends; the exit code says how it ended")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "with --watch: give up after this long (exit 9)")
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "also read what Knative serves from this cluster (default: the usual kubeconfig, if any)")
 	return cmd
+}
+
+// servedTraffic reads the traffic object's status.traffic, so status can
+// show what the cluster serves beside what sluice wrote. Best effort: with
+// no cluster access, status shows what the rollout knows.
+func servedTraffic(cmd *cobra.Command, kubeconfig string, st workflows.Status) []servingv1.TrafficTarget {
+	if st.Object.Name == "" || st.Phase.Done() {
+		return nil
+	}
+	kc, err := worker.KubeConfig(kubeconfig)
+	if err != nil {
+		return nil
+	}
+	kc.Timeout = 3 * time.Second
+	serving, err := worker.ServingClient(kc)
+	if err != nil {
+		return nil
+	}
+	served, err := activities.ServedTraffic(cmd.Context(), serving, st.Object)
+	if err != nil {
+		return nil
+	}
+	return served
 }
 
 func newPromoteCommand(g *globals) *cobra.Command {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
@@ -137,7 +138,28 @@ func (c *Client) Status(ctx context.Context, target activities.TargetRef) (workf
 	if err := v.Get(&st); err != nil {
 		return workflows.Status{}, fmt.Errorf("decode status of %s: %w", target, err)
 	}
+	st.At(time.Now())
+	if !st.Phase.Done() {
+		st.Pending = c.pending(ctx, target)
+	}
 	return st, nil
+}
+
+// pending lists the rollout's running activities, with their attempts and
+// last errors, as Temporal's describe reports them. It is best effort: a
+// status without it is still a status.
+func (c *Client) pending(ctx context.Context, target activities.TargetRef) []workflows.PendingActivity {
+	d, err := c.Temporal.DescribeWorkflowExecution(ctx, workflows.WorkflowID(target), "")
+	if err != nil {
+		return nil
+	}
+	var out []workflows.PendingActivity
+	for _, p := range d.GetPendingActivities() {
+		out = append(out, workflows.PendingActivity{
+			Activity: p.GetActivityType().GetName(), Attempt: p.GetAttempt(), LastError: p.GetLastFailure().GetMessage(),
+		})
+	}
+	return out
 }
 
 // Send delivers a command as an update and waits for the workflow's answer.
