@@ -19,19 +19,32 @@ import (
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/cmd/sluice/control"
+	"github.com/sluicehq/sluice/test/historycheck"
 	"github.com/sluicehq/sluice/test/stack"
 	"github.com/sluicehq/sluice/workflows"
 )
 
 const ns = stack.Namespace
 
+// ctl is the scenario's client of the stack's Temporal server. Every
+// scenario uses it, so it also checks, after the scenario, the suite-wide
+// invariant that no rollout started during it failed a workflow task.
 func ctl(t *testing.T) *control.Client {
 	t.Helper()
 	c, err := client.Dial(client.Options{HostPort: stk.TemporalAddr, Logger: quiet{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.Close)
+	since := time.Now().Add(-time.Second).UTC().Format(time.RFC3339)
+	t.Cleanup(func() {
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		failures, err := historycheck.WorkflowTaskFailures(ctx, c, fmt.Sprintf("StartTime > '%s'", since))
+		if err != nil || len(failures) > 0 {
+			t.Errorf("workflow task failures in rollouts of this scenario: %v\n%s", err, strings.Join(failures, "\n"))
+		}
+	})
 	return &control.Client{Temporal: c, TaskQueue: "sluice-rollouts", Identity: "e2e@test"}
 }
 

@@ -13,10 +13,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/sluicehq/sluice/test/eventsink"
+	"github.com/sluicehq/sluice/test/historycheck"
 	"github.com/sluicehq/sluice/test/stack"
 )
 
@@ -70,6 +74,17 @@ func run(m *testing.M) int {
 		return 1
 	}
 	code := m.Run()
+	// The same invariant over every rollout of the suite, scenario or not.
+	if c, err := client.Dial(client.Options{HostPort: stk.TemporalAddr, Logger: quiet{}}); err == nil {
+		sweep, stop := context.WithTimeout(context.Background(), 2*time.Minute)
+		failures, err := historycheck.WorkflowTaskFailures(sweep, c, "")
+		stop()
+		c.Close()
+		if err != nil || len(failures) > 0 {
+			fmt.Fprintf(os.Stderr, "e2e: workflow task failures: %v\n%s\n", err, strings.Join(failures, "\n"))
+			code = 1
+		}
+	}
 	if code != 0 {
 		fmt.Fprintln(os.Stderr, stk.Logs())
 	}

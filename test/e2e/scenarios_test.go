@@ -206,7 +206,9 @@ func TestRouteModeRollout(t *testing.T) {
 	// The Route first, so the Configuration's first Revision is already
 	// routed when its event arrives, and starts no rollout.
 	route := &servingv1.Route{ObjectMeta: metav1.ObjectMeta{Name: "api-route", Namespace: ns},
-		Spec: servingv1.RouteSpec{Traffic: []servingv1.TrafficTarget{{RevisionName: "api-00001", Percent: pct(100)}}}}
+		Spec: servingv1.RouteSpec{Traffic: []servingv1.TrafficTarget{{RevisionName: "api-00001", Percent: pct(100), Tag: "prod"},
+			// Stays latestRevision: true throughout, its URL following the new Revision.
+			{ConfigurationName: "api", LatestRevision: ptrTo(true), Percent: pct(0), Tag: "latest"}}}}
 	if _, err := stk.Serving.ServingV1().Routes(ns).Create(ctx, route, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +234,7 @@ func TestRouteModeRollout(t *testing.T) {
 		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
 	}
 	rt, _ := stk.Serving.ServingV1().Routes(ns).Get(ctx, "api-route", metav1.GetOptions{})
-	if got := activities.FormatTraffic(rt.Spec.Traffic); got != "api-00002=100%" {
+	if got := activities.FormatTraffic(rt.Spec.Traffic); got != "api-00001=0% (tag prod), latest(api)=0% (tag latest), api-00002=100%" {
 		t.Fatalf("route traffic %s", got)
 	}
 	waitProgress(t, "api-00002", "started,step,step,succeeded")

@@ -46,6 +46,11 @@ const (
 	AnnotationFail = "sim.sluice.dev/fail"
 	// AnnotationNeverReady keeps the Revision not Ready forever.
 	AnnotationNeverReady = "sim.sluice.dev/never-ready"
+	// AnnotationIngressNotReady, on a Service or Route, plays a networking
+	// layer that is not ready: the Route's status shows its traffic, but
+	// IngressReady and Ready stay Unknown (IngressNotConfigured), as Knative
+	// reports while the ingress has not programmed the Route.
+	AnnotationIngressNotReady = "sim.sluice.dev/ingress-not-ready"
 )
 
 // Simulator reconciles Knative objects in Namespace.
@@ -249,9 +254,14 @@ func (s *Simulator) reconcileServiceChildren(ctx context.Context, svc *servingv1
 		if _, err := v1.Routes(s.Namespace).Create(ctx, rt, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create Route %s: %w", svc.Name, err)
 		}
-	case !equalJSON(rt.Spec.Traffic, want):
+	case !equalJSON(rt.Spec.Traffic, want) || rt.Annotations[AnnotationIngressNotReady] != svc.Annotations[AnnotationIngressNotReady]:
 		// The Service owns its Route: a direct edit is reverted.
 		rt.Spec.Traffic = want
+		if v := svc.Annotations[AnnotationIngressNotReady]; v != "" {
+			rt.Annotations = map[string]string{AnnotationIngressNotReady: v}
+		} else {
+			delete(rt.Annotations, AnnotationIngressNotReady)
+		}
 		if _, err := v1.Routes(s.Namespace).Update(ctx, rt, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
 			return fmt.Errorf("update Route %s: %w", svc.Name, err)
 		}
@@ -445,6 +455,14 @@ func routeStatus(rt *servingv1.Route, idx routeIndex) servingv1.RouteStatus {
 		return st
 	}
 	st.Traffic = resolved
+	if rt.Annotations[AnnotationIngressNotReady] == "true" {
+		st.Conditions = duckv1.Conditions{
+			{Type: servingv1.RouteConditionAllTrafficAssigned, Status: corev1.ConditionTrue},
+			{Type: servingv1.RouteConditionIngressReady, Status: corev1.ConditionUnknown, Reason: "IngressNotConfigured", Message: "Ingress has not yet been reconciled."},
+			{Type: apis.ConditionReady, Status: corev1.ConditionUnknown, Reason: "IngressNotConfigured", Message: "Ingress has not yet been reconciled."},
+		}
+		return st
+	}
 	st.Conditions = duckv1.Conditions{
 		{Type: servingv1.RouteConditionAllTrafficAssigned, Status: corev1.ConditionTrue},
 		{Type: apis.ConditionReady, Status: corev1.ConditionTrue},
@@ -477,8 +495,10 @@ func (s *Simulator) reconcileServiceStatus(ctx context.Context, svc *servingv1.S
 	// Service's traffic and has reconciled it.
 	routeCurrent := equalJSON(rt.Spec.Traffic, serviceTraffic(svc)) && rt.Status.ObservedGeneration == rt.Generation
 	routesReady := corev1.ConditionUnknown
-	if c := rt.Status.GetCondition(servingv1.RouteConditionAllTrafficAssigned); routeCurrent && c != nil {
-		routesReady = c.Status
+	// Knative's Service reports its Route's Ready as RoutesReady.
+	var routesWhy apis.Condition
+	if c := rt.Status.GetCondition(apis.ConditionReady); routeCurrent && c != nil {
+		routesReady, routesWhy = c.Status, *c
 	}
 	if routeCurrent {
 		st.ObservedGeneration = svc.Generation
@@ -496,7 +516,7 @@ func (s *Simulator) reconcileServiceStatus(ctx context.Context, svc *servingv1.S
 	}
 	st.Conditions = duckv1.Conditions{
 		{Type: servingv1.ServiceConditionConfigurationsReady, Status: cfgReady},
-		{Type: servingv1.ServiceConditionRoutesReady, Status: routesReady},
+		{Type: servingv1.ServiceConditionRoutesReady, Status: routesReady, Reason: routesWhy.Reason, Message: routesWhy.Message},
 		{Type: apis.ConditionReady, Status: ready},
 	}
 	if equalStatus(st, svc.Status) {

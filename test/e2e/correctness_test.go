@@ -1,0 +1,275 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sluicehq/sluice/test/simulator"
+	"github.com/sluicehq/sluice/workflows"
+)
+
+// annotate sets (or, with "", removes) an annotation of a Service: no new
+// Revision, as with `kubectl annotate`.
+func annotate(t *testing.T, name, key, value string) {
+	t.Helper()
+	var v any = value
+	if value == "" {
+		v = nil
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: v}}})
+	if _, err := stk.Serving.ServingV1().Services(ns).Patch(context.Background(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// 14. The networking layer stops reporting ready mid-rollout: the written
+// traffic shows in status, RoutesReady never turns True, and the verify
+// timeout rolls back once the rollback itself verifies — it never leaves
+// the workflow failing its tasks (the harness checks the history).
+func TestIngressNotReadyVerifyTimeoutRollsBack(t *testing.T) {
+	c := ctl(t)
+	firstRollout(t, c, "s14", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "1m", "sluice.dev/verify-timeout": "15s"})
+	annotate(t, "s14", simulator.AnnotationIngressNotReady, "true")
+	deploy(t, "s14", "example.com/s14:v2", nil, nil)
+	st := waitStatus(t, c, svcTarget("s14"), 90*time.Second, "the verify timeout", func(s workflows.Status) bool {
+		return s.Candidate == "s14-00002" && s.Phase == workflows.PhaseRollingBack
+	})
+	if st.Outcome != "" || !strings.Contains(st.Reason, "within the verify timeout of 15s") || !strings.Contains(st.Reason, "IngressNotConfigured") {
+		t.Fatalf("while rolling back: outcome %q reason %q", st.Outcome, st.Reason)
+	}
+	// The ingress recovers: the rollback verifies.
+	annotate(t, "s14", simulator.AnnotationIngressNotReady, "")
+	st = waitOutcome(t, c, svcTarget("s14"), "s14-00002", 60*time.Second)
+	if st.Outcome != workflows.OutcomeRolledBack {
+		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
+	}
+	if got := serviceTraffic(t, "s14"); got != "s14-00001=100%" {
+		t.Fatalf("traffic after the rollback: %s", got)
+	}
+}
+
+// 15. A cluster administrator lowers a limit the Service's template breaks
+// (here a ValidatingAdmissionPolicy on a template annotation that stands for
+// its timeoutSeconds, as Knative's webhook refuses a template above a
+// lowered max-revision-timeout-seconds): every write of the Service is
+// refused.
+// The rollout pauses with the API server's message instead of rolling back
+// into the same refusal; once the limit is lifted, resume finishes it.
+func TestWriteRefusedOutsideTrafficPauses(t *testing.T) {
+	c := ctl(t)
+	all := map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/steps": "20,60,100", "sluice.dev/hold": "5s"}
+	deploy(t, "s15", "example.com/s15:v1", all, map[string]string{"e2e.sluice.dev/timeout": "500"})
+	waitOutcome(t, c, svcTarget("s15"), "s15-00001", 60*time.Second)
+	deploy(t, "s15", "example.com/s15:v2", nil, map[string]string{"e2e.sluice.dev/timeout": "500"})
+	waitStatus(t, c, svcTarget("s15"), 60*time.Second, "the first hold", func(s workflows.Status) bool {
+		return s.Candidate == "s15-00002" && s.Phase == workflows.PhaseHolding && s.Weight == 20
+	})
+	lift := limitTimeouts(t, "s15")
+	st := waitStatus(t, c, svcTarget("s15"), 30*time.Second, "the pause", func(s workflows.Status) bool { return s.Paused })
+	if st.Phase != workflows.PhaseStepping || !strings.Contains(st.PauseReason, "exceeds the cluster's maximum of 400s") ||
+		!strings.Contains(st.PauseReason, "outside the traffic list") {
+		t.Fatalf("paused in %s: %s", st.Phase, st.PauseReason)
+	}
+	if got := serviceTraffic(t, "s15"); got != "s15-00001=80%, s15-00002=20%" {
+		t.Fatalf("traffic while refused: %s", got)
+	}
+	lift()
+	if out, err := sluice(t, "resume", "s15", "--reason", "limit lifted"); err != nil {
+		t.Fatalf("resume: %v %s", err, out)
+	}
+	st = waitOutcome(t, c, svcTarget("s15"), "s15-00002", 60*time.Second)
+	if st.Outcome != workflows.OutcomeSucceeded || serviceTraffic(t, "s15") != "s15-00002=100%" {
+		t.Fatalf("outcome %s (%s), traffic %s", st.Outcome, st.Reason, serviceTraffic(t, "s15"))
+	}
+}
+
+// limitTimeouts makes the API server refuse every update of the Service
+// whose template asks for more than 400 s, and returns what lifts it.
+func limitTimeouts(t *testing.T, name string) (lift func()) {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", stk.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := kubernetes.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	fail := admissionv1.Fail
+	policy := &admissionv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-max-timeout-" + name},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: &fail,
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionv1.RuleWithOperations{
+					Operations: []admissionv1.OperationType{admissionv1.Update},
+					Rule:       admissionv1.Rule{APIGroups: []string{"serving.knative.dev"}, APIVersions: []string{"v1"}, Resources: []string{"services"}},
+				},
+				ResourceNames: []string{name},
+			}}},
+			Validations: []admissionv1.Validation{{
+				Expression: `!has(object.spec.template.metadata.annotations) || !('e2e.sluice.dev/timeout' in object.spec.template.metadata.annotations) || int(object.spec.template.metadata.annotations['e2e.sluice.dev/timeout']) <= 400`,
+				Message:    "validation failed: the Revision timeout 500s exceeds the cluster's maximum of 400s: spec.template.spec.timeoutSeconds",
+			}},
+		},
+	}
+	if _, err := kc.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
+		Spec:       admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy.Name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}},
+	}
+	if _, err := kc.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lift = func() {
+		_ = kc.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, binding.Name, metav1.DeleteOptions{})
+		_ = kc.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, policy.Name, metav1.DeleteOptions{})
+		time.Sleep(2 * time.Second) // the API server's policy cache follows within a second or so
+	}
+	t.Cleanup(lift)
+	return lift
+}
+
+// 16. Knative routes a latestRevision target to the new Revision before
+// sluice pins it (here: the Service is opted in only after that, and the
+// rollout started by hand): sluice does not take the traffic back.
+func TestKnativeRoutedTheCandidateFirst(t *testing.T) {
+	c := ctl(t)
+	deploy(t, "s16", "example.com/s16:v1", nil, nil)
+	waitRevisionReady(t, "s16-00001")
+	deploy(t, "s16", "example.com/s16:v2", nil, nil)
+	waitRevisionReady(t, "s16-00002")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		svc, _ := stk.Serving.ServingV1().Services(ns).Get(context.Background(), "s16", metav1.GetOptions{})
+		if len(svc.Status.Traffic) == 1 && svc.Status.Traffic[0].RevisionName == "s16-00002" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Knative's status never routed s16-00002")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	annotate(t, "s16", "sluice.dev/rollout", "enabled")
+	if out, err := sluice(t, "start", "s16", "s16-00002"); err != nil {
+		t.Fatalf("start: %v %s", err, out)
+	}
+	st := waitOutcome(t, c, svcTarget("s16"), "s16-00002", 60*time.Second)
+	if st.Outcome != workflows.OutcomeSucceeded || !strings.Contains(st.Reason, "Knative had already sent s16-00002 100% of the traffic") {
+		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
+	}
+	if got := serviceTraffic(t, "s16"); got != "s16-00002=100%" {
+		t.Fatalf("traffic %s", got)
+	}
+}
+
+// 17. Tags: a tag on the stable Revision stays on it; a 0% latestRevision
+// target keeps following the latest Revision through the whole rollout.
+func TestTagsFollowTheirTargets(t *testing.T) {
+	c := ctl(t)
+	firstRollout(t, c, "s17", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "2s"})
+	patchTraffic(t, "s17", []servingv1.TrafficTarget{
+		{RevisionName: "s17-00001", Percent: pct(100), Tag: "prod"},
+		{LatestRevision: ptrTo(true), Percent: pct(0), Tag: "latest"},
+	})
+	deploy(t, "s17", "example.com/s17:v2", nil, nil)
+	waitStatus(t, c, svcTarget("s17"), 60*time.Second, "the 50% hold", func(s workflows.Status) bool {
+		return s.Candidate == "s17-00002" && s.Phase == workflows.PhaseHolding
+	})
+	if got := serviceTraffic(t, "s17"); got != "s17-00001=50% (tag prod), latest=0% (tag latest), s17-00002=50%" {
+		t.Fatalf("traffic in the hold: %s", got)
+	}
+	st := waitOutcome(t, c, svcTarget("s17"), "s17-00002", 60*time.Second)
+	if st.Outcome != workflows.OutcomeSucceeded {
+		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
+	}
+	if got := serviceTraffic(t, "s17"); got != "s17-00001=0% (tag prod), latest=0% (tag latest), s17-00002=100%" {
+		t.Fatalf("traffic at the end: %s", got)
+	}
+	// Knative resolves the latest tag to the new Revision.
+	svc, _ := stk.Serving.ServingV1().Services(ns).Get(context.Background(), "s17", metav1.GetOptions{})
+	if len(svc.Status.Traffic) != 3 || svc.Status.Traffic[1].Tag != "latest" || svc.Status.Traffic[1].RevisionName != "s17-00002" {
+		t.Fatalf("status traffic %+v", svc.Status.Traffic)
+	}
+}
+
+// 18. Abort of a rollout whose traffic followed the latest Revision: the
+// stable is pinned by name (latestRevision would send everything to the
+// aborted candidate), and the outcome says so and how to undo it.
+func TestAbortSaysLatestRevisionIsPinned(t *testing.T) {
+	c := ctl(t)
+	firstRollout(t, c, "s18", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "10m"})
+	patchTraffic(t, "s18", []servingv1.TrafficTarget{{LatestRevision: ptrTo(true), Percent: pct(100)}})
+	// Ready only after sluice has pinned the latestRevision target.
+	deploy(t, "s18", "example.com/s18:v2", nil, map[string]string{simulator.AnnotationReadyAfter: "4s"})
+	waitStatus(t, c, svcTarget("s18"), 60*time.Second, "the 50% hold", func(s workflows.Status) bool {
+		return s.Candidate == "s18-00002" && s.Phase == workflows.PhaseHolding
+	})
+	if out, err := sluice(t, "abort", "s18", "--reason", "bad"); err != nil {
+		t.Fatalf("abort: %v %s", err, out)
+	}
+	st := waitOutcome(t, c, svcTarget("s18"), "s18-00002", 30*time.Second)
+	if st.Outcome != workflows.OutcomeAborted || !strings.Contains(st.Reason, "now names s18-00001: the latest Revision, s18-00002, serves none of it") ||
+		!strings.Contains(st.Reason, "kn service update s18 -n "+ns+" --traffic @latest=100") {
+		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
+	}
+	if got := serviceTraffic(t, "s18"); got != "s18-00001=100%" {
+		t.Fatalf("traffic %s", got)
+	}
+}
+
+// 19. A hand edit during a long hold pauses the rollout at once (not at the
+// next step), status shows what Knative serves beside what sluice wrote,
+// and resume goes on from the operator's list: their split and their new
+// tag are kept, the next step is the first above the candidate's share.
+func TestHandEditDuringHoldThenResumeKeepsIt(t *testing.T) {
+	c := ctl(t)
+	firstRollout(t, c, "s19", map[string]string{"sluice.dev/steps": "30,60,100", "sluice.dev/hold": "30s"})
+	deploy(t, "s19", "example.com/s19:v2", nil, nil)
+	waitStatus(t, c, svcTarget("s19"), 60*time.Second, "the first hold", func(s workflows.Status) bool {
+		return s.Candidate == "s19-00002" && s.Phase == workflows.PhaseHolding && s.Weight == 30
+	})
+	edited := []servingv1.TrafficTarget{
+		{RevisionName: "s19-00001", Percent: pct(55)}, {RevisionName: "s19-00002", Percent: pct(45)},
+		{RevisionName: "s19-00001", Percent: pct(0), Tag: "debug"},
+	}
+	patchTraffic(t, "s19", edited)
+	edit := time.Now()
+	st := waitStatus(t, c, svcTarget("s19"), 15*time.Second, "the pause", func(s workflows.Status) bool { return s.Paused })
+	if waited := time.Since(edit); waited > 10*time.Second || st.Phase != workflows.PhaseHolding || !strings.Contains(st.PauseReason, "during the hold") {
+		t.Fatalf("paused after %s in %s: %s", waited, st.Phase, st.PauseReason)
+	}
+	out, err := sluice(t, "status", "s19", "--kubeconfig", stk.Kubeconfig)
+	if err != nil || !strings.Contains(out, "s19-00001=70%, s19-00002=30% (written by sluice)") ||
+		!strings.Contains(out, "Serving:") || !strings.Contains(out, "s19-00001=55%, s19-00002=45%, s19-00001=0% (tag debug)") {
+		t.Fatalf("sluice status: %v\n%s", err, out)
+	}
+	if out, err := sluice(t, "resume", "s19", "--reason", "keep my split"); err != nil {
+		t.Fatalf("resume: %v %s", err, out)
+	}
+	st = waitStatus(t, c, svcTarget("s19"), 30*time.Second, "the 60% hold", func(s workflows.Status) bool {
+		return s.Phase == workflows.PhaseHolding && s.Weight == 60
+	})
+	if got := serviceTraffic(t, "s19"); got != "s19-00001=40%, s19-00001=0% (tag debug), s19-00002=60%" {
+		t.Fatalf("traffic at 60%%: %s", got)
+	}
+	if out, err := sluice(t, "promote", "s19", "--full"); err != nil {
+		t.Fatalf("promote --full: %v %s", err, out)
+	}
+	st = waitOutcome(t, c, svcTarget("s19"), "s19-00002", 30*time.Second)
+	if st.Outcome != workflows.OutcomeSucceeded || serviceTraffic(t, "s19") != "s19-00001=0% (tag debug), s19-00002=100%" {
+		t.Fatalf("outcome %s (%s), traffic %s", st.Outcome, st.Reason, serviceTraffic(t, "s19"))
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
