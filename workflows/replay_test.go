@@ -11,7 +11,9 @@ import (
 // TestReplayRecordedHistories replays histories recorded from real rollouts
 // (v0-*: before the "cloudevents" version gate; vN-*: at its version N — the
 // rollouts started by older sluice releases; the rest at the latest version,
-// rollout-analysis.json with checks and every kind of webhook)
+// rollout-analysis.json with checks and every kind of webhook,
+// rollout-drift-resume.json with a hand edit noticed by the hold's watch and
+// a resume that re-reads the live traffic)
 // on a Temporal server (see test/integration, SLUICE_RECORD_HISTORY). A
 // change to the workflow that would break rollouts already running — a
 // command added, removed or reordered without a workflow.GetVersion gate —
