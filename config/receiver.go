@@ -22,6 +22,22 @@ type ReceiverSettings struct {
 	OIDCAudience               string
 	TaskQueue                  string
 	Kubeconfig                 string
+	Admission                  AdmissionSettings
+}
+
+// AdmissionSettings configure the receiver's mutating admission webhook,
+// which pins latestRevision traffic in the write that changes an opted-in
+// Service's template (see events/admission). Off unless Addr is set.
+type AdmissionSettings struct {
+	// Addr is the TLS listen address.
+	Addr string
+	// Hosts are the names the API server dials the webhook by.
+	Hosts []string
+	// SecretNamespace/SecretName hold the certificates all replicas share.
+	SecretNamespace, SecretName string
+	// Webhook names the MutatingWebhookConfiguration whose caBundle the
+	// receiver keeps.
+	Webhook string
 }
 
 // Receiver environment variables.
@@ -33,6 +49,12 @@ const (
 	EnvReceiverTokensFile      = "SLUICE_RECEIVER_TOKENS_FILE"
 	EnvReceiverOIDCIssuer      = "SLUICE_RECEIVER_OIDC_ISSUER"
 	EnvReceiverOIDCAudience    = "SLUICE_RECEIVER_OIDC_AUDIENCE"
+	EnvAdmissionAddr           = "SLUICE_ADMISSION_ADDR"
+	EnvAdmissionHosts          = "SLUICE_ADMISSION_HOSTS"
+	EnvAdmissionSecret         = "SLUICE_ADMISSION_SECRET"
+	EnvAdmissionWebhook        = "SLUICE_ADMISSION_WEBHOOK"
+	DefaultAdmissionSecret     = "sluice-system/sluice-admission-certs"
+	DefaultAdmissionWebhook    = "sluice-pin-latest"
 	DefaultReceiverAddr        = ":8081"
 	defaultReceiverMaxBodySize = 1 << 20
 )
@@ -69,6 +91,25 @@ func LoadReceiverSettings(lookup func(string) (string, bool)) (ReceiverSettings,
 			errs = append(errs, fmt.Errorf("%s: must be true or false, got %q", EnvReceiverAllowUnauthSrc, v))
 		} else {
 			s.AllowUnauthenticatedSource = b
+		}
+	}
+	if s.Admission.Addr = get(EnvAdmissionAddr); s.Admission.Addr != "" {
+		s.Admission.Hosts = splitList(get(EnvAdmissionHosts))
+		if len(s.Admission.Hosts) == 0 {
+			errs = append(errs, fmt.Errorf("%s: name the hosts the API server calls the webhook by (its Service's DNS name), e.g. sluice-receiver.sluice-system.svc", EnvAdmissionHosts))
+		}
+		secret := DefaultAdmissionSecret
+		if v := get(EnvAdmissionSecret); v != "" {
+			secret = v
+		}
+		ns, name, ok := strings.Cut(secret, "/")
+		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			errs = append(errs, fmt.Errorf("%s: want namespace/name of the Secret for the webhook's certificates, got %q", EnvAdmissionSecret, secret))
+		}
+		s.Admission.SecretNamespace, s.Admission.SecretName = ns, name
+		s.Admission.Webhook = DefaultAdmissionWebhook
+		if v, ok := lookup(EnvAdmissionWebhook); ok {
+			s.Admission.Webhook = strings.TrimSpace(v) // "" leaves the caBundle to someone else
 		}
 	}
 	if (s.OIDCIssuer == "") != (s.OIDCAudience == "") {

@@ -88,7 +88,7 @@ func (r *rollout) holdAnalysis(ctx workflow.Context, left time.Duration, summary
 		}
 		if left > 0 {
 			wait := min(left, max(an.NextAt.Sub(workflow.Now(ctx)), time.Second))
-			if due := r.startWatch(ctx); due > 0 {
+			if due := r.startWatch(ctx, left); due > 0 {
 				wait = min(wait, due)
 			}
 			r.awaitFor(ctx, wait, summary, func() bool { return r.st.PromoteRequested || r.st.PromoteFull })

@@ -31,11 +31,16 @@ const driftSpan = 10 * time.Minute
 // watch) the next one starts.
 const driftRetry = 30 * time.Second
 
-// startWatch starts the hold's drift watch unless one runs or it is not due.
-// It returns how long the caller may wait before it must look again (0: no
-// limit from here).
-func (r *rollout) startWatch(ctx workflow.Context) time.Duration {
-	if r.version < versionLive || r.watch != nil {
+// driftWatchMin is the shortest hold left that gets a watch: it costs an
+// activity, and in a shorter hold the next step's write notices an edit
+// about as soon.
+const driftWatchMin = 30 * time.Second
+
+// startWatch starts the hold's drift watch unless one runs, it is not due,
+// or the hold has less than driftWatchMin left. It returns how long the
+// caller may wait before it must look again (0: no limit from here).
+func (r *rollout) startWatch(ctx workflow.Context, left time.Duration) time.Duration {
+	if r.version < versionLive || r.watch != nil || left < driftWatchMin {
 		return 0
 	}
 	now := workflow.Now(ctx)

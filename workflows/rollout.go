@@ -331,7 +331,7 @@ func (r *rollout) hold(ctx workflow.Context) {
 			left = 0
 		}
 		if left > 0 {
-			if due := r.startWatch(ctx); due > 0 {
+			if due := r.startWatch(ctx, left); due > 0 {
 				left = min(left, due)
 			}
 			r.awaitFor(ctx, left, summary,

@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/sluicehq/sluice/cmd/sluice/control"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/events/admission"
 	"github.com/sluicehq/sluice/events/receiver"
 	"github.com/sluicehq/sluice/worker"
 )
@@ -31,7 +33,13 @@ Settings: SLUICE_RECEIVER_ADDR (default :8081), SLUICE_RECEIVER_MAX_BODY (bytes,
 1 MiB), SLUICE_RECEIVER_NAMESPACES (allow-list), SLUICE_RECEIVER_TOKENS_FILE ("name token"
 lines), SLUICE_RECEIVER_OIDC_ISSUER and SLUICE_RECEIVER_OIDC_AUDIENCE (verify bearer JWTs),
 SLUICE_RECEIVER_ALLOW_UNAUTHENTICATED_SOURCE (default true: ApiServerSource events need no
-token), plus TEMPORAL_* and KUBECONFIG as for the worker.`,
+token), plus TEMPORAL_* and KUBECONFIG as for the worker.
+
+With SLUICE_ADMISSION_ADDR (e.g. :8443) it also serves the mutating admission webhook that pins
+latestRevision traffic when an opted-in Service's template changes (SLUICE_ADMISSION_HOSTS: the
+names the API server calls it by; SLUICE_ADMISSION_SECRET, default
+sluice-system/sluice-admission-certs: where its certificates are kept; SLUICE_ADMISSION_WEBHOOK,
+default sluice-pin-latest: the MutatingWebhookConfiguration whose caBundle it keeps).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -83,10 +91,47 @@ token), plus TEMPORAL_* and KUBECONFIG as for the worker.`,
 			if err != nil {
 				return fmt.Errorf("listen for CloudEvents on %s: %w", s.Addr, err)
 			}
+			if s.Admission.Addr != "" {
+				if err := startAdmission(cmd, s, log); err != nil {
+					return err
+				}
+			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "receiving CloudEvents on http://%s/\n", ln.Addr())
 			return worker.ServeUntilDone(cmd.Context(), ln, mux, log)
 		},
 	}
 	cmd.Flags().StringVar(&addr, "listen", "", "address to receive CloudEvents on (default SLUICE_RECEIVER_ADDR or :8081)")
 	return cmd
+}
+
+// startAdmission runs the admission webhook beside the receiver. It fails
+// the receiver's start if the webhook cannot serve; once serving, a later
+// failure is logged (the webhook's failurePolicy lets writes through).
+func startAdmission(cmd *cobra.Command, s config.ReceiverSettings, log *slog.Logger) error {
+	kc, err := worker.KubeConfig(s.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(kc)
+	if err != nil {
+		return fmt.Errorf("build Kubernetes client for %s: %w", kc.Host, err)
+	}
+	a := s.Admission
+	serving := make(chan string, 1)
+	failed := make(chan error, 1)
+	srv := &admission.Server{Addr: a.Addr, Hosts: a.Hosts, SecretNamespace: a.SecretNamespace, SecretName: a.SecretName,
+		Webhook: a.Webhook, Kube: kube, Log: log, Listening: func(addr string) { serving <- addr }}
+	go func() {
+		if err := srv.Run(cmd.Context()); err != nil {
+			failed <- err
+			log.Error("admission webhook stopped", "error", err)
+		}
+	}()
+	select {
+	case addr := <-serving:
+		fmt.Fprintf(cmd.ErrOrStderr(), "serving the admission webhook on https://%s%s\n", addr, admission.Path)
+		return nil
+	case err := <-failed:
+		return err
+	}
 }

@@ -1,0 +1,94 @@
+package admission
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+)
+
+// Server serves the webhook over TLS and keeps its configuration's
+// caBundle current.
+type Server struct {
+	// Addr is the TLS listen address, e.g. ":8443".
+	Addr string
+	// Hosts are the names (or IPs) the API server dials the webhook by: the
+	// serving certificate's subject alternative names.
+	Hosts []string
+	// SecretNamespace and SecretName hold the shared certificates.
+	SecretNamespace, SecretName string
+	// Webhook names the MutatingWebhookConfiguration whose caBundle is kept.
+	Webhook string
+	Kube    kubernetes.Interface
+	Log     *slog.Logger
+	// Listening, if set, is told the address once it serves.
+	Listening func(addr string)
+}
+
+// injectEvery is how often the caBundle is checked.
+const injectEvery = 30 * time.Second
+
+// Run serves until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	certs, err := SharedCerts(ctx, s.Kube, s.SecretNamespace, s.SecretName, s.Hosts, time.Now())
+	if err != nil {
+		return fmt.Errorf("admission webhook: %w", err)
+	}
+	pair, err := certs.TLS()
+	if err != nil {
+		return fmt.Errorf("admission webhook: serving certificate: %w", err)
+	}
+	ln, err := net.Listen("tcp", s.Addr)
+	if err != nil {
+		return fmt.Errorf("admission webhook: listen on %s: %w", s.Addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(Path, &Handler{Log: s.Log})
+	srv := &http.Server{
+		Handler: mux, ReadHeaderTimeout: 5 * time.Second,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeTLS(ln, "", "") }()
+	if s.Listening != nil {
+		s.Listening(ln.Addr().String())
+	}
+	s.Log.Info("admission webhook serving", "addr", ln.Addr().String(), "path", Path, "webhook", s.Webhook)
+	tick := time.NewTicker(injectEvery)
+	defer tick.Stop()
+	warned := false
+	for {
+		if s.Webhook != "" {
+			changed, err := InjectCABundle(ctx, s.Kube, s.Webhook, certs.CA)
+			switch {
+			case err != nil && !warned:
+				s.Log.Warn("admission webhook: cannot keep the caBundle; the API server will not trust the webhook until this works", "error", err)
+				warned = true
+			case err == nil && changed:
+				s.Log.Info("admission webhook: wrote the caBundle", "webhook", s.Webhook)
+				warned = false
+			case err == nil:
+				warned = false
+			}
+		}
+		select {
+		case <-ctx.Done():
+			shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(shut)
+			return nil
+		case err := <-done:
+			if errors.Is(err, http.ErrServerClosed) {
+				return nil
+			}
+			return fmt.Errorf("admission webhook: %w", err)
+		case <-tick.C:
+		}
+	}
+}
