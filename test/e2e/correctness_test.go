@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/test/simulator"
 	"github.com/sluicehq/sluice/workflows"
 )
@@ -273,3 +274,54 @@ func TestHandEditDuringHoldThenResumeKeepsIt(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// 20. The race of test 16 closed: a template change of an opted-in Service
+// whose traffic follows the latest Revision is pinned in the same write by
+// sluice's admission webhook, so Knative never routes the new Revision —
+// here even with no rollout running (the receiver is down, its events
+// lost) until one is started by hand, which then moves it step by step.
+func TestAdmissionPinsLatestTrafficInTheWrite(t *testing.T) {
+	c := ctl(t)
+	firstRollout(t, c, "s20", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "1s"})
+	patchTraffic(t, "s20", []servingv1.TrafficTarget{{LatestRevision: ptrTo(true), Percent: pct(100)}, {LatestRevision: ptrTo(true), Percent: pct(0), Tag: "latest"}})
+	stk.StopReceiver()
+	restarted := false
+	defer func() {
+		if !restarted {
+			_ = stk.StartReceiver(context.Background())
+		}
+	}()
+	deploy(t, "s20", "example.com/s20:v2", nil, nil)
+	if got := serviceTraffic(t, "s20"); got != "s20-00001=100%, latest=0% (tag latest)" {
+		t.Fatalf("traffic right after the template change: %s", got)
+	}
+	waitRevisionReady(t, "s20-00002")
+	time.Sleep(2 * time.Second) // Knative would have routed it by now
+	svc, _ := stk.Serving.ServingV1().Services(ns).Get(context.Background(), "s20", metav1.GetOptions{})
+	if st := svc.Status.Traffic; len(st) != 2 || st[0].RevisionName != "s20-00001" || *st[0].Percent != 100 || st[1].RevisionName != "s20-00002" {
+		t.Fatalf("what Knative serves with no rollout running: %s", activities.FormatTraffic(svc.Status.Traffic))
+	}
+	if err := stk.StartReceiver(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	if out, err := sluice(t, "start", "s20", "s20-00002"); err != nil {
+		t.Fatalf("start: %v %s", err, out)
+	}
+	st := waitOutcome(t, c, svcTarget("s20"), "s20-00002", 60*time.Second)
+	if st.Outcome != workflows.OutcomeSucceeded || strings.Contains(st.Reason, "already") {
+		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
+	}
+	waitProgress(t, "s20-00002", "started,step,step,succeeded")
+	if got := serviceTraffic(t, "s20"); got != "latest=0% (tag latest), s20-00002=100%" {
+		t.Fatalf("traffic at the end: %s", got)
+	}
+
+	// A Service that is not opted in keeps following the latest Revision.
+	deploy(t, "s20-free", "example.com/s20:v1", nil, nil)
+	waitRevisionReady(t, "s20-free-00001")
+	deploy(t, "s20-free", "example.com/s20:v2", nil, nil)
+	if got := serviceTraffic(t, "s20-free"); got != "(none)" {
+		t.Fatalf("a Service not opted in was changed: %s", got)
+	}
+}

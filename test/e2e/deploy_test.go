@@ -40,6 +40,11 @@ func TestDeployManifests(t *testing.T) {
 	if out, err := stk.Kubectl(ctx, "apply", "--server-side", "-k", filepath.Join(root, "config", "deploy")); err != nil {
 		t.Fatalf("apply config/deploy: %v\n%s", err, out)
 	}
+	// The webhook configuration as deployed calls the receiver's Service,
+	// which the stack cannot reach: point it back at the stack's receiver.
+	if err := stk.InstallAdmissionWebhook(ctx); err != nil {
+		t.Fatal(err)
+	}
 	can := func(sa, verb, resource string) bool {
 		out, _ := stk.Kubectl(ctx, "auth", "can-i", verb, resource, "-n", "default", "--as", "system:serviceaccount:sluice-system:"+sa)
 		return strings.TrimSpace(out) == "yes"
@@ -60,6 +65,8 @@ func TestDeployManifests(t *testing.T) {
 		{"sluice-receiver", "get", "revisions.serving.knative.dev", true},
 		{"sluice-receiver", "patch", "services.serving.knative.dev", false},
 		{"sluice-receiver", "get", "secrets", false},
+		{"sluice-receiver", "patch", "mutatingwebhookconfigurations.admissionregistration.k8s.io/sluice-pin-latest", true},
+		{"sluice-receiver", "patch", "mutatingwebhookconfigurations.admissionregistration.k8s.io/other", false},
 		{"sluice-apiserversource", "watch", "revisions.serving.knative.dev", true},
 		{"sluice-apiserversource", "watch", "routes.serving.knative.dev", true},
 		{"sluice-apiserversource", "get", "configurations.serving.knative.dev", false},
@@ -67,6 +74,14 @@ func TestDeployManifests(t *testing.T) {
 	} {
 		if got := can(c.sa, c.verb, c.resource); got != c.want {
 			t.Errorf("%s can %s %s: %v, want %v", c.sa, c.verb, c.resource, got, c.want)
+		}
+	}
+
+	// The receiver's one Secret, in its own namespace: its webhook's certificates.
+	for secret, want := range map[string]string{"secret/sluice-admission-certs": "yes", "secret/other": "no"} {
+		out, _ := stk.Kubectl(ctx, "auth", "can-i", "get", secret, "-n", "sluice-system", "--as", "system:serviceaccount:sluice-system:sluice-receiver")
+		if strings.TrimSpace(out) != want {
+			t.Errorf("sluice-receiver can get %s in sluice-system: %s, want %s", secret, strings.TrimSpace(out), want)
 		}
 	}
 
@@ -117,7 +132,8 @@ func TestReceiverAsDeployedRefusesAnonymousCommands(t *testing.T) {
 	}
 	env := []string{"KUBECONFIG=" + stk.Kubeconfig, "TEMPORAL_ADDRESS=" + stk.TemporalAddr}
 	for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
-		if e.ValueFrom == nil && e.Name != "SLUICE_RECEIVER_ADDR" {
+		// Its own address, and no second admission webhook beside the stack's.
+		if e.ValueFrom == nil && e.Name != "SLUICE_RECEIVER_ADDR" && !strings.HasPrefix(e.Name, "SLUICE_ADMISSION_") {
 			env = append(env, e.Name+"="+e.Value)
 		}
 	}

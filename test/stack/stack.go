@@ -25,9 +25,11 @@ import (
 	"strings"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	servingclient "knative.dev/serving/pkg/client/clientset/versioned"
+	"sigs.k8s.io/yaml"
 
 	"github.com/sluicehq/sluice/test/simulator"
 )
@@ -134,6 +136,9 @@ type Stack struct {
 	AuditLog string
 	// workerKubeconfig and receiverKubeconfig are what those processes use.
 	workerKubeconfig, receiverKubeconfig string
+	// admissionPort is where the receiver serves its admission webhook
+	// (with DeployDir, whose webhook configuration the stack points at it).
+	admissionPort int
 
 	simCancel context.CancelFunc
 	simDone   chan struct{}
@@ -327,6 +332,14 @@ func (s *Stack) applyDeploy(ctx context.Context) error {
 	if _, err := s.kubectl(ctx, "apply", "--server-side", "-k", s.opts.DeployDir); err != nil {
 		return err
 	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	s.admissionPort = port
+	if err := s.InstallAdmissionWebhook(ctx); err != nil {
+		return err
+	}
 	for _, sa := range []struct {
 		name string
 		into *string
@@ -437,12 +450,48 @@ func (s *Stack) StartReceiver(ctx context.Context) error {
 	addr := strings.TrimSuffix(strings.TrimPrefix(s.ReceiverURL, "http://"), "/")
 	env := []string{"KUBECONFIG=" + s.receiverKubeconfig, "TEMPORAL_ADDRESS=" + s.TemporalAddr,
 		"SLUICE_RECEIVER_TOKENS_FILE=" + filepath.Join(s.opts.Dir, "receiver-tokens")}
+	if s.admissionPort != 0 {
+		env = append(env, fmt.Sprintf("SLUICE_ADMISSION_ADDR=127.0.0.1:%d", s.admissionPort), "SLUICE_ADMISSION_HOSTS=127.0.0.1")
+	}
 	var err error
 	s.receiver, err = startProc(s.opts.Dir, "receiver", env, s.opts.Tools.Sluice, "receiver", "--listen", addr)
 	if err != nil {
 		return err
 	}
 	return waitFor(ctx, s.receiver, "sluice receiver", 30*time.Second, httpOK(s.ReceiverURL+"readyz"))
+}
+
+// InstallAdmissionWebhook applies config/deploy's admission webhook
+// configuration with one change: the API server calls the stack's receiver
+// at its loopback address (the configuration as deployed names the
+// receiver's Service, which nothing here serves). It is applied as
+// `kubectl apply --server-side` applies config/deploy, so either applies
+// over the other; the caBundle stays the receiver's.
+func (s *Stack) InstallAdmissionWebhook(ctx context.Context) error {
+	raw, err := os.ReadFile(filepath.Join(s.opts.DeployDir, "520-admission-webhook.yaml"))
+	if err != nil {
+		return err
+	}
+	var cfg admissionregistrationv1.MutatingWebhookConfiguration
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		return fmt.Errorf("read the admission webhook configuration: %w", err)
+	}
+	for i := range cfg.Webhooks {
+		cc := &cfg.Webhooks[i].ClientConfig
+		url := fmt.Sprintf("https://127.0.0.1:%d%s", s.admissionPort, *cc.Service.Path)
+		cc.Service, cc.URL = nil, &url
+	}
+	cfg.APIVersion, cfg.Kind = "admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"
+	out, err := json.Marshal(&cfg)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(s.opts.Dir, "admission-webhook.json")
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		return err
+	}
+	_, err = s.kubectl(ctx, "apply", "--server-side", "-f", path)
+	return err
 }
 
 // StopReceiver stops the receiver: events sent meanwhile are lost.
