@@ -188,7 +188,11 @@ func (r *rollout) details(now time.Time) string {
 				gate += " (passed)"
 			}
 		}
-		fmt.Fprintf(&b, "| %d%s | %d%% | %s | %s | %s | %s |\n", i+1, marker, s.Weight, s.Hold, gate, clock(s.StartedAt), clock(s.EndedAt))
+		weight := fmt.Sprintf("%d%%", s.Weight)
+		if s.Skipped {
+			weight += " (skipped)"
+		}
+		fmt.Fprintf(&b, "| %d%s | %s | %s | %s | %s | %s |\n", i+1, marker, weight, s.Hold, gate, clock(s.StartedAt), clock(s.EndedAt))
 	}
 	if st.Reason != "" {
 		fmt.Fprintf(&b, "\n%s\n", st.Reason)

@@ -278,17 +278,17 @@ func ptrTo[T any](v T) *T { return &v }
 // 20. The race of test 16 closed: a template change of an opted-in Service
 // whose traffic follows the latest Revision is pinned in the same write by
 // sluice's admission webhook, so Knative never routes the new Revision —
-// here even with no rollout running (the receiver is down, its events
-// lost) until one is started by hand, which then moves it step by step.
+// here even while its rollout cannot run (no worker) — and the rollout,
+// once a worker is back, moves it step by step.
 func TestAdmissionPinsLatestTrafficInTheWrite(t *testing.T) {
 	c := ctl(t)
 	firstRollout(t, c, "s20", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "1s"})
 	patchTraffic(t, "s20", []servingv1.TrafficTarget{{LatestRevision: ptrTo(true), Percent: pct(100)}, {LatestRevision: ptrTo(true), Percent: pct(0), Tag: "latest"}})
-	stk.StopReceiver()
+	stk.KillWorker()
 	restarted := false
 	defer func() {
 		if !restarted {
-			_ = stk.StartReceiver(context.Background())
+			_ = stk.StartWorker(context.Background())
 		}
 	}()
 	deploy(t, "s20", "example.com/s20:v2", nil, nil)
@@ -299,15 +299,12 @@ func TestAdmissionPinsLatestTrafficInTheWrite(t *testing.T) {
 	time.Sleep(2 * time.Second) // Knative would have routed it by now
 	svc, _ := stk.Serving.ServingV1().Services(ns).Get(context.Background(), "s20", metav1.GetOptions{})
 	if st := svc.Status.Traffic; len(st) != 2 || st[0].RevisionName != "s20-00001" || *st[0].Percent != 100 || st[1].RevisionName != "s20-00002" {
-		t.Fatalf("what Knative serves with no rollout running: %s", activities.FormatTraffic(svc.Status.Traffic))
+		t.Fatalf("what Knative serves with no worker running: %s", activities.FormatTraffic(svc.Status.Traffic))
 	}
-	if err := stk.StartReceiver(context.Background()); err != nil {
+	if err := stk.StartWorker(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	restarted = true
-	if out, err := sluice(t, "start", "s20", "s20-00002"); err != nil {
-		t.Fatalf("start: %v %s", err, out)
-	}
 	st := waitOutcome(t, c, svcTarget("s20"), "s20-00002", 60*time.Second)
 	if st.Outcome != workflows.OutcomeSucceeded || strings.Contains(st.Reason, "already") {
 		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
@@ -323,5 +320,21 @@ func TestAdmissionPinsLatestTrafficInTheWrite(t *testing.T) {
 	deploy(t, "s20-free", "example.com/s20:v2", nil, nil)
 	if got := serviceTraffic(t, "s20-free"); got != "(none)" {
 		t.Fatalf("a Service not opted in was changed: %s", got)
+	}
+}
+
+// 21. The first rollout of a Service created with a tagged latestRevision
+// target: the tag and its URL stay, following the latest Revision.
+func TestFirstRolloutKeepsTaggedLatestTarget(t *testing.T) {
+	c := ctl(t)
+	deploy(t, "s21", "example.com/s21:v1", map[string]string{"sluice.dev/rollout": "enabled"}, nil,
+		servingv1.TrafficTarget{LatestRevision: ptrTo(true), Percent: pct(100)},
+		servingv1.TrafficTarget{LatestRevision: ptrTo(true), Percent: pct(0), Tag: "latest"})
+	st := waitOutcome(t, c, svcTarget("s21"), "s21-00001", 60*time.Second)
+	if st.Outcome != workflows.OutcomeSucceeded {
+		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
+	}
+	if got := serviceTraffic(t, "s21"); got != "latest=0% (tag latest), s21-00001=100%" {
+		t.Fatalf("traffic after the first rollout: %s", got)
 	}
 }
