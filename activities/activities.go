@@ -653,7 +653,7 @@ func writeError(err error, o ObjectRef) error {
 	case apierrors.IsForbidden(err) && !strings.Contains(err.Error(), "admission webhook"):
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("write traffic to %s: %v", o, err), ErrWriteRefused, err)
 	case (apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err)) && !refusesTraffic(err):
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("Knative refused the traffic write to %s for a reason outside the traffic list: %v", o, err), ErrWriteRefused, err)
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("the API server refused the traffic write to %s for a reason outside the traffic list: %v", o, err), ErrWriteRefused, err)
 	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) || apierrors.IsUnsupportedMediaType(err):
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("write traffic to %s: %v", o, err), ErrInvalidTraffic, err)
 	}
