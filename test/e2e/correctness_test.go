@@ -71,6 +71,7 @@ func TestWriteRefusedOutsideTrafficPauses(t *testing.T) {
 	all := map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/steps": "20,60,100", "sluice.dev/hold": "5s"}
 	deploy(t, "s15", "example.com/s15:v1", all, map[string]string{"e2e.sluice.dev/timeout": "500"})
 	waitOutcome(t, c, svcTarget("s15"), "s15-00001", 60*time.Second)
+	waitClosed(t, c, "s15")
 	deploy(t, "s15", "example.com/s15:v2", nil, map[string]string{"e2e.sluice.dev/timeout": "500"})
 	waitStatus(t, c, svcTarget("s15"), 60*time.Second, "the first hold", func(s workflows.Status) bool {
 		return s.Candidate == "s15-00002" && s.Phase == workflows.PhaseHolding && s.Weight == 20
@@ -211,8 +212,21 @@ func TestAbortSaysLatestRevisionIsPinned(t *testing.T) {
 	c := ctl(t)
 	firstRollout(t, c, "s18", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "10m"})
 	patchTraffic(t, "s18", []servingv1.TrafficTarget{{LatestRevision: ptrTo(true), Percent: pct(100)}})
-	// Ready only after sluice has pinned the latestRevision target.
-	deploy(t, "s18", "example.com/s18:v2", nil, map[string]string{simulator.AnnotationReadyAfter: "4s"})
+	// The receiver, and with it the admission webhook (test 20), is down
+	// during the deploy: the template change goes through unpinned, and the
+	// rollout is started by hand. The Revision is Ready only after sluice
+	// has pinned the latestRevision target itself.
+	stk.StopReceiver()
+	deploy(t, "s18", "example.com/s18:v2", nil, map[string]string{simulator.AnnotationReadyAfter: "8s"})
+	if err := stk.StartReceiver(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := serviceTraffic(t, "s18"); got != "latest=100%" {
+		t.Fatalf("traffic after the deploy: %s", got)
+	}
+	if out, err := sluice(t, "start", "s18", "s18-00002"); err != nil {
+		t.Fatalf("start: %v %s", err, out)
+	}
 	waitStatus(t, c, svcTarget("s18"), 60*time.Second, "the 50% hold", func(s workflows.Status) bool {
 		return s.Candidate == "s18-00002" && s.Phase == workflows.PhaseHolding
 	})

@@ -186,8 +186,17 @@ func firstRollout(t *testing.T, c *control.Client, name string, ann map[string]s
 	}
 	deploy(t, name, "example.com/"+name+":v1", all, nil)
 	waitOutcome(t, c, svcTarget(name), name+"-00001", 60*time.Second)
-	// Wait for the workflow to close too, so the next Revision starts a
-	// rollout of its own rather than joining this one as it ends.
+	waitClosed(t, c, name)
+	if got := serviceTraffic(t, name); got != name+"-00001=100%" {
+		t.Fatalf("after the first rollout: traffic %s", got)
+	}
+}
+
+// waitClosed waits for the workflow of a Service's rollout to close, so the
+// next Revision starts a rollout of its own rather than joining this one as
+// it ends.
+func waitClosed(t *testing.T, c *control.Client, name string) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		d, err := c.Temporal.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(svcTarget(name)), "")
@@ -195,12 +204,9 @@ func firstRollout(t *testing.T, c *control.Client, name string, ann map[string]s
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the first rollout of %s did not close: %v", name, err)
+			t.Fatalf("the rollout of %s did not close: %v", name, err)
 		}
 		time.Sleep(100 * time.Millisecond)
-	}
-	if got := serviceTraffic(t, name); got != name+"-00001=100%" {
-		t.Fatalf("after the first rollout: traffic %s", got)
 	}
 }
 
