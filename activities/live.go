@@ -1,0 +1,87 @@
+package activities
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+	servingclient "knative.dev/serving/pkg/client/clientset/versioned"
+)
+
+// The live traffic of a Service or Route, as a rollout follows it: where
+// its targets route, what Knative serves, and changes made outside sluice.
+
+// routed names the Revision each spec target routes to, from a status that
+// has observed the spec: Knative lists the targets in spec order, with the
+// Revision each latestRevision target resolved to.
+func routed(spec, status []servingv1.TrafficTarget, current bool) []string {
+	if !current || len(status) != len(spec) {
+		return nil
+	}
+	out := make([]string, len(spec))
+	for i := range spec {
+		if spec[i].Tag == status[i].Tag && percent(spec[i]) == percent(status[i]) {
+			out[i] = status[i].RevisionName
+		}
+	}
+	return out
+}
+
+// ServedTraffic is an object's status.traffic: what Knative reports it
+// serves, which may differ from what sluice wrote.
+func ServedTraffic(ctx context.Context, serving servingclient.Interface, o ObjectRef) ([]servingv1.TrafficTarget, error) {
+	a := &Activities{Serving: serving}
+	live, err := a.readTraffic(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return live.status, nil
+}
+
+// ReadTraffic reads an object's spec.traffic and where each target routes.
+func (a *Activities) ReadTraffic(ctx context.Context, o ObjectRef) (LiveTraffic, error) {
+	live, err := a.readTraffic(ctx, o)
+	if err != nil {
+		return LiveTraffic{}, err
+	}
+	return LiveTraffic{Spec: live.spec, Routed: routed(live.spec, live.status, live.observedGeneration == live.generation)}, nil
+}
+
+// AwaitTrafficChange answers once the object's spec.traffic is no longer
+// in.Expected — someone else changed it — or the object is gone, watching
+// it so the change is seen at once; or, if neither happens within in.For,
+// with no change. It heartbeats while it watches.
+func (a *Activities) AwaitTrafficChange(ctx context.Context, in AwaitTrafficInput) (TrafficChange, error) {
+	live, err := a.readTraffic(ctx, in.Object)
+	if err != nil {
+		return TrafficChange{}, err
+	}
+	if !SameTraffic(live.spec, in.Expected) {
+		return TrafficChange{Changed: true, Found: live.spec}, nil
+	}
+	defer keepAlive(ctx)()
+	wctx, cancel := a.watchContext(ctx, in.For)
+	defer cancel()
+	var change TrafficChange
+	w := watcher{
+		open: func(ctx context.Context, rv string) (watch.Interface, error) {
+			return a.watchObject(ctx, in.Object, rv)
+		},
+		read: func(ctx context.Context) (runtime.Object, error) { return a.readObject(ctx, in.Object) },
+		done: func(typ watch.EventType, obj runtime.Object) bool {
+			if typ == watch.Deleted {
+				change = TrafficChange{Gone: true}
+				return true
+			}
+			l, ok := liveFromObject(obj)
+			if !ok || l.name != in.Object.Name || SameTraffic(l.spec, in.Expected) {
+				return false
+			}
+			change = TrafficChange{Changed: true, Found: l.spec}
+			return true
+		},
+	}
+	w.until(wctx, live.resourceVersion)
+	return change, nil
+}
