@@ -24,6 +24,12 @@ func KnativeCRDDirs(ctx context.Context, root string) ([]string, error) {
 	return []string{filepath.Join(serving, "config", "core", "300-resources"), filepath.Join(eventing, "config", "core", "resources")}, nil
 }
 
+// ModuleDir is where the Go module cache holds module, as the module in dir
+// requires it.
+func ModuleDir(ctx context.Context, dir, module string) (string, error) {
+	return moduleDir(ctx, dir, module)
+}
+
 func moduleDir(ctx context.Context, dir, module string) (string, error) {
 	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", module)
 	cmd.Dir = dir

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	servingclient "knative.dev/serving/pkg/client/clientset/versioned"
@@ -80,6 +81,15 @@ type Options struct {
 	// CRDDirs hold Knative's CRD YAML (Serving's config/core/300-resources,
 	// Eventing's config/core/resources).
 	CRDDirs []string
+	// ControlPlaneOnly starts etcd and kube-apiserver with the CRDs, and
+	// nothing else: for tests that run Knative's own components beside it.
+	ControlPlaneOnly bool
+	// APIServerAddress is the address kube-apiserver serves on (default
+	// 127.0.0.1): a Bridge's Host, for components in network namespaces.
+	APIServerAddress string
+	// AggregatorRouting makes the API server call webhooks at their
+	// Services' endpoints rather than their cluster IPs.
+	AggregatorRouting bool
 	// DeployDir, if set, is config/deploy: it is applied, and the worker and
 	// receiver then run with their own ServiceAccounts' tokens — exactly the
 	// rights the manifests give them — instead of the administrator's.
@@ -144,6 +154,23 @@ type Stack struct {
 	simDone   chan struct{}
 	// stopMetrics stops the request-metrics simulator, with Options.Prometheus.
 	stopMetrics func()
+	// extra are processes started with Run, stopped first.
+	extra []*proc
+}
+
+// Kube is a Kubernetes client of the stack's API server, as its administrator.
+func (s *Stack) Kube() kubernetes.Interface { return kubernetes.NewForConfigOrDie(s.Rest) }
+
+// Run starts another process beside the stack (its log is name.log in
+// Dir), stopped with the stack before the API server. It fails if the
+// process exits within ready's first check, or ready never passes.
+func (s *Stack) Run(ctx context.Context, name string, env []string, ready func() error, bin string, args ...string) error {
+	p, err := startProc(s.opts.Dir, name, env, bin, args...)
+	if err != nil {
+		return err
+	}
+	s.extra = append(s.extra, p)
+	return waitFor(ctx, p, name, 60*time.Second, ready)
 }
 
 // Namespace is where the stack's Knative objects live.
@@ -182,6 +209,9 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 			name string
 			fn   func(context.Context) error
 		}{"ApiServerSource adapter", s.startAdapter})
+	}
+	if o.ControlPlaneOnly {
+		steps = steps[:3]
 	}
 	for _, st := range steps {
 		begin := time.Now()
@@ -248,9 +278,16 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 		audit = []string{"--audit-policy-file", filepath.Join(dir, "audit-policy.yaml"), "--audit-log-path", s.AuditLog,
 			"--audit-log-format", "json", "--audit-log-mode", "batch", "--audit-log-maxsize", "0"}
 	}
+	addr := s.opts.APIServerAddress
+	if addr == "" {
+		addr = "127.0.0.1"
+	}
+	if s.opts.AggregatorRouting {
+		audit = append(audit, "--enable-aggregator-routing=true")
+	}
 	s.apiserver, err = startProc(dir, "kube-apiserver", nil, filepath.Join(s.opts.Tools.KubeDir, "kube-apiserver"), append([]string{
 		"--etcd-servers", s.etcdURL,
-		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", fmt.Sprint(port),
+		"--bind-address", addr, "--advertise-address", addr, "--secure-port", fmt.Sprint(port),
 		"--cert-dir", filepath.Join(dir, "pki"),
 		"--token-auth-file", filepath.Join(dir, "tokens.csv"),
 		"--authorization-mode", "RBAC",
@@ -264,7 +301,7 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.KubeURL = fmt.Sprintf("https://127.0.0.1:%d", port)
+	s.KubeURL = fmt.Sprintf("https://%s:%d", addr, port)
 	s.Rest = &rest.Config{Host: s.KubeURL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 200, Burst: 400}
 	s.Kubeconfig = filepath.Join(dir, "kubeconfig")
 	if err := writeKubeconfig(s.Kubeconfig, s.KubeURL, token); err != nil {
@@ -550,7 +587,7 @@ func (s *Stack) Pids() (worker, receiver int) {
 // Logs returns the end of every component's log, for a failed test.
 func (s *Stack) Logs() string {
 	var b strings.Builder
-	for _, p := range []*proc{s.etcd, s.apiserver, s.temporal, s.worker, s.receiver, s.adapter, s.prometheus} {
+	for _, p := range append([]*proc{s.etcd, s.apiserver, s.temporal, s.worker, s.receiver, s.adapter, s.prometheus}, s.extra...) {
 		if p != nil {
 			fmt.Fprintf(&b, "==== %s (%s)\n%s\n", p.name, p.logPath, p.tail(4000))
 		}
@@ -560,6 +597,9 @@ func (s *Stack) Logs() string {
 
 // Stop shuts everything down, dependents first.
 func (s *Stack) Stop() {
+	for i := len(s.extra) - 1; i >= 0; i-- {
+		s.extra[i].stop(10 * time.Second)
+	}
 	for _, p := range []*proc{s.adapter, s.receiver, s.worker, s.prometheus} {
 		p.stop(10 * time.Second)
 	}

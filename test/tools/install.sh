@@ -13,6 +13,8 @@ CONFORMANCE_VERSION=v0.4.1 # keep in step with test/tools/conformance/go.mod
 KUBERNETES_VERSION=v1.36.3 # test/tools/kube/go.mod
 ETCD_VERSION=v3.6.8        # test/tools/etcd/go.mod
 EVENTING_VERSION=v0.50.0   # test/tools/eventing/go.mod
+SERVING_VERSION=v0.50.0    # test/tools/serving/go.mod
+KWOK_VERSION=v0.8.0        # test/tools/kwok/go.mod
 KO_VERSION=v0.19.1         # images/go.mod
 
 cache_root=${SLUICE_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice/tools}
@@ -57,7 +59,7 @@ build_in_module() {
     echo "building $note into $dir" >&2
     mkdir -p "$dir.tmp"
     local start=$SECONDS
-    (cd "$(dirname "$0")/$module" && GOFLAGS=-buildvcs=false go build -o "$dir.tmp/" "$@") >&2
+    (cd "$(dirname "$0")/$module" && GOFLAGS=-buildvcs=false go build -ldflags "${BUILD_LDFLAGS:-}" -o "$dir.tmp/" "$@") >&2
     mkdir -p "$dir"
     mv "$dir.tmp"/* "$dir/"
     rmdir "$dir.tmp"
@@ -66,10 +68,30 @@ build_in_module() {
   echo "$dir"
 }
 
+# install_kube builds the Kubernetes binaries with their version linked in:
+# without it kube-apiserver reports v0.0.0-master+$Format:%H$, which Knative's
+# binaries refuse at start ("Version check failed").
 install_kube() {
-  build_in_module kube "$cache_root/kubernetes-$KUBERNETES_VERSION" \
-    "kube-apiserver and kubectl $KUBERNETES_VERSION (cold build: about 8 to 11 minutes on 2 cores)" \
-    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
+  local minor=${KUBERNETES_VERSION#v1.}
+  minor=${minor%%.*}
+  BUILD_LDFLAGS="-X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor" \
+    build_in_module kube "$cache_root/kubernetes-$KUBERNETES_VERSION-versioned" \
+    "kube-apiserver, kube-controller-manager, kube-scheduler and kubectl $KUBERNETES_VERSION (cold build: about 12 to 16 minutes on 2 cores)" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+}
+
+# install_serving builds Knative Serving's own components, unmodified.
+install_serving() {
+  build_in_module serving "$cache_root/knative-serving-$SERVING_VERSION" \
+    "Knative Serving's controller, webhook, autoscaler and queue-proxy $SERVING_VERSION (about 4 minutes cold)" \
+    knative.dev/serving/cmd/controller knative.dev/serving/cmd/webhook \
+    knative.dev/serving/cmd/autoscaler knative.dev/serving/cmd/queue
+}
+
+# install_kwok builds kwok, which runs the stack's fake nodes.
+install_kwok() {
+  build_in_module kwok "$cache_root/kwok-$KWOK_VERSION" "kwok $KWOK_VERSION (about 3 minutes cold)" sigs.k8s.io/kwok/cmd/kwok
 }
 
 install_etcd() {
@@ -131,6 +153,8 @@ case "${1:-}" in
   kube) install_kube ;;
   etcd) install_etcd ;;
   eventing) install_eventing ;;
+  serving) install_serving ;;
+  kwok) install_kwok ;;
   ko) install_ko ;;
   all)
     # Prints one line per tool, "export NAME=PATH", for the tests' and the
@@ -140,6 +164,8 @@ case "${1:-}" in
     kube=$(install_kube)
     etcd=$(install_etcd)
     eventing=$(install_eventing)
+    serving=$(install_serving)
+    kwok=$(install_kwok)
     browser=$(install_browser)
     ko=$(install_ko)
     prometheus=$(install_prometheus)
@@ -148,9 +174,11 @@ case "${1:-}" in
     echo "export SLUICE_KUBE_DIR=$kube"
     echo "export SLUICE_ETCD_DIR=$etcd"
     echo "export SLUICE_EVENTING_DIR=$eventing"
+    echo "export SLUICE_SERVING_DIR=$serving"
+    echo "export SLUICE_KWOK_DIR=$kwok"
     echo "export SLUICE_CHROMIUM_BIN=$browser"
     echo "export SLUICE_KO_BIN=$ko"
     echo "export SLUICE_PROMETHEUS_BIN=$prometheus"
     ;;
-  *) echo "usage: $0 temporal|conformance|kube|etcd|eventing|browser|ko|prometheus|all" >&2; exit 2 ;;
+  *) echo "usage: $0 temporal|conformance|kube|etcd|eventing|serving|kwok|browser|ko|prometheus|all" >&2; exit 2 ;;
 esac

@@ -1,0 +1,176 @@
+package knative
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"knative.dev/pkg/apis"
+	duckv1 "knative.dev/pkg/apis/duck/v1"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sluicehq/sluice/activities"
+)
+
+func pct(n int64) *int64 { return &n }
+
+func latest(p int64, tag string) servingv1.TrafficTarget {
+	t := true
+	return servingv1.TrafficTarget{LatestRevision: &t, Percent: pct(p), Tag: tag}
+}
+
+func named(rev string, p int64, tag string) servingv1.TrafficTarget {
+	return servingv1.TrafficTarget{RevisionName: rev, Percent: pct(p), Tag: tag}
+}
+
+func traffic(ts ...servingv1.TrafficTarget) []servingv1.TrafficTarget { return ts }
+
+func service(name string, tr []servingv1.TrafficTarget) *servingv1.Service {
+	svc := &servingv1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}
+	svc.Spec.Template.Spec.Containers = []corev1.Container{{Image: "dev.local/sluice/hello:v1"}}
+	svc.Spec.Traffic = tr
+	return svc
+}
+
+func dryRunCreate(ctx context.Context, name string, tr []servingv1.TrafficTarget) error {
+	_, err := kn.ServingV1().Services("default").Create(ctx, service(name, tr), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	return err
+}
+
+// refusedByKnative reports whether Knative's webhook answered the write.
+func refusedByKnative(err error) bool {
+	return err != nil && strings.Contains(err.Error(), `admission webhook "validation.webhook.serving.knative.dev" denied the request`)
+}
+
+// sluice checks every traffic list before it writes it, with rules meant to
+// be Knative's: on these lists, Knative's webhook and sluice must agree.
+func TestSluiceAndKnativeAgreeOnTrafficLists(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name    string
+		traffic []servingv1.TrafficTarget
+	}{
+		{"all on the latest Revision", traffic(latest(100, ""))},
+		{"a split between two Revisions", traffic(named("hello-00001", 60, ""), named("hello-00002", 40, ""))},
+		{"a tag at 0%", traffic(named("hello-00001", 100, ""), named("hello-00001", 0, "current"))},
+		{"a latestRevision tag at 0%", traffic(named("hello-00001", 100, "prod"), latest(0, "latest"))},
+		{"percents summing to 90", traffic(named("hello-00001", 90, ""))},
+		{"percents summing to 110", traffic(named("hello-00001", 60, ""), named("hello-00002", 50, ""))},
+		{"a negative percent", traffic(named("hello-00001", 110, ""), named("hello-00002", -10, ""))},
+		{"a duplicate tag", traffic(named("hello-00001", 50, "a"), named("hello-00002", 50, "a"))},
+		{"a tag that is no DNS label", traffic(named("hello-00001", 100, "Not_A_Label"))},
+		{"latestRevision with a revisionName", traffic(servingv1.TrafficTarget{LatestRevision: ptrTo(true), RevisionName: "hello-00001", Percent: pct(100)})},
+		{"latestRevision false without a revisionName", traffic(servingv1.TrafficTarget{LatestRevision: ptrTo(false), Percent: pct(100)})},
+		{"a configurationName in a Service", traffic(servingv1.TrafficTarget{ConfigurationName: "hello", Percent: pct(100)})},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mine := activities.ValidateTraffic(activities.KindService, tt.traffic)
+			theirs := dryRunCreate(ctx, "agree-"+string(rune('a'+i)), tt.traffic)
+			if theirs != nil && !refusedByKnative(theirs) {
+				t.Fatalf("dry run: %v", theirs)
+			}
+			if (mine == nil) != (theirs == nil) {
+				t.Fatalf("%s: sluice says %v; Knative says %v", activities.FormatTraffic(tt.traffic), mine, theirs)
+			}
+		})
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// A Service created with no traffic: Knative's defaulting gives it all to
+// the latest Revision, which is what sluice assumes of a Service whose
+// traffic it reads empty.
+func TestKnativeDefaultsNoTrafficToLatest(t *testing.T) {
+	ctx := context.Background()
+	svc, err := kn.ServingV1().Services("default").Create(ctx, service("defaulted", nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := activities.FormatTraffic(svc.Spec.Traffic); got != "latest=100%" {
+		t.Fatalf("defaulted traffic %s", got)
+	}
+}
+
+// Knative refuses a traffic write because the Service's template breaks a
+// cluster limit lowered after it was created (max-revision-timeout-seconds):
+// sluice must tell that apart from a refusal of its list — the rollout
+// pauses instead of rolling back into the same refusal.
+func TestTemplateRefusalIsNotATrafficRefusal(t *testing.T) {
+	ctx := context.Background()
+	svc := service("limited", traffic(latest(100, "")))
+	svc.Annotations = map[string]string{"sluice.dev/rollout": "enabled"}
+	svc.Spec.Template.Spec.TimeoutSeconds = ptrTo(int64(500))
+	if _, err := kn.ServingV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Without a controller no Revision exists: write a Ready one, as
+	// Knative's would be.
+	// (Knative's configuration label would need an owner reference to a
+	// Configuration, which no controller made; sluice reads the Revision by
+	// name here.)
+	rev := &servingv1.Revision{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "limited-00001"}}
+	rev.Spec = svc.Spec.Template.Spec
+	created, err := kn.ServingV1().Revisions("default").Create(ctx, rev, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status.ObservedGeneration = created.Generation
+	created.Status.Conditions = duckv1.Conditions{{Type: apis.ConditionReady, Status: corev1.ConditionTrue,
+		LastTransitionTime: apis.VolatileTime{Inner: metav1.Now()}}}
+	if _, err := kn.ServingV1().Revisions("default").UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a := &activities.Activities{Serving: kn}
+	apply := func() error {
+		cur, err := kn.ServingV1().Services("default").Get(ctx, "limited", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		_, err = a.ApplyTraffic(ctx, activities.ApplyTrafficInput{
+			SetTrafficInput: activities.SetTrafficInput{
+				Object:   activities.ObjectRef{Namespace: "default", Kind: activities.KindService, Name: "limited"},
+				Expected: cur.Spec.Traffic, Desired: traffic(named("limited-00001", 100, "")),
+			},
+			VerifyFor: time.Second,
+		})
+		return err
+	}
+	setLimit(t, "400")
+	t.Cleanup(func() { setLimit(t, "600") })
+	// The webhook follows config-defaults through a watch: wait until it
+	// refuses any update of the Service (a dry run changes nothing).
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := kn.ServingV1().Services("default").Patch(ctx, "limited", types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"probe":"x"}}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		if refusedByKnative(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the lowered limit never took effect: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	err2 := apply()
+	var appErr *temporal.ApplicationError
+	if !errors.As(err2, &appErr) || appErr.Type() != activities.ErrWriteRefused || !strings.Contains(appErr.Message(), "spec.template.spec.timeoutSeconds") {
+		t.Fatalf("a write refused for the template: %v, want %s naming spec.template.spec.timeoutSeconds", err2, activities.ErrWriteRefused)
+	}
+	t.Logf("Knative's refusal, as sluice reports it: %s", appErr.Message())
+}
+
+func setLimit(t *testing.T, seconds string) {
+	t.Helper()
+	patch := []byte(`{"data":{"max-revision-timeout-seconds":"` + seconds + `"}}`)
+	if _, err := stk.Kube().CoreV1().ConfigMaps("knative-serving").Patch(context.Background(), "config-defaults", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}

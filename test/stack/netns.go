@@ -1,0 +1,106 @@
+package stack
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// Knative's components need addresses the API server can call that are not
+// loopback (an EndpointSlice may not hold one, and Knative's webhook refuses
+// a URL client config), and several bind the same hard-coded ports (8080).
+// So the stack gives each such component a network namespace of its own on
+// a bridge: a private /24 with no route off the machine. It needs root.
+
+// Bridge is a Linux bridge on a private /24; Host is its own address.
+type Bridge struct {
+	name   string
+	prefix string // "10.213.7"
+	Host   string
+	netns  []string
+	links  []string
+}
+
+// NewBridge makes a bridge on 10.213.<n>.0/24 for a random n, so stacks of
+// several test packages at once do not collide.
+func NewBridge(ctx context.Context) (*Bridge, error) {
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("the Knative stack runs its components in network namespaces (ip netns), which needs root: run as root")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		return nil, fmt.Errorf("the Knative stack needs the ip command (Debian's iproute2): %w", err)
+	}
+	id := make([]byte, 2)
+	_, _ = rand.Read(id)
+	b := &Bridge{name: "slbr" + hex.EncodeToString(id), prefix: fmt.Sprintf("10.213.%d", id[0])}
+	b.Host = b.prefix + ".1"
+	if err := b.ip(ctx, "link", "add", b.name, "type", "bridge"); err != nil {
+		return nil, err
+	}
+	b.links = append(b.links, b.name)
+	if err := b.ip(ctx, "addr", "add", b.Host+"/24", "dev", b.name); err != nil {
+		b.Close()
+		return nil, err
+	}
+	if err := b.ip(ctx, "link", "set", b.name, "up"); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// Namespace adds network namespace number n (2..254) on the bridge and
+// returns its name and address.
+func (b *Bridge) Namespace(ctx context.Context, n int) (name, addr string, err error) {
+	name = fmt.Sprintf("%s-%d", b.name, n)
+	addr = fmt.Sprintf("%s.%d", b.prefix, n)
+	host, peer := fmt.Sprintf("%sv%d", b.name, n), fmt.Sprintf("%sp%d", b.name, n)
+	steps := [][]string{
+		{"netns", "add", name},
+		{"link", "add", host, "type", "veth", "peer", "name", peer},
+		{"link", "set", peer, "netns", name},
+		{"link", "set", host, "master", b.name},
+		{"link", "set", host, "up"},
+		{"netns", "exec", name, "ip", "addr", "add", addr + "/24", "dev", peer},
+		{"netns", "exec", name, "ip", "link", "set", peer, "up"},
+		{"netns", "exec", name, "ip", "link", "set", "lo", "up"},
+	}
+	for i, s := range steps {
+		if err := b.ip(ctx, s...); err != nil {
+			return "", "", err
+		}
+		switch i {
+		case 0:
+			b.netns = append(b.netns, name)
+		case 1:
+			b.links = append(b.links, host)
+		}
+	}
+	return name, addr, nil
+}
+
+// Exec is how to run bin inside namespace name: prefix it with these.
+func Exec(name string) []string { return []string{"ip", "netns", "exec", name} }
+
+// Close removes the namespaces and links it made.
+func (b *Bridge) Close() {
+	ctx := context.Background()
+	for _, n := range b.netns {
+		_ = b.ip(ctx, "netns", "del", n)
+	}
+	for i := len(b.links) - 1; i >= 0; i-- {
+		_ = b.ip(ctx, "link", "del", b.links[i])
+	}
+}
+
+func (b *Bridge) ip(ctx context.Context, args ...string) error {
+	out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
