@@ -169,6 +169,8 @@ case "${1:-}" in
     browser=$(install_browser)
     ko=$(install_ko)
     prometheus=$(install_prometheus)
+    # ip netns, for the components that run in network namespaces.
+    apt_install ip "network namespaces in the Knative tests" iproute2 >/dev/null
     echo "export SLUICE_TEMPORAL_BIN=$temporal"
     echo "export SLUICE_CLOUDEVENTS_BIN=$conformance"
     echo "export SLUICE_KUBE_DIR=$kube"
