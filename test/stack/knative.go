@@ -1,0 +1,96 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+)
+
+// KnativeModules are the module directories Knative's YAML comes from, as
+// the tools module that builds Knative Serving requires them.
+type KnativeModules struct{ Serving, Networking, Caching string }
+
+// FindKnativeModules locates them from the repository root.
+func FindKnativeModules(ctx context.Context, root string) (KnativeModules, error) {
+	dir := filepath.Join(root, "test", "tools", "serving")
+	var m KnativeModules
+	var err error
+	for _, f := range []struct {
+		module string
+		into   *string
+	}{{"knative.dev/serving", &m.Serving}, {"knative.dev/networking", &m.Networking}, {"knative.dev/caching", &m.Caching}} {
+		if *f.into, err = moduleDir(ctx, dir, f.module); err != nil {
+			return m, err
+		}
+	}
+	return m, nil
+}
+
+// StartKnativeWebhook installs what Knative Serving's admission webhook needs
+// — the rest of Knative's CRDs (networking's, caching's Image), its
+// ConfigMaps and webhook configurations, all unmodified — and runs the
+// webhook, built unmodified, in network namespace n of bridge. The API
+// server reaches it through a selector-less Service with a hand-written
+// EndpointSlice, as a Deployment's pod would give it in a cluster; it must
+// serve on the bridge with aggregator routing (Options.APIServerAddress,
+// Options.AggregatorRouting). It returns once the webhook answers the API
+// server: a dry-run Service whose traffic sums to 90 is refused.
+func (s *Stack) StartKnativeWebhook(ctx context.Context, bridge *Bridge, n int, servingDir string, mods KnativeModules) error {
+	kubectl := func(args ...string) error { _, err := s.Kubectl(ctx, args...); return err }
+	nw := filepath.Join(mods.Networking, "config")
+	steps := [][]string{
+		{"create", "namespace", "knative-serving"},
+		// Knative's validation dry-runs a Pod as the namespace's default
+		// ServiceAccount, which kube-controller-manager would create.
+		{"create", "serviceaccount", "default", "-n", Namespace},
+		{"apply", "--server-side", "-f", filepath.Join(nw, "certificate.yaml"), "-f", filepath.Join(nw, "domain-claim.yaml"),
+			"-f", filepath.Join(nw, "ingress.yaml"), "-f", filepath.Join(nw, "serverlessservice.yaml"),
+			"-f", filepath.Join(mods.Caching, "config", "image.yaml")},
+		{"apply", "-f", filepath.Join(mods.Serving, "config", "core", "configmaps"), "-f", filepath.Join(nw, "config-network.yaml")},
+		{"apply", "-f", filepath.Join(mods.Serving, "config", "core", "webhooks")},
+	}
+	for _, st := range steps {
+		if err := kubectl(st...); err != nil {
+			return err
+		}
+	}
+	name, addr, err := bridge.Namespace(ctx, n)
+	if err != nil {
+		return err
+	}
+	endpoints := fmt.Sprintf(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"webhook","namespace":"knative-serving"},
+"spec":{"ports":[{"name":"https-webhook","port":443,"targetPort":8443}]}}
+{"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":"webhook-stack","namespace":"knative-serving",
+"labels":{"kubernetes.io/service-name":"webhook"}},"addressType":"IPv4","ports":[{"name":"https-webhook","port":8443,"protocol":"TCP"}],
+"endpoints":[{"addresses":["%s"],"conditions":{"ready":true}}]}`, addr)
+	path := filepath.Join(s.opts.Dir, "knative-webhook-endpoints.json")
+	if err := os.WriteFile(path, []byte(endpoints), 0o600); err != nil {
+		return err
+	}
+	if err := kubectl("apply", "-f", path); err != nil {
+		return err
+	}
+	env := []string{"SYSTEM_NAMESPACE=knative-serving", "CONFIG_LOGGING_NAME=config-logging", "CONFIG_OBSERVABILITY_NAME=config-observability",
+		"POD_NAME=webhook-stack", "WEBHOOK_NAME=webhook", "WEBHOOK_PORT=8443"}
+	args := append(Exec(name), filepath.Join(servingDir, "webhook"), "--kubeconfig", s.Kubeconfig)
+	return s.Run(ctx, "knative-webhook", env, func() error {
+		svc := &servingv1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "webhook-ready-check"}}
+		svc.Spec.Template.Spec.Containers = []corev1.Container{{Image: "dev.local/sluice/check:v1"}}
+		p := int64(90)
+		svc.Spec.Traffic = []servingv1.TrafficTarget{{RevisionName: "check-00001", Percent: &p}}
+		_, err := s.Serving.ServingV1().Services(Namespace).Create(ctx, svc, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		switch {
+		case err == nil:
+			return fmt.Errorf("the API server does not call Knative's webhook yet")
+		case !strings.Contains(err.Error(), "denied the request"):
+			return err
+		}
+		return nil
+	}, args[0], args[1:]...)
+}
