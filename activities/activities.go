@@ -289,7 +289,11 @@ func (a *Activities) setTraffic(ctx context.Context, in SetTrafficInput) (SetTra
 		}
 		written, err := a.patchTraffic(ctx, in.Object, live.resourceVersion, in.Desired)
 		if apierrors.IsConflict(err) {
-			activity.GetLogger(ctx).Info("traffic write conflicted, re-reading", "object", in.Object.String())
+			// Knative writes the object's status all the time: a stale
+			// resourceVersion is routine, not drift.
+			if activity.IsActivity(ctx) {
+				activity.GetLogger(ctx).Info("traffic write conflicted, re-reading", "object", in.Object.String())
+			}
 			continue
 		}
 		if err != nil {

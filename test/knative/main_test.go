@@ -2,8 +2,9 @@
 // admission webhook, built unmodified from knative.dev/serving: a
 // kube-apiserver with Knative's CRDs, ConfigMaps and webhook configurations,
 // calling the real webhook, which runs in a network namespace of its own
-// (see stack.Bridge). Only the webhook runs: no controller, so no Revision
-// is created or reconciled here; the tests write what they need.
+// (see stack.Bridge), and Knative's own controller in another. No pods run
+// here (no scheduler, no nodes): Revisions are created but never Ready, so
+// the tests that need a Ready one write it themselves.
 package knative
 
 import (
@@ -93,5 +94,8 @@ func start(ctx context.Context, dir string, tools stack.Tools, bridge *stack.Bri
 		return err
 	}
 	kn = stk.Serving
-	return stk.StartKnativeWebhook(ctx, bridge, 2, servingDir, mods)
+	if err := stk.StartKnativeWebhook(ctx, bridge, 2, servingDir, mods); err != nil {
+		return err
+	}
+	return stk.StartKnativeController(ctx, bridge, 3, servingDir)
 }

@@ -94,3 +94,40 @@ func (s *Stack) StartKnativeWebhook(ctx context.Context, bridge *Bridge, n int, 
 		return nil
 	}, args[0], args[1:]...)
 }
+
+// StartKnativeController runs Knative Serving's own controller, built
+// unmodified, in network namespace n of bridge (its probe port, 8080, is
+// hard-coded). StartKnativeWebhook must have run: the controller reads the
+// same ConfigMaps, here with config-deployment's queue-sidecar-image set (it
+// is required; a dev.local name is never resolved against a registry). It
+// returns once its Service reconciler holds its leader lease.
+func (s *Stack) StartKnativeController(ctx context.Context, bridge *Bridge, n int, servingDir string) error {
+	if _, err := s.Kubectl(ctx, "-n", "knative-serving", "patch", "configmap", "config-deployment", "--type", "merge",
+		"-p", `{"data":{"queue-sidecar-image":"dev.local/knative/queue:v0.50.0"}}`); err != nil {
+		return err
+	}
+	name, _, err := bridge.Namespace(ctx, n)
+	if err != nil {
+		return err
+	}
+	env := []string{"SYSTEM_NAMESPACE=knative-serving", "CONFIG_LOGGING_NAME=config-logging", "CONFIG_OBSERVABILITY_NAME=config-observability",
+		"POD_NAME=controller-stack"}
+	args := append(Exec(name), filepath.Join(servingDir, "controller"), "--kubeconfig", s.Kubeconfig)
+	kube := s.Kube()
+	return s.Run(ctx, "knative-controller", env, func() error {
+		leases, err := kube.CoordinationV1().Leases("knative-serving").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		// Knative names the holder after the host, not POD_NAME: look for
+		// the Service reconciler's lease being held.
+		var names []string
+		for _, l := range leases.Items {
+			if strings.HasPrefix(l.Name, "controller.knative.dev.serving.pkg.reconciler.service.") && l.Spec.HolderIdentity != nil {
+				return nil
+			}
+			names = append(names, l.Name)
+		}
+		return fmt.Errorf("the Service reconciler holds no lease yet (leases: %s)", strings.Join(names, ", "))
+	}, args[0], args[1:]...)
+}

@@ -34,8 +34,16 @@ func NewBridge(ctx context.Context) (*Bridge, error) {
 	if _, err := exec.LookPath("ip"); err != nil {
 		return nil, fmt.Errorf("the Knative stack needs the ip command (Debian's iproute2): %w", err)
 	}
+	// A /24 no address on this machine is in yet (one left behind by a
+	// killed run would make two bridges answer for the same addresses).
+	addrs, _ := exec.CommandContext(ctx, "ip", "-o", "addr", "show").Output()
 	id := make([]byte, 2)
-	_, _ = rand.Read(id)
+	for try := 0; ; try++ {
+		_, _ = rand.Read(id)
+		if !strings.Contains(string(addrs), fmt.Sprintf(" 10.213.%d.", id[0])) || try > 50 {
+			break
+		}
+	}
 	b := &Bridge{name: "slbr" + hex.EncodeToString(id), prefix: fmt.Sprintf("10.213.%d", id[0])}
 	b.Host = b.prefix + ".1"
 	if err := b.ip(ctx, "link", "add", b.name, "type", "bridge"); err != nil {
