@@ -117,7 +117,7 @@ func TestTemplateRefusalIsNotATrafficRefusal(t *testing.T) {
 		}
 		_, err = a.ApplyTraffic(ctx, activities.ApplyTrafficInput{
 			SetTrafficInput: activities.SetTrafficInput{
-				Object:   activities.ObjectRef{Namespace: "default", Kind: activities.KindService, Name: "limited"},
+				Object: activities.ObjectRef{Namespace: "default", Kind: activities.KindService, Name: "limited"},
 				// A list that names no Revision: no Revision here is Ready
 				// (no pods run), and the write must reach Knative.
 				Expected: cur.Spec.Traffic, Desired: traffic(latest(100, ""), latest(0, "canary")),
