@@ -130,11 +130,11 @@ func stableRevision(traffic []servingv1.TrafficTarget, candidate string, revs ma
 	share := map[string]int64{}
 	for _, t := range traffic {
 		name := t.RevisionName
-		if isLatest(t) {
+		if IsLatest(t) {
 			name = newestReadyBefore(revs, candidate)
 		}
 		if name != "" && name != candidate {
-			share[name] += percent(t)
+			share[name] += Percent(t)
 		}
 	}
 	best, bestShare := "", int64(-1)

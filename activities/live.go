@@ -21,7 +21,7 @@ func routed(spec, status []servingv1.TrafficTarget, current bool) []string {
 	}
 	out := make([]string, len(spec))
 	for i := range spec {
-		if spec[i].Tag == status[i].Tag && percent(spec[i]) == percent(status[i]) {
+		if spec[i].Tag == status[i].Tag && Percent(spec[i]) == Percent(status[i]) {
 			out[i] = status[i].RevisionName
 		}
 	}

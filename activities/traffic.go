@@ -81,7 +81,7 @@ func SameTraffic(a, b []servingv1.TrafficTarget) bool {
 
 func sameTarget(a, b servingv1.TrafficTarget) bool {
 	return a.Tag == b.Tag && a.RevisionName == b.RevisionName && a.ConfigurationName == b.ConfigurationName &&
-		isLatest(a) == isLatest(b) && percent(a) == percent(b)
+		IsLatest(a) == IsLatest(b) && Percent(a) == Percent(b)
 }
 
 // StatusShows reports whether a status traffic list carries the desired spec:
@@ -93,19 +93,21 @@ func StatusShows(desired, status []servingv1.TrafficTarget) bool {
 	}
 	for i, d := range desired {
 		s := status[i]
-		if d.Tag != s.Tag || percent(d) != percent(s) {
+		if d.Tag != s.Tag || Percent(d) != Percent(s) {
 			return false
 		}
-		if !isLatest(d) && d.RevisionName != "" && d.RevisionName != s.RevisionName {
+		if !IsLatest(d) && d.RevisionName != "" && d.RevisionName != s.RevisionName {
 			return false
 		}
 	}
 	return true
 }
 
-func isLatest(t servingv1.TrafficTarget) bool { return t.LatestRevision != nil && *t.LatestRevision }
+// IsLatest reports whether a target follows the latest Ready Revision.
+func IsLatest(t servingv1.TrafficTarget) bool { return t.LatestRevision != nil && *t.LatestRevision }
 
-func percent(t servingv1.TrafficTarget) int64 {
+// Percent is a target's percent, 0 when unset.
+func Percent(t servingv1.TrafficTarget) int64 {
 	if t.Percent == nil {
 		return 0
 	}
@@ -119,14 +121,14 @@ func FormatTraffic(traffic []servingv1.TrafficTarget) string {
 	for _, t := range traffic {
 		name := t.RevisionName
 		switch {
-		case isLatest(t) && t.ConfigurationName != "":
+		case IsLatest(t) && t.ConfigurationName != "":
 			name = "latest(" + t.ConfigurationName + ")"
-		case isLatest(t):
+		case IsLatest(t):
 			name = "latest"
 		case name == "" && t.ConfigurationName != "":
 			name = t.ConfigurationName
 		}
-		s := fmt.Sprintf("%s=%d%%", name, percent(t))
+		s := fmt.Sprintf("%s=%d%%", name, Percent(t))
 		if t.Tag != "" {
 			s += " (tag " + t.Tag + ")"
 		}

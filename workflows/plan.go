@@ -2,6 +2,8 @@ package workflows
 
 import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sluicehq/sluice/activities"
 )
 
 // pinLatest replaces every latestRevision target that carries traffic with
@@ -16,7 +18,7 @@ import (
 func pinLatest(traffic []servingv1.TrafficTarget, resolved []string, to string) []servingv1.TrafficTarget {
 	out := cloneTraffic(traffic)
 	for i := range out {
-		if !isLatest(out[i]) || percentOf(out[i]) == 0 {
+		if !activities.IsLatest(out[i]) || activities.Percent(out[i]) == 0 {
 			continue
 		}
 		name := to
@@ -41,9 +43,9 @@ func candidateShare(traffic []servingv1.TrafficTarget, stable, candidate string)
 	for _, t := range traffic {
 		switch {
 		case t.RevisionName == candidate:
-			c += percentOf(t)
-		case t.RevisionName == stable || (stable == "" && isLatest(t)):
-			s += percentOf(t)
+			c += activities.Percent(t)
+		case t.RevisionName == stable || (stable == "" && activities.IsLatest(t)):
+			s += activities.Percent(t)
 		}
 	}
 	if s+c == 0 {
@@ -67,7 +69,7 @@ func candidateShare(traffic []servingv1.TrafficTarget, stable, candidate string)
 func trafficAt(base []servingv1.TrafficTarget, stable, candidate string, weight int64) []servingv1.TrafficTarget {
 	isStable := func(t servingv1.TrafficTarget) bool {
 		if stable == "" {
-			return isLatest(t)
+			return activities.IsLatest(t)
 		}
 		return t.RevisionName == stable
 	}
@@ -75,10 +77,10 @@ func trafficAt(base []servingv1.TrafficTarget, stable, candidate string, weight 
 	for _, t := range base {
 		switch {
 		case t.RevisionName == candidate:
-			cand += percentOf(t)
-			pool += percentOf(t)
+			cand += activities.Percent(t)
+			pool += activities.Percent(t)
 		case isStable(t):
-			pool += percentOf(t)
+			pool += activities.Percent(t)
 		}
 	}
 	// Round to the nearest percent, so a small first step on a partial
@@ -95,11 +97,11 @@ func trafficAt(base []servingv1.TrafficTarget, stable, candidate string, weight 
 	left := move
 	for _, t := range base {
 		t = copyTarget(t)
-		if from(t) && left > 0 && percentOf(t) > 0 {
-			take := min(left, percentOf(t))
-			t.Percent = ptr(percentOf(t) - take)
+		if from(t) && left > 0 && activities.Percent(t) > 0 {
+			take := min(left, activities.Percent(t))
+			t.Percent = ptr(activities.Percent(t) - take)
 			left -= take
-			if percentOf(t) == 0 && t.Tag == "" {
+			if activities.Percent(t) == 0 && t.Tag == "" {
 				continue // an untagged target at 0% routes nothing
 			}
 		}
@@ -111,8 +113,8 @@ func trafficAt(base []servingv1.TrafficTarget, stable, candidate string, weight 
 	// The moved share goes to the first untagged target of its Revision,
 	// or to a new one at the end.
 	for i := range out {
-		if to(out[i]) && out[i].Tag == "" && !(stable == "" && isLatest(out[i])) {
-			out[i].Percent = ptr(percentOf(out[i]) + move)
+		if to(out[i]) && out[i].Tag == "" && !(stable == "" && activities.IsLatest(out[i])) {
+			out[i].Percent = ptr(activities.Percent(out[i]) + move)
 			return out
 		}
 	}
@@ -136,20 +138,11 @@ func rollbackTraffic(st *State) []servingv1.TrafficTarget {
 // original by name: the target no longer follows the latest Revision.
 func pinsLatest(original, restored []servingv1.TrafficTarget) bool {
 	for i, t := range original {
-		if isLatest(t) && i < len(restored) && !isLatest(restored[i]) {
+		if activities.IsLatest(t) && i < len(restored) && !activities.IsLatest(restored[i]) {
 			return true
 		}
 	}
 	return false
-}
-
-func isLatest(t servingv1.TrafficTarget) bool { return t.LatestRevision != nil && *t.LatestRevision }
-
-func percentOf(t servingv1.TrafficTarget) int64 {
-	if t.Percent == nil {
-		return 0
-	}
-	return *t.Percent
 }
 
 func cloneTraffic(in []servingv1.TrafficTarget) []servingv1.TrafficTarget {
