@@ -580,8 +580,6 @@ func writeError(err error, o ObjectRef) error {
 	switch {
 	case apierrors.IsNotFound(err):
 		return temporal.NewNonRetryableApplicationError(o.String()+" was deleted during the rollout", ErrTargetNotFound, err)
-	case apierrors.IsForbidden(err) && !strings.Contains(err.Error(), "admission webhook"):
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("write traffic to %s: %v", o, err), ErrWriteRefused, err)
 	case (apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err)) && !refusesTraffic(err):
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("the API server refused the traffic write to %s for a reason outside the traffic list: %v", o, err), ErrWriteRefused, err)
 	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) || apierrors.IsUnsupportedMediaType(err):

@@ -243,13 +243,14 @@ func TestAbortSaysLatestRevisionIsPinned(t *testing.T) {
 	}
 }
 
-// 19. A hand edit during a long hold pauses the rollout at once (not at the
-// next step), status shows what Knative serves beside what sluice wrote,
-// and resume goes on from the operator's list: their split and their new
-// tag are kept, the next step is the first above the candidate's share.
+// 19. A hand edit during a long hold (45 s, well above the 30 s a hold needs
+// for a watch) pauses the rollout at once (not at the next step), status
+// shows what Knative serves beside what sluice wrote, and resume goes on from
+// the operator's list: their split and their new tag are kept, the next step
+// is the first above the candidate's share.
 func TestHandEditDuringHoldThenResumeKeepsIt(t *testing.T) {
 	c := ctl(t)
-	firstRollout(t, c, "s19", map[string]string{"sluice.dev/steps": "30,60,100", "sluice.dev/hold": "30s"})
+	firstRollout(t, c, "s19", map[string]string{"sluice.dev/steps": "30,60,100", "sluice.dev/hold": "45s"})
 	deploy(t, "s19", "example.com/s19:v2", nil, nil)
 	waitStatus(t, c, svcTarget("s19"), 60*time.Second, "the first hold", func(s workflows.Status) bool {
 		return s.Candidate == "s19-00002" && s.Phase == workflows.PhaseHolding && s.Weight == 30
