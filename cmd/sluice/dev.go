@@ -16,10 +16,12 @@ func newDevCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run the local demo stack and walk through a rollout (what `make demo` runs)",
-		Long: `Run the local stack — real etcd and kube-apiserver with Knative's CRDs, the Temporal dev
-server and UI, Knative Eventing's ApiServerSource adapter, a sluice worker and receiver, and a
-simulator standing in for Knative Serving's controllers — and show a rollout: a new Revision
-stops at a manual gate until you promote it, then a failing Revision is rolled back.
+		Long: `Run the local stack — real etcd, kube-apiserver, kube-controller-manager and kube-scheduler,
+kwok's fake node, Knative Serving's own controller, webhook and autoscaler, the Temporal dev
+server and UI, Knative Eventing's ApiServerSource adapter, Prometheus, a sluice worker and
+receiver; only the ingress's status and the data plane's metrics are simulated — and show a
+rollout: a new Revision stops at a manual gate until you promote it, then a failing Revision
+is rolled back. The stack runs Knative's components in network namespaces: it needs root.
 
 Run it from a clone of sluice through ` + "`make demo`" + `, which builds the tools it needs.
 With --unattended (or SLUICE_DEMO_UNATTENDED=1) it promotes by itself and exits 0 only if

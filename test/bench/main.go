@@ -5,7 +5,8 @@
 //	go run ./test/bench [-rollouts 10,100,500] [-steps 4] [-hold 1s] [-growth 10x8]
 //
 // Timings come from the API server's own audit log (when a traffic patch
-// arrived) and from the simulator (when it wrote a Revision's Ready status);
+// arrived) and from a watch of Revisions (when Knative's controller made one
+// Ready);
 // costs from the rollouts' Temporal histories and the API server's metrics;
 // footprint from /proc. It prints a Markdown table and writes JSON to
 // $BENCH_OUT (default bench-results.json). Run it with `make bench`.

@@ -44,7 +44,7 @@ const (
 	parallel = 32
 )
 
-// readyLog records when the simulator wrote each Revision's Ready status.
+// readyLog records when each Revision was first seen Ready.
 type readyLog struct {
 	mu sync.Mutex
 	at map[string]time.Time
@@ -80,8 +80,8 @@ func measure(ctx context.Context, r Run, e env) (res Result, err error) {
 	ready := &readyLog{at: map[string]time.Time{}}
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	stk, err := stack.Start(ctx, stack.Options{
-		Dir: dir, Tools: e.tools, CRDDirs: e.crds, DeployDir: filepath.Join(e.root, "config", "deploy"),
-		Adapter: true, ProgressSink: sink.URL, ReadyAfter: time.Second, Audit: true, OnReady: ready.set, Log: quiet, TemporalInMemory: *inMemory,
+		Dir: dir, Tools: e.tools, Root: e.root, CRDDirs: e.crds, DeployDir: filepath.Join(e.root, "config", "deploy"),
+		Adapter: true, ProgressSink: sink.URL, Audit: true, OnReady: ready.set, Log: quiet, TemporalInMemory: *inMemory,
 	})
 	if err != nil {
 		return res, fmt.Errorf("start the local stack: %w", err)

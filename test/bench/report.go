@@ -44,8 +44,8 @@ type Result struct {
 	// from apiserver_request_total (every client).
 	APIByVerb map[string]int `json:"api_requests_by_verb"`
 	// APIByUser: the same from the audit log, by who asked: sluice's worker,
-	// its receiver, and others (the simulator, the ApiServerSource adapter
-	// and the bench's trigger, which share the administrator's account).
+	// its receiver, and others (Knative's controllers, the ApiServerSource
+	// adapter and the bench's trigger, which share the administrator's account).
 	APIByUser           map[string]map[string]int `json:"api_requests_by_user"`
 	WorkerWritesPerStep float64                   `json:"worker_writes_per_step"`
 	// ReceiverEvents: the ApiServerSource events the receiver answered

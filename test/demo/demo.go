@@ -29,7 +29,6 @@ import (
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/test/eventsink"
 	"github.com/sluicehq/sluice/test/requestsim"
-	"github.com/sluicehq/sluice/test/simulator"
 	"github.com/sluicehq/sluice/test/stack"
 	"github.com/sluicehq/sluice/workflows"
 )
@@ -60,11 +59,11 @@ func Run(ctx context.Context, o Options) error {
 	}
 	sink, stopSink := eventsink.Start()
 	defer stopSink()
-	say("Starting the local stack (etcd, kube-apiserver with Knative's CRDs, Temporal, ApiServerSource, sluice, the Knative simulator, Prometheus)...")
+	say("Starting the local stack (Kubernetes, kwok's fake node, Knative Serving's controller, webhook and autoscaler, Temporal, ApiServerSource, Prometheus, sluice)...")
 	begin := time.Now()
 	s, err := stack.Start(ctx, stack.Options{
-		Dir: o.Dir, Tools: o.Tools, CRDDirs: crds, Adapter: true, ProgressSink: sink.URL,
-		TemporalPort: o.TemporalPort, UIPort: o.UIPort, ReadyAfter: 2 * time.Second, Prometheus: true,
+		Dir: o.Dir, Tools: o.Tools, Root: o.Root, CRDDirs: crds, Adapter: true, ProgressSink: sink.URL,
+		TemporalPort: o.TemporalPort, UIPort: o.UIPort, Prometheus: true,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -130,7 +129,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	say("\n3. Deploying a Revision that fails: hello-00003 is rolled back on its own")
-	if err := deploy(ctx, s, "example.com/hello:v3-broken", map[string]string{simulator.AnnotationFail: "true"}); err != nil {
+	if err := deploy(ctx, s, "example.com/hello:v3-broken", map[string]string{stack.AnnotationFail: "true"}); err != nil {
 		return err
 	}
 	st, err = waitEnd(ctx, c, target, "hello-00003")

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"github.com/sluicehq/sluice/test/stack"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,6 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/activities"
-	"github.com/sluicehq/sluice/test/simulator"
 	"github.com/sluicehq/sluice/workflows"
 )
 
@@ -40,7 +40,8 @@ func annotate(t *testing.T, name, key, value string) {
 func TestIngressNotReadyVerifyTimeoutRollsBack(t *testing.T) {
 	c := ctl(t)
 	firstRollout(t, c, "s14", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "1m", "sluice.dev/verify-timeout": "15s"})
-	annotate(t, "s14", simulator.AnnotationIngressNotReady, "true")
+	stk.Ingress.Pause(ns, "s14", true)
+	defer stk.Ingress.Pause(ns, "s14", false)
 	deploy(t, "s14", "example.com/s14:v2", nil, nil)
 	st := waitStatus(t, c, svcTarget("s14"), 90*time.Second, "the verify timeout", func(s workflows.Status) bool {
 		return s.Candidate == "s14-00002" && s.Phase == workflows.PhaseRollingBack
@@ -49,7 +50,7 @@ func TestIngressNotReadyVerifyTimeoutRollsBack(t *testing.T) {
 		t.Fatalf("while rolling back: outcome %q reason %q", st.Outcome, st.Reason)
 	}
 	// The ingress recovers: the rollback verifies.
-	annotate(t, "s14", simulator.AnnotationIngressNotReady, "")
+	stk.Ingress.Pause(ns, "s14", false)
 	st = waitOutcome(t, c, svcTarget("s14"), "s14-00002", 60*time.Second)
 	if st.Outcome != workflows.OutcomeRolledBack {
 		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
@@ -217,7 +218,7 @@ func TestAbortSaysLatestRevisionIsPinned(t *testing.T) {
 	// rollout is started by hand. The Revision is Ready only after sluice
 	// has pinned the latestRevision target itself.
 	stk.StopReceiver()
-	deploy(t, "s18", "example.com/s18:v2", nil, map[string]string{simulator.AnnotationReadyAfter: "8s"})
+	deploy(t, "s18", "example.com/s18:v2", nil, map[string]string{stack.AnnotationReadyAfter: "8s"})
 	if err := stk.StartReceiver(context.Background()); err != nil {
 		t.Fatal(err)
 	}

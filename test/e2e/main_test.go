@@ -1,7 +1,8 @@
 // Package e2e runs sluice's end-to-end scenarios on the local stack (see
 // test/stack): real kube-apiserver and etcd with Knative's CRDs, the
 // Temporal dev server, Knative Eventing's ApiServerSource adapter, sluice's
-// worker and receiver processes, and the Knative Serving simulator. Each
+// worker and receiver processes, and Knative Serving's own controller,
+// webhook and autoscaler over kwok's pods. Each
 // scenario checks what a user would: the traffic the API server returns,
 // the rollout's outcome, and the progress events received.
 package e2e
@@ -65,8 +66,8 @@ func run(m *testing.M) int {
 	defer stopSink()
 	sink = s
 	stk, err = stack.Start(ctx, stack.Options{
-		Dir: dir, Tools: tools, CRDDirs: crds, DeployDir: filepath.Join(root, "config", "deploy"),
-		Adapter: true, ProgressSink: sink.URL, ReadyAfter: time.Second, UI: true, Prometheus: true,
+		Dir: dir, Tools: tools, Root: root, CRDDirs: crds, DeployDir: filepath.Join(root, "config", "deploy"),
+		Adapter: true, ProgressSink: sink.URL, UI: true, Prometheus: true,
 		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	})
 	if err != nil {

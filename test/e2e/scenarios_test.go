@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"github.com/sluicehq/sluice/test/stack"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +11,6 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/activities"
-	"github.com/sluicehq/sluice/test/simulator"
 	"github.com/sluicehq/sluice/workflows"
 )
 
@@ -92,7 +92,7 @@ func TestAbortRestoresTaggedTraffic(t *testing.T) {
 func TestFailingAndNeverReadyRevisionsRollBack(t *testing.T) {
 	c := ctl(t)
 	firstRollout(t, c, "s5", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "1s", "sluice.dev/progress-deadline": "8s"})
-	deploy(t, "s5", "example.com/s5:v2", nil, map[string]string{simulator.AnnotationFail: "true"})
+	deploy(t, "s5", "example.com/s5:v2", nil, map[string]string{stack.AnnotationFail: "true"})
 	st := waitOutcome(t, c, svcTarget("s5"), "s5-00002", 60*time.Second)
 	if st.Outcome != workflows.OutcomeRolledBack || !strings.Contains(st.Reason, "failed") {
 		t.Fatalf("failing Revision: outcome %s: %s", st.Outcome, st.Reason)
@@ -100,7 +100,7 @@ func TestFailingAndNeverReadyRevisionsRollBack(t *testing.T) {
 	if got := serviceTraffic(t, "s5"); got != "s5-00001=100%" {
 		t.Fatalf("traffic after the failed Revision: %s", got)
 	}
-	deploy(t, "s5", "example.com/s5:v3", nil, map[string]string{simulator.AnnotationNeverReady: "true"})
+	deploy(t, "s5", "example.com/s5:v3", nil, map[string]string{stack.AnnotationNeverReady: "true"})
 	st = waitOutcome(t, c, svcTarget("s5"), "s5-00003", 60*time.Second)
 	if st.Outcome != workflows.OutcomeRolledBack || !strings.Contains(st.Reason, "progress deadline of 8s") {
 		t.Fatalf("never-Ready Revision: outcome %s: %s", st.Outcome, st.Reason)
@@ -138,7 +138,7 @@ func TestWorkerKilledMidStep(t *testing.T) {
 func TestReceiverDownRolloutCompletes(t *testing.T) {
 	c := ctl(t)
 	firstRollout(t, c, "s8", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "1s"})
-	deploy(t, "s8", "example.com/s8:v2", nil, map[string]string{simulator.AnnotationReadyAfter: "4s"})
+	deploy(t, "s8", "example.com/s8:v2", nil, map[string]string{stack.AnnotationReadyAfter: "4s"})
 	waitStatus(t, c, svcTarget("s8"), 60*time.Second, "the rollout to wait for readiness", func(s workflows.Status) bool {
 		return s.Candidate == "s8-00002" && s.Phase == workflows.PhaseWaitingReady
 	})

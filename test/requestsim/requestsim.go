@@ -67,6 +67,14 @@ type Sim struct {
 	// owed carries each series' fraction of a request to the next tick, so
 	// a 20% error rate is exactly 20% over time.
 	owed map[string]float64
+	// load is each Revision's request rate and latency at the last tick,
+	// which the autoscaler's scrapes are answered from (see Stats).
+	load map[string]load
+}
+
+type load struct {
+	rps     float64
+	latency time.Duration
 }
 
 // New builds a Sim with its own metric registry.
@@ -84,7 +92,7 @@ func New(serving servingclient.Interface, namespace string, rps float64, log *sl
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "kn_serving_invocation_duration_seconds", Help: "The duration of task execution", Buckets: secondsBuckets,
 		}, []string{"k8s_namespace_name", "kn_service_name", "kn_configuration_name", "kn_revision_name", "http_response_status_code"}),
-		owed: map[string]float64{},
+		owed: map[string]float64{}, load: map[string]load{},
 	}
 	s.registry.MustRegister(s.count, s.latencies, s.duration)
 	return s
@@ -171,13 +179,16 @@ func (s *Sim) record(revs []*servingv1.Revision, routes []*servingv1.Route, elap
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	clear(s.load)
 	for _, rt := range routes {
 		for _, tt := range rt.Status.Traffic {
 			b, ok := behaves[tt.RevisionName]
 			if !ok || tt.Percent == nil || *tt.Percent == 0 {
 				continue
 			}
-			n := s.RPS * elapsed.Seconds() * float64(*tt.Percent) / 100
+			rps := s.RPS * float64(*tt.Percent) / 100
+			s.load[tt.RevisionName] = load{rps: s.load[tt.RevisionName].rps + rps, latency: b.latency}
+			n := rps * elapsed.Seconds()
 			s.play(tt.RevisionName, b, n*b.errorRate, "500", "5xx")
 			s.play(tt.RevisionName, b, n*(1-b.errorRate), "200", "2xx")
 		}

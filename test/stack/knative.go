@@ -46,9 +46,6 @@ func (s *Stack) StartKnativeWebhook(ctx context.Context, bridge *Bridge, n int, 
 	nw := filepath.Join(mods.Networking, "config")
 	steps := [][]string{
 		{"create", "namespace", "knative-serving"},
-		// Knative's validation dry-runs a Pod as the namespace's default
-		// ServiceAccount, which kube-controller-manager would create.
-		{"create", "serviceaccount", "default", "-n", Namespace},
 		{"apply", "--server-side", "-f", filepath.Join(nw, "certificate.yaml"), "-f", filepath.Join(nw, "domain-claim.yaml"),
 			"-f", filepath.Join(nw, "ingress.yaml"), "-f", filepath.Join(nw, "serverlessservice.yaml"),
 			"-f", filepath.Join(mods.Caching, "config", "image.yaml")},
@@ -59,6 +56,16 @@ func (s *Stack) StartKnativeWebhook(ctx context.Context, bridge *Bridge, n int, 
 		if err := kubectl(st...); err != nil {
 			return err
 		}
+	}
+	if s.controllerManager == nil {
+		// Knative's validation dry-runs a Pod as the namespace's default
+		// ServiceAccount, which kube-controller-manager makes where it runs.
+		if err := kubectl("create", "serviceaccount", "default", "-n", Namespace); err != nil {
+			return err
+		}
+	}
+	if err := s.configureKnative(ctx); err != nil {
+		return err
 	}
 	name, addr, err := bridge.Namespace(ctx, n)
 	if err != nil {
@@ -98,14 +105,9 @@ func (s *Stack) StartKnativeWebhook(ctx context.Context, bridge *Bridge, n int, 
 // StartKnativeController runs Knative Serving's own controller, built
 // unmodified, in network namespace n of bridge (its probe port, 8080, is
 // hard-coded). StartKnativeWebhook must have run: the controller reads the
-// same ConfigMaps, here with config-deployment's queue-sidecar-image set (it
-// is required; a dev.local name is never resolved against a registry). It
-// returns once its Service reconciler holds its leader lease.
+// same ConfigMaps (see knativeConfig). It returns once its Service
+// reconciler holds its leader lease.
 func (s *Stack) StartKnativeController(ctx context.Context, bridge *Bridge, n int, servingDir string) error {
-	if _, err := s.Kubectl(ctx, "-n", "knative-serving", "patch", "configmap", "config-deployment", "--type", "merge",
-		"-p", `{"data":{"queue-sidecar-image":"dev.local/knative/queue:v0.50.0"}}`); err != nil {
-		return err
-	}
 	name, _, err := bridge.Namespace(ctx, n)
 	if err != nil {
 		return err
@@ -129,5 +131,75 @@ func (s *Stack) StartKnativeController(ctx context.Context, bridge *Bridge, n in
 			names = append(names, l.Name)
 		}
 		return fmt.Errorf("the Service reconciler holds no lease yet (leases: %s)", strings.Join(names, ", "))
+	}, args[0], args[1:]...)
+}
+
+// IngressClass is config-network's ingress-class on the stack: the KIngress
+// objects Knative makes carry it, and test/ingress answers for them.
+const IngressClass = "ingress.sluice.dev"
+
+// knativeConfig are the keys the stack changes in Knative's own
+// ConfigMaps; everything else is as Knative ships it.
+var knativeConfig = []struct{ configMap, patch string }{
+	// queue-sidecar-image is required. A dev.local name is never resolved
+	// against a registry; nor is any example.com image, which the tests use.
+	{"config-deployment", fmt.Sprintf(`{"data":{"queue-sidecar-image":"dev.local/knative/queue:v0.50.0",
+"registries-skipping-tag-resolving":"kind.local,ko.local,dev.local,example.com","progress-deadline":"%s"}}`, ProgressDeadline)},
+	// No activator in the path, and no scale to zero: nothing here could
+	// wake a Revision again.
+	{"config-autoscaler", `{"data":{"target-burst-capacity":"0","enable-scale-to-zero":"false"}}`},
+	{"config-network", fmt.Sprintf(`{"data":{"ingress-class":%q}}`, IngressClass)},
+}
+
+func (s *Stack) configureKnative(ctx context.Context) error {
+	for _, c := range knativeConfig {
+		if _, err := s.Kubectl(ctx, "-n", "knative-serving", "patch", "configmap", c.configMap, "--type", "merge", "-p", c.patch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// StartKnativeAutoscaler runs Knative Serving's own autoscaler, built
+// unmodified, in network namespace n of bridge, with that namespace's
+// address as POD_IP (it publishes it in the autoscaler-bucket Endpoints).
+// It scrapes every pod's queue-proxy stats at the pod's IP: the namespace
+// routes PodCIDR to dataPlane, the address of the namespace in which the
+// data plane's stand-in answers for every pod. The activator is not run
+// (target-burst-capacity 0 keeps it out of the path); the ServerlessService
+// reconciler only needs its Endpoints to exist, so they are written by hand.
+// It returns once the autoscaler holds its bucket's lease.
+func (s *Stack) StartKnativeAutoscaler(ctx context.Context, bridge *Bridge, n int, servingDir, dataPlane string) error {
+	name, addr, err := bridge.Namespace(ctx, n)
+	if err != nil {
+		return err
+	}
+	if err := bridge.In(ctx, name, "route", "add", PodCIDR, "via", dataPlane); err != nil {
+		return err
+	}
+	activator := fmt.Sprintf(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"activator-service","namespace":"knative-serving"},
+"spec":{"ports":[{"name":"http","port":80,"targetPort":8012}]}}
+{"apiVersion":"v1","kind":"Endpoints","metadata":{"name":"activator-service","namespace":"knative-serving"},
+"subsets":[{"addresses":[{"ip":"%s"}],"ports":[{"name":"http","port":8012}]}]}`, bridge.Host)
+	path := filepath.Join(s.opts.Dir, "activator-endpoints.json")
+	if err := os.WriteFile(path, []byte(activator), 0o600); err != nil {
+		return err
+	}
+	if _, err := s.Kubectl(ctx, "apply", "-f", path); err != nil {
+		return err
+	}
+	env := []string{"SYSTEM_NAMESPACE=knative-serving", "CONFIG_LOGGING_NAME=config-logging", "CONFIG_OBSERVABILITY_NAME=config-observability",
+		"POD_NAME=autoscaler-stack", "POD_IP=" + addr}
+	args := append(Exec(name), filepath.Join(servingDir, "autoscaler"), "--kubeconfig", s.Kubeconfig)
+	kube := s.Kube()
+	return s.Run(ctx, "knative-autoscaler", env, func() error {
+		l, err := kube.CoordinationV1().Leases("knative-serving").Get(ctx, "autoscaler-bucket-00-of-01", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if l.Spec.HolderIdentity != nil && strings.HasSuffix(*l.Spec.HolderIdentity, "_"+addr) {
+			return nil
+		}
+		return fmt.Errorf("the autoscaler has not published its address in its bucket yet")
 	}, args[0], args[1:]...)
 }

@@ -5,9 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Knative's components need addresses the API server can call that are not
@@ -65,7 +69,7 @@ func NewBridge(ctx context.Context) (*Bridge, error) {
 // returns its name and address.
 func (b *Bridge) Namespace(ctx context.Context, n int) (name, addr string, err error) {
 	name = fmt.Sprintf("%s-%d", b.name, n)
-	addr = fmt.Sprintf("%s.%d", b.prefix, n)
+	addr = b.Addr(n)
 	host, peer := fmt.Sprintf("%sv%d", b.name, n), fmt.Sprintf("%sp%d", b.name, n)
 	steps := [][]string{
 		{"netns", "add", name},
@@ -90,6 +94,44 @@ func (b *Bridge) Namespace(ctx context.Context, n int) (name, addr string, err e
 	}
 	return name, addr, nil
 }
+
+// In runs ip with args inside namespace name, e.g. a route.
+func (b *Bridge) In(ctx context.Context, name string, args ...string) error {
+	return b.ip(ctx, append([]string{"netns", "exec", name, "ip"}, args...)...)
+}
+
+// Listen opens a TCP listener inside namespace name: this process serves
+// there without a process of its own. A socket belongs to the namespace it
+// was made in, so only the making happens on a thread switched into it; the
+// thread is never switched back — its goroutine ends locked, and Go then
+// retires the thread.
+func (b *Bridge) Listen(name, addr string) (net.Listener, error) {
+	type result struct {
+		ln  net.Listener
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		f, err := os.Open("/var/run/netns/" + name)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			done <- result{err: fmt.Errorf("enter network namespace %s: %w", name, err)}
+			return
+		}
+		ln, err := net.Listen("tcp", addr)
+		done <- result{ln, err}
+	}()
+	r := <-done
+	return r.ln, r.err
+}
+
+// Addr is the address of namespace number n.
+func (b *Bridge) Addr(n int) string { return fmt.Sprintf("%s.%d", b.prefix, n) }
 
 // Exec is how to run bin inside namespace name: prefix it with these.
 func Exec(name string) []string { return []string{"ip", "netns", "exec", name} }

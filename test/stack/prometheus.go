@@ -9,15 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	"github.com/sluicehq/sluice/test/requestsim"
 )
 
 // RequestRate is the simulated request rate of each Route, per second.
 const RequestRate = 50
 
-// startPrometheus starts the request-metrics simulator and a Prometheus
-// server that scrapes it every second, as a cluster's Prometheus scrapes
+// startPrometheus starts a Prometheus server that scrapes the data plane's
+// request metrics every second, as a cluster's Prometheus scrapes
 // queue-proxies.
 func (s *Stack) startPrometheus(ctx context.Context) error {
 	if !s.opts.Prometheus {
@@ -26,27 +24,6 @@ func (s *Stack) startPrometheus(ctx context.Context) error {
 	if s.opts.Tools.Prometheus == "" {
 		return errors.New("the stack's Prometheus needs SLUICE_PROMETHEUS_BIN (test/tools/install.sh prometheus installs Debian's prometheus)")
 	}
-	sim := requestsim.New(s.Serving, Namespace, RequestRate, s.opts.Log)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", sim.Handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	simCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sim.Run(simCtx, 200*time.Millisecond)
-	}()
-	s.stopMetrics = func() {
-		cancel()
-		<-done
-		_ = srv.Close()
-	}
-
 	port, err := freePort()
 	if err != nil {
 		return err
@@ -62,7 +39,7 @@ scrape_configs:
   - job_name: queue-proxy
     static_configs:
       - targets: [%q]
-`, ln.Addr().String())
+`, s.metrics)
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
 		return err
 	}
@@ -75,4 +52,17 @@ scrape_configs:
 	}
 	s.PrometheusURL = "http://" + addr
 	return waitFor(ctx, s.prometheus, "Prometheus", 60*time.Second, httpOK(s.PrometheusURL+"/-/ready"))
+}
+
+// serveLocal serves h on a free loopback port.
+func serveLocal(h http.Handler) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return srv, ln.Addr().String(), nil
 }

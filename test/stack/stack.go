@@ -1,9 +1,16 @@
-// Package stack runs sluice's local stack on loopback: real etcd and
-// kube-apiserver with Knative's own CRDs, the Temporal dev server (with its
-// UI), Knative Eventing's real ApiServerSource adapter, sluice's worker and
-// receiver as processes of the sluice binary, and the Knative Serving
-// simulator (test/simulator) standing in for Knative's controllers. The e2e
-// tests and `sluice dev` (make demo) use it.
+// Package stack runs sluice's local stack on this machine: real etcd,
+// kube-apiserver, kube-controller-manager and kube-scheduler; kwok's fake
+// node, on which pods are scheduled for real and played through their
+// lifecycle; Knative Serving's own webhook, controller and autoscaler, built
+// unmodified and configured from Knative's own config/core; the Temporal
+// dev server (with its UI); Knative Eventing's real ApiServerSource adapter;
+// and sluice's worker and receiver as processes of the sluice binary. Only
+// what lies below Knative is simulated, by two test doubles: the networking
+// layer's KIngress status (test/ingress) and the data plane's metrics
+// (test/requestsim: request metrics for Prometheus, queue-proxy stats for
+// the autoscaler). Knative's components run in network namespaces on a
+// bridge (see Bridge), which needs root. The e2e tests, the benchmark and
+// `sluice dev` (make demo) use it.
 package stack
 
 import (
@@ -32,7 +39,7 @@ import (
 	servingclient "knative.dev/serving/pkg/client/clientset/versioned"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sluicehq/sluice/test/simulator"
+	"github.com/sluicehq/sluice/test/ingress"
 )
 
 // Tools are the binaries the stack runs; test/tools/install.sh builds them.
@@ -42,6 +49,10 @@ type Tools struct {
 	EtcdDir  string // etcd
 	Adapter  string // Knative Eventing's apiserver_receive_adapter
 	Sluice   string // the sluice binary
+	// ServingDir holds Knative Serving's controller, webhook and autoscaler.
+	ServingDir string
+	// KwokDir holds kwok.
+	KwokDir string
 	// Prometheus is Debian's prometheus server, needed with Options.Prometheus.
 	Prometheus string
 }
@@ -54,6 +65,8 @@ func ToolsFromEnv() (Tools, error) {
 		EtcdDir:    os.Getenv("SLUICE_ETCD_DIR"),
 		Sluice:     os.Getenv("SLUICE_BIN"),
 		Prometheus: os.Getenv("SLUICE_PROMETHEUS_BIN"),
+		ServingDir: os.Getenv("SLUICE_SERVING_DIR"),
+		KwokDir:    os.Getenv("SLUICE_KWOK_DIR"),
 	}
 	if d := os.Getenv("SLUICE_EVENTING_DIR"); d != "" {
 		t.Adapter = filepath.Join(d, "apiserver_receive_adapter")
@@ -62,6 +75,7 @@ func ToolsFromEnv() (Tools, error) {
 	for _, v := range []struct{ name, value string }{
 		{"SLUICE_TEMPORAL_BIN", t.Temporal}, {"SLUICE_KUBE_DIR", t.KubeDir}, {"SLUICE_ETCD_DIR", t.EtcdDir},
 		{"SLUICE_EVENTING_DIR", t.Adapter}, {"SLUICE_BIN", t.Sluice},
+		{"SLUICE_SERVING_DIR", t.ServingDir}, {"SLUICE_KWOK_DIR", t.KwokDir},
 	} {
 		if v.value == "" {
 			missing = append(missing, v.name)
@@ -78,6 +92,9 @@ type Options struct {
 	// Dir holds data and logs; it must exist.
 	Dir   string
 	Tools Tools
+	// Root is the repository's root: Knative's and kwok's YAML are read
+	// from the modules its tools modules require.
+	Root string
 	// CRDDirs hold Knative's CRD YAML (Serving's config/core/300-resources,
 	// Eventing's config/core/resources).
 	CRDDirs []string
@@ -107,18 +124,16 @@ type Options struct {
 	// for a disk. The benchmark uses it, to measure sluice rather than this
 	// machine's disk.
 	TemporalInMemory bool
-	// ReadyAfter is how long a simulated Revision takes to become Ready.
-	ReadyAfter time.Duration
 	// WorkerEnv is extra environment for the worker, e.g. SLUICE_DEFAULT_HOLD.
 	WorkerEnv []string
 	// Audit turns on the API server's audit log (AuditLog) for Knative's
 	// kinds: traffic patches with their bodies, other requests without.
 	Audit bool
-	// Prometheus runs the request-metrics simulator (test/requestsim) and a
-	// real Prometheus server scraping it; the worker's SLUICE_PROMETHEUS_URL
-	// points at it.
+	// Prometheus runs a real Prometheus server scraping the request
+	// metrics of test/requestsim; the worker's SLUICE_PROMETHEUS_URL points
+	// at it.
 	Prometheus bool
-	// OnReady is told when the simulator makes a Revision Ready.
+	// OnReady is told when a Revision is first seen Ready.
 	OnReady func(revision string, at time.Time)
 	Log     *slog.Logger
 }
@@ -128,6 +143,15 @@ type Stack struct {
 	opts Options
 
 	etcd, apiserver, temporal, worker, receiver, adapter, prometheus *proc
+	controllerManager, scheduler, kwok                               *proc
+
+	// bridge holds Knative's network namespaces.
+	bridge *Bridge
+	// Ingress is the networking layer's stand-in (Pause stops it for a Route).
+	Ingress *ingress.Controller
+	// background are the stack's in-process loops (the ingress stand-in,
+	// the data plane, the readiness watch): cancel, then wait for done.
+	background []func()
 
 	etcdURL string
 	// KubeURL and Kubeconfig reach the API server as its administrator.
@@ -150,10 +174,8 @@ type Stack struct {
 	// (with DeployDir, whose webhook configuration the stack points at it).
 	admissionPort int
 
-	simCancel context.CancelFunc
-	simDone   chan struct{}
-	// stopMetrics stops the request-metrics simulator, with Options.Prometheus.
-	stopMetrics func()
+	// metrics serves test/requestsim's request metrics, for Prometheus.
+	metrics string
 	// extra are processes started with Run, stopped first.
 	extra []*proc
 }
@@ -181,37 +203,41 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	if o.ReadyAfter == 0 {
-		o.ReadyAfter = time.Second
-	}
 	s := &Stack{opts: o}
 	defer func() {
 		if err != nil {
 			s.Stop()
 		}
 	}()
-	steps := []struct {
+	type step struct {
 		name string
 		fn   func(context.Context) error
-	}{
+	}
+	steps := []step{
 		{"etcd", s.startEtcd},
 		{"kube-apiserver", s.startAPIServer},
 		{"Knative CRDs", s.applyCRDs},
-		{"sluice's manifests", s.applyDeploy},
-		{"Temporal dev server", s.startTemporal},
-		{"Knative simulator", s.startSimulator},
-		{"Prometheus", s.startPrometheus},
-		{"sluice worker", s.StartWorker},
-		{"sluice receiver", s.StartReceiver},
 	}
-	if o.Adapter {
-		steps = append(steps, struct {
-			name string
-			fn   func(context.Context) error
-		}{"ApiServerSource adapter", s.startAdapter})
-	}
-	if o.ControlPlaneOnly {
-		steps = steps[:3]
+	if !o.ControlPlaneOnly {
+		steps = append([]step{{"network namespaces", s.startBridge}}, steps...)
+		steps = append(steps, []step{
+			{"kube-controller-manager", s.startControllerManager},
+			{"kube-scheduler", s.startScheduler},
+			{"kwok", s.startKwok},
+			{"Knative webhook", s.startKnativeWebhook},
+			{"Knative controller", s.startKnativeController},
+			{"data plane stand-in", s.startDataPlane},
+			{"Knative autoscaler", s.startKnativeAutoscaler},
+			{"KIngress stand-in", s.startIngress},
+			{"sluice's manifests", s.applyDeploy},
+			{"Temporal dev server", s.startTemporal},
+			{"Prometheus", s.startPrometheus},
+			{"sluice worker", s.StartWorker},
+			{"sluice receiver", s.StartReceiver},
+		}...)
+		if o.Adapter {
+			steps = append(steps, step{"ApiServerSource adapter", s.startAdapter})
+		}
 	}
 	for _, st := range steps {
 		begin := time.Now()
@@ -302,7 +328,10 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 		return err
 	}
 	s.KubeURL = fmt.Sprintf("https://%s:%d", addr, port)
-	s.Rest = &rest.Config{Host: s.KubeURL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 200, Burst: 400}
+	// The stack's own client is quiet: Knative's advice on security
+	// contexts, or the Endpoints deprecation, is not the tests' to act on.
+	s.Rest = &rest.Config{Host: s.KubeURL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 200, Burst: 400,
+		WarningHandler: rest.NoWarnings{}}
 	s.Kubeconfig = filepath.Join(dir, "kubeconfig")
 	if err := writeKubeconfig(s.Kubeconfig, s.KubeURL, token); err != nil {
 		return err
@@ -434,17 +463,6 @@ func (s *Stack) startTemporal(ctx context.Context) error {
 		}
 		return nil
 	})
-}
-
-func (s *Stack) startSimulator(ctx context.Context) error {
-	simCtx, cancel := context.WithCancel(context.Background())
-	s.simCancel, s.simDone = cancel, make(chan struct{})
-	sim := &simulator.Simulator{Serving: s.Serving, Namespace: Namespace, ReadyAfter: s.opts.ReadyAfter, Log: s.opts.Log, OnReady: s.opts.OnReady, Parallel: 16}
-	go func() {
-		defer close(s.simDone)
-		_ = sim.Run(simCtx, 250*time.Millisecond)
-	}()
-	return nil
 }
 
 // StartWorker starts (or restarts) the sluice worker process.
@@ -587,7 +605,7 @@ func (s *Stack) Pids() (worker, receiver int) {
 // Logs returns the end of every component's log, for a failed test.
 func (s *Stack) Logs() string {
 	var b strings.Builder
-	for _, p := range append([]*proc{s.etcd, s.apiserver, s.temporal, s.worker, s.receiver, s.adapter, s.prometheus}, s.extra...) {
+	for _, p := range append([]*proc{s.etcd, s.apiserver, s.controllerManager, s.scheduler, s.kwok, s.temporal, s.worker, s.receiver, s.adapter, s.prometheus}, s.extra...) {
 		if p != nil {
 			fmt.Fprintf(&b, "==== %s (%s)\n%s\n", p.name, p.logPath, p.tail(4000))
 		}
@@ -595,23 +613,40 @@ func (s *Stack) Logs() string {
 	return b.String()
 }
 
-// Stop shuts everything down, dependents first.
+// Stop shuts everything down, dependents first: sluice, Knative, kwok and
+// the controllers, then the servers; etcd last (stopping it first hangs
+// the rest).
 func (s *Stack) Stop() {
-	for i := len(s.extra) - 1; i >= 0; i-- {
-		s.extra[i].stop(10 * time.Second)
-	}
 	for _, p := range []*proc{s.adapter, s.receiver, s.worker, s.prometheus} {
 		p.stop(10 * time.Second)
 	}
-	if s.stopMetrics != nil {
-		s.stopMetrics()
+	for i := len(s.extra) - 1; i >= 0; i-- {
+		s.extra[i].stop(10 * time.Second)
 	}
-	if s.simCancel != nil {
-		s.simCancel()
-		<-s.simDone
+	for i := len(s.background) - 1; i >= 0; i-- {
+		s.background[i]()
 	}
-	for _, p := range []*proc{s.temporal, s.apiserver, s.etcd} {
+	for _, p := range []*proc{s.kwok, s.scheduler, s.controllerManager, s.temporal, s.apiserver, s.etcd} {
 		p.stop(10 * time.Second)
+	}
+	if s.bridge != nil {
+		s.bridge.Close()
+	}
+}
+
+// httpsOK is httpOK for a server with a self-signed certificate.
+func httpsOK(url string) func() error {
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 2 * time.Second}
+	return func() error {
+		resp, err := hc.Get(url)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		return nil
 	}
 }
 

@@ -1,0 +1,138 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"k8s.io/client-go/tools/cache"
+	netclient "knative.dev/networking/pkg/client/clientset/versioned"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+	informers "knative.dev/serving/pkg/client/informers/externalversions"
+
+	"github.com/sluicehq/sluice/test/ingress"
+	"github.com/sluicehq/sluice/test/requestsim"
+)
+
+// The network namespaces of the full stack, by number on its bridge.
+const (
+	netnsWebhook    = 2
+	netnsController = 3
+	netnsDataPlane  = 4
+	netnsAutoscaler = 5
+)
+
+func (s *Stack) startBridge(ctx context.Context) error {
+	b, err := NewBridge(ctx)
+	if err != nil {
+		return err
+	}
+	s.bridge = b
+	s.opts.APIServerAddress, s.opts.AggregatorRouting = b.Host, true
+	return nil
+}
+
+func (s *Stack) startKnativeWebhook(ctx context.Context) error {
+	mods, err := FindKnativeModules(ctx, s.opts.Root)
+	if err != nil {
+		return err
+	}
+	return s.StartKnativeWebhook(ctx, s.bridge, netnsWebhook, s.opts.Tools.ServingDir, mods)
+}
+
+func (s *Stack) startKnativeController(ctx context.Context) error {
+	return s.StartKnativeController(ctx, s.bridge, netnsController, s.opts.Tools.ServingDir)
+}
+
+// startDataPlane runs the data plane's stand-in (test/requestsim): request
+// metrics for Prometheus on loopback, and every pod's queue-proxy stats in
+// a network namespace of its own where all of PodCIDR is local, so one
+// listener answers the autoscaler's scrape of any pod IP.
+func (s *Stack) startDataPlane(ctx context.Context) error {
+	name, _, err := s.bridge.Namespace(ctx, netnsDataPlane)
+	if err != nil {
+		return err
+	}
+	if err := s.bridge.In(ctx, name, "route", "add", "local", PodCIDR, "dev", "lo"); err != nil {
+		return err
+	}
+	sim := requestsim.New(s.Serving, Namespace, RequestRate, s.opts.Log)
+	stats := &requestsim.Stats{Sim: sim, Kube: s.Kube(), Namespace: Namespace}
+	loopCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sim.Run(loopCtx, 200*time.Millisecond)
+	}()
+	stats.Run(loopCtx)
+	statsLn, err := s.bridge.Listen(name, ":9090")
+	if err != nil {
+		cancel()
+		return fmt.Errorf("listen for the autoscaler's scrapes: %w", err)
+	}
+	statsSrv := &http.Server{Handler: stats, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = statsSrv.Serve(statsLn) }()
+	metricsSrv, addr, err := serveLocal(sim.Handler())
+	if err != nil {
+		cancel()
+		_ = statsSrv.Close()
+		return err
+	}
+	s.metrics = addr
+	s.background = append(s.background, func() {
+		cancel()
+		<-done
+		_ = statsSrv.Close()
+		_ = metricsSrv.Close()
+	})
+	return nil
+}
+
+func (s *Stack) startKnativeAutoscaler(ctx context.Context) error {
+	return s.StartKnativeAutoscaler(ctx, s.bridge, netnsAutoscaler, s.opts.Tools.ServingDir, s.bridge.Addr(netnsDataPlane))
+}
+
+// startIngress runs the networking layer's stand-in (test/ingress), and
+// the readiness watch behind Options.OnReady.
+func (s *Stack) startIngress(ctx context.Context) error {
+	nc, err := netclient.NewForConfig(s.Rest)
+	if err != nil {
+		return err
+	}
+	s.Ingress = &ingress.Controller{Client: nc, Class: IngressClass, Log: s.opts.Log}
+	loopCtx, cancel := context.WithCancel(context.Background())
+	done, err := s.Ingress.Run(loopCtx, 4)
+	if err != nil {
+		cancel()
+		return err
+	}
+	s.background = append(s.background, func() { cancel(); <-done })
+	if s.opts.OnReady != nil {
+		return s.watchReady(loopCtx)
+	}
+	return nil
+}
+
+// watchReady tells Options.OnReady when each Revision is first seen Ready
+// (by Knative's controller, from its pods), through an informer.
+func (s *Stack) watchReady(ctx context.Context) error {
+	factory := informers.NewSharedInformerFactoryWithOptions(s.Serving, 0, informers.WithNamespace(Namespace))
+	inf := factory.Serving().V1().Revisions().Informer()
+	seen := map[string]bool{}
+	check := func(obj any) {
+		rev, ok := obj.(*servingv1.Revision)
+		if !ok || seen[rev.Name] || !rev.IsReady() {
+			return
+		}
+		// Informer handlers run one at a time: seen needs no lock.
+		seen[rev.Name] = true
+		s.opts.OnReady(rev.Name, time.Now())
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: check, UpdateFunc: func(_, obj any) { check(obj) }}); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	return nil
+}
