@@ -3,19 +3,16 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"github.com/sluicehq/sluice/test/stack"
 	"strings"
 	"testing"
 	"time"
 
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/test/stack"
 	"github.com/sluicehq/sluice/workflows"
 )
 
@@ -61,25 +58,29 @@ func TestIngressNotReadyVerifyTimeoutRollsBack(t *testing.T) {
 }
 
 // 15. A cluster administrator lowers a limit the Service's template breaks
-// (here a ValidatingAdmissionPolicy on a template annotation that stands for
-// its timeoutSeconds, as Knative's webhook refuses a template above a
-// lowered max-revision-timeout-seconds): every write of the Service is
-// refused.
+// (Knative's config-defaults max-revision-timeout-seconds, below the
+// template's timeoutSeconds): Knative's webhook refuses every write of the
+// Service.
 // The rollout pauses with the API server's message instead of rolling back
 // into the same refusal; once the limit is lifted, resume finishes it.
 func TestWriteRefusedOutsideTrafficPauses(t *testing.T) {
 	c := ctl(t)
-	all := map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/steps": "20,60,100", "sluice.dev/hold": "5s"}
-	deploy(t, "s15", "example.com/s15:v1", all, map[string]string{"e2e.sluice.dev/timeout": "500"})
+	svc := &servingv1.Service{ObjectMeta: metav1.ObjectMeta{Name: "s15", Namespace: ns, Annotations: map[string]string{
+		"sluice.dev/rollout": "enabled", "sluice.dev/steps": "20,60,100", "sluice.dev/hold": "5s"}}}
+	svc.Spec.Template.Spec.Containers = containers("example.com/s15:v1")
+	svc.Spec.Template.Spec.TimeoutSeconds = ptrTo(int64(500))
+	if _, err := stk.Serving.ServingV1().Services(ns).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	waitOutcome(t, c, svcTarget("s15"), "s15-00001", 60*time.Second)
 	waitClosed(t, c, "s15")
-	deploy(t, "s15", "example.com/s15:v2", nil, map[string]string{"e2e.sluice.dev/timeout": "500"})
+	deploy(t, "s15", "example.com/s15:v2", nil, nil)
 	waitStatus(t, c, svcTarget("s15"), 60*time.Second, "the first hold", func(s workflows.Status) bool {
 		return s.Candidate == "s15-00002" && s.Phase == workflows.PhaseHolding && s.Weight == 20
 	})
-	lift := limitTimeouts(t, "s15")
+	lift := limitTimeouts(t)
 	st := waitStatus(t, c, svcTarget("s15"), 30*time.Second, "the pause", func(s workflows.Status) bool { return s.Paused })
-	if st.Phase != workflows.PhaseStepping || !strings.Contains(st.PauseReason, "exceeds the cluster's maximum of 400s") ||
+	if st.Phase != workflows.PhaseStepping || !strings.Contains(st.PauseReason, "expected 0 <= 500 <= 400: spec.template.spec.timeoutSeconds") ||
 		!strings.Contains(st.PauseReason, "outside the traffic list") {
 		t.Fatalf("paused in %s: %s", st.Phase, st.PauseReason)
 	}
@@ -96,48 +97,25 @@ func TestWriteRefusedOutsideTrafficPauses(t *testing.T) {
 	}
 }
 
-// limitTimeouts makes the API server refuse every update of the Service
-// whose template asks for more than 400 s, and returns what lifts it.
-func limitTimeouts(t *testing.T, name string) (lift func()) {
+// limitTimeouts lowers Knative's max-revision-timeout-seconds to 400, and
+// returns what lifts it again.
+func limitTimeouts(t *testing.T) (lift func()) {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", stk.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc := kubernetes.NewForConfigOrDie(cfg)
 	ctx := context.Background()
-	fail := admissionv1.Fail
-	policy := &admissionv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-max-timeout-" + name},
-		Spec: admissionv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: &fail,
-			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionv1.RuleWithOperations{
-					Operations: []admissionv1.OperationType{admissionv1.Update},
-					Rule:       admissionv1.Rule{APIGroups: []string{"serving.knative.dev"}, APIVersions: []string{"v1"}, Resources: []string{"services"}},
-				},
-				ResourceNames: []string{name},
-			}}},
-			Validations: []admissionv1.Validation{{
-				Expression: `!has(object.spec.template.metadata.annotations) || !('e2e.sluice.dev/timeout' in object.spec.template.metadata.annotations) || int(object.spec.template.metadata.annotations['e2e.sluice.dev/timeout']) <= 400`,
-				Message:    "validation failed: the Revision timeout 500s exceeds the cluster's maximum of 400s: spec.template.spec.timeoutSeconds",
-			}},
-		},
+	set := func(v any) {
+		patch, _ := json.Marshal(map[string]any{"data": map[string]any{"max-revision-timeout-seconds": v}})
+		if _, err := stk.Kube().CoreV1().ConfigMaps("knative-serving").Patch(ctx, "config-defaults", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second) // Knative's webhook watches its ConfigMaps
 	}
-	if _, err := kc.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
-		Spec:       admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy.Name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}},
-	}
-	if _, err := kc.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	set("400")
+	lifted := false
 	lift = func() {
-		_ = kc.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, binding.Name, metav1.DeleteOptions{})
-		_ = kc.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, policy.Name, metav1.DeleteOptions{})
-		time.Sleep(2 * time.Second) // the API server's policy cache follows within a second or so
+		if !lifted {
+			lifted = true
+			set(nil)
+		}
 	}
 	t.Cleanup(lift)
 	return lift
@@ -330,11 +308,12 @@ func TestAdmissionPinsLatestTrafficInTheWrite(t *testing.T) {
 		t.Fatalf("traffic at the end: %s", got)
 	}
 
-	// A Service that is not opted in keeps following the latest Revision.
+	// A Service that is not opted in keeps following the latest Revision
+	// (Knative's webhook defaults its empty traffic to exactly that).
 	deploy(t, "s20-free", "example.com/s20:v1", nil, nil)
 	waitRevisionReady(t, "s20-free-00001")
 	deploy(t, "s20-free", "example.com/s20:v2", nil, nil)
-	if got := serviceTraffic(t, "s20-free"); got != "(none)" {
+	if got := serviceTraffic(t, "s20-free"); got != "latest=100%" {
 		t.Fatalf("a Service not opted in was changed: %s", got)
 	}
 }

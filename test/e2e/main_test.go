@@ -88,6 +88,7 @@ func run(m *testing.M) int {
 	}
 	if code != 0 {
 		fmt.Fprintln(os.Stderr, stk.Logs())
+		keepLogs(dir)
 	}
 	stk.Stop()
 	return code
@@ -99,4 +100,24 @@ func sluice(t *testing.T, args ...string) (string, error) {
 	args = append(args, "--address", stk.TemporalAddr, "--as", "e2e@test")
 	out, err := exec.Command(os.Getenv("SLUICE_BIN"), args...).CombinedOutput()
 	return string(out), err
+}
+
+// keepLogs copies the stack's logs into $SLUICE_ARTIFACTS/e2e-logs, so a
+// failed run can be read in full after the stack's directory is gone.
+func keepLogs(dir string) {
+	out := os.Getenv("SLUICE_ARTIFACTS")
+	if out == "" {
+		return
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	dst := filepath.Join(out, "e2e-logs")
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return
+	}
+	for _, l := range logs {
+		if b, err := os.ReadFile(l); err == nil {
+			_ = os.WriteFile(filepath.Join(dst, filepath.Base(l)), b, 0o644)
+		}
+	}
+	fmt.Fprintln(os.Stderr, "e2e: the stack's logs are in", dst)
 }

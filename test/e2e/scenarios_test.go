@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"github.com/sluicehq/sluice/test/stack"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/test/stack"
 	"github.com/sluicehq/sluice/workflows"
 )
 
@@ -94,7 +94,8 @@ func TestFailingAndNeverReadyRevisionsRollBack(t *testing.T) {
 	firstRollout(t, c, "s5", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "1s", "sluice.dev/progress-deadline": "8s"})
 	deploy(t, "s5", "example.com/s5:v2", nil, map[string]string{stack.AnnotationFail: "true"})
 	st := waitOutcome(t, c, svcTarget("s5"), "s5-00002", 60*time.Second)
-	if st.Outcome != workflows.OutcomeRolledBack || !strings.Contains(st.Reason, "failed") {
+	// The reason is Knative's own, from the pod's container status.
+	if st.Outcome != workflows.OutcomeRolledBack || !strings.Contains(st.Reason, "ExitCode1") {
 		t.Fatalf("failing Revision: outcome %s: %s", st.Outcome, st.Reason)
 	}
 	if got := serviceTraffic(t, "s5"); got != "s5-00001=100%" {
@@ -109,6 +110,17 @@ func TestFailingAndNeverReadyRevisionsRollBack(t *testing.T) {
 		t.Fatalf("traffic after the progress deadline: %s", got)
 	}
 	waitProgress(t, "s5-00003", "started,rolledback")
+	// With sluice's own deadline longer than Knative's, Knative fails the
+	// Revision first (its Deployment's progress deadline), and says so.
+	annotate(t, "s5", "sluice.dev/progress-deadline", "90s")
+	deploy(t, "s5", "example.com/s5:v4", nil, map[string]string{stack.AnnotationNeverReady: "true"})
+	st = waitOutcome(t, c, svcTarget("s5"), "s5-00004", 60*time.Second)
+	if st.Outcome != workflows.OutcomeRolledBack || !strings.Contains(st.Reason, "ProgressDeadlineExceeded") {
+		t.Fatalf("a Revision Knative gave up on: outcome %s: %s", st.Outcome, st.Reason)
+	}
+	if got := serviceTraffic(t, "s5"); got != "s5-00001=100%" {
+		t.Fatalf("traffic after Knative's progress deadline: %s", got)
+	}
 }
 
 // 7. The worker is killed mid-step and restarted: the rollout completes, no

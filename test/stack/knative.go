@@ -86,7 +86,25 @@ func (s *Stack) StartKnativeWebhook(ctx context.Context, bridge *Bridge, n int, 
 	env := []string{"SYSTEM_NAMESPACE=knative-serving", "CONFIG_LOGGING_NAME=config-logging", "CONFIG_OBSERVABILITY_NAME=config-observability",
 		"POD_NAME=webhook-stack", "WEBHOOK_NAME=webhook", "WEBHOOK_PORT=8443"}
 	args := append(Exec(name), filepath.Join(servingDir, "webhook"), "--kubeconfig", s.Kubeconfig)
-	return s.Run(ctx, "knative-webhook", env, func() error {
+	s.restartWebhook = func(ctx context.Context) error {
+		s.knativeWebhook, err = s.run(ctx, "knative-webhook", env, s.knativeWebhookAnswers(ctx), args[0], args[1:]...)
+		return err
+	}
+	return s.restartWebhook(ctx)
+}
+
+// KillKnativeWebhook kills Knative's webhook with SIGKILL: every write of a
+// Knative object then fails ("failed calling webhook") until
+// RestartKnativeWebhook.
+func (s *Stack) KillKnativeWebhook() { s.knativeWebhook.kill() }
+
+// RestartKnativeWebhook starts Knative's webhook again, and returns once it answers.
+func (s *Stack) RestartKnativeWebhook(ctx context.Context) error { return s.restartWebhook(ctx) }
+
+// knativeWebhookAnswers passes once the API server calls Knative's webhook:
+// a dry-run Service whose traffic sums to 90 is refused.
+func (s *Stack) knativeWebhookAnswers(ctx context.Context) func() error {
+	return func() error {
 		svc := &servingv1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "webhook-ready-check"}}
 		svc.Spec.Template.Spec.Containers = []corev1.Container{{Image: "dev.local/sluice/check:v1"}}
 		p := int64(90)
@@ -99,7 +117,7 @@ func (s *Stack) StartKnativeWebhook(ctx context.Context, bridge *Bridge, n int, 
 			return err
 		}
 		return nil
-	}, args[0], args[1:]...)
+	}
 }
 
 // StartKnativeController runs Knative Serving's own controller, built

@@ -32,7 +32,7 @@ const (
 
 // ProgressDeadline is config-deployment's progress-deadline on the stack:
 // how long Knative waits for a Revision's pods before it fails it.
-const ProgressDeadline = 20 * time.Second
+const ProgressDeadline = 15 * time.Second
 
 // PodCIDR is where kwok takes pod IPs from. Only the autoscaler's network
 // namespace routes it, to the data plane's stand-in (see startDataPlane).

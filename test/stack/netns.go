@@ -102,9 +102,10 @@ func (b *Bridge) In(ctx context.Context, name string, args ...string) error {
 
 // Listen opens a TCP listener inside namespace name: this process serves
 // there without a process of its own. A socket belongs to the namespace it
-// was made in, so only the making happens on a thread switched into it; the
-// thread is never switched back — its goroutine ends locked, and Go then
-// retires the thread.
+// was made in, so only the making happens on a thread switched into it.
+// The thread is switched back before it is let go: a thread that exits
+// would take with it every child process it once started (Pdeathsig is per
+// thread), and Go threads run any goroutine over time.
 func (b *Bridge) Listen(name, addr string) (net.Listener, error) {
 	type result struct {
 		ln  net.Listener
@@ -113,17 +114,31 @@ func (b *Bridge) Listen(name, addr string) (net.Listener, error) {
 	done := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread()
+		home, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			done <- result{err: err}
+			return
+		}
+		defer home.Close()
 		f, err := os.Open("/var/run/netns/" + name)
 		if err != nil {
+			runtime.UnlockOSThread()
 			done <- result{err: err}
 			return
 		}
 		defer f.Close()
 		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			done <- result{err: fmt.Errorf("enter network namespace %s: %w", name, err)}
 			return
 		}
 		ln, err := net.Listen("tcp", addr)
+		if unix.Setns(int(home.Fd()), unix.CLONE_NEWNET) == nil {
+			// Back home: the thread may serve others again. Otherwise it
+			// stays locked, and Go retires it with this goroutine.
+			runtime.UnlockOSThread()
+		}
 		done <- result{ln, err}
 	}()
 	r := <-done

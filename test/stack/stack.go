@@ -147,6 +147,9 @@ type Stack struct {
 
 	// bridge holds Knative's network namespaces.
 	bridge *Bridge
+	// knativeWebhook is Knative's webhook, and how to start it again.
+	knativeWebhook *proc
+	restartWebhook func(context.Context) error
 	// Ingress is the networking layer's stand-in (Pause stops it for a Route).
 	Ingress *ingress.Controller
 	// background are the stack's in-process loops (the ingress stand-in,
@@ -187,12 +190,17 @@ func (s *Stack) Kube() kubernetes.Interface { return kubernetes.NewForConfigOrDi
 // Dir), stopped with the stack before the API server. It fails if the
 // process exits within ready's first check, or ready never passes.
 func (s *Stack) Run(ctx context.Context, name string, env []string, ready func() error, bin string, args ...string) error {
+	_, err := s.run(ctx, name, env, ready, bin, args...)
+	return err
+}
+
+func (s *Stack) run(ctx context.Context, name string, env []string, ready func() error, bin string, args ...string) (*proc, error) {
 	p, err := startProc(s.opts.Dir, name, env, bin, args...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.extra = append(s.extra, p)
-	return waitFor(ctx, p, name, 60*time.Second, ready)
+	return p, waitFor(ctx, p, name, 60*time.Second, ready)
 }
 
 // Namespace is where the stack's Knative objects live.
