@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -173,10 +174,44 @@ func Run(ctx context.Context, o Options) error {
 	if o.Unattended {
 		return nil
 	}
-	say("The stack stays up: try `%s status %s --address %s`. Ctrl-C to stop.", o.Tools.Sluice, service, s.TemporalAddr)
+	say(handsOn, s.Kubeconfig, filepath.Join(o.Tools.KubeDir, "kubectl"), stack.Namespace, o.Tools.Sluice, s.TemporalAddr)
 	<-ctx.Done()
 	return nil
 }
+
+// handsOn is how to use the stack by hand once the story is told.
+const handsOn = `
+The stack stays up, with Knative Serving's own controller, webhook and autoscaler: try your own
+Service against it (Ctrl-C stops everything). In another terminal:
+
+  export KUBECONFIG=%[1]s
+  alias kubectl=%[2]s
+  kubectl apply -f - <<'EOF'
+  apiVersion: serving.knative.dev/v1
+  kind: Service
+  metadata:
+    name: mine
+    namespace: %[3]s
+    annotations:
+      sluice.dev/rollout: enabled
+      sluice.dev/steps: "25,50,100"
+      sluice.dev/hold: 10s
+  spec:
+    template:
+      spec:
+        containers:
+        - image: dev.local/mine:v1
+  EOF
+  # a new Revision rolls out in steps; watch it, or in the Temporal UI:
+  kubectl patch ksvc mine --type merge -p '{"spec":{"template":{"spec":{"containers":[{"image":"dev.local/mine:v2"}]}}}}'
+  %[4]s status mine --watch --address %[5]s
+  kubectl get ksvc,revisions,pods
+
+Images are never pulled (dev.local names are not resolved; kwok plays the pods). The template
+annotation sim.sluice.dev/fail: "true" makes a Revision's container crash, never-ready: "true"
+keeps it unready, ready-after: 5s delays it; sim.sluice.dev/error-rate: "0.2" and latency: 800ms
+shape its simulated requests.
+`
 
 // demoAnalysis checks the candidate with the built-in Knative checks. The
 // stack's Prometheus scrapes every second, so a check tolerates a couple of

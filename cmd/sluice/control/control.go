@@ -57,7 +57,14 @@ func ParseTarget(namespace, arg string) (activities.TargetRef, error) {
 // Start begins a rollout of candidate on target, or hands the candidate to
 // the rollout already running there (which then supersedes its candidate).
 // It reports the run that received it.
+//
+// A person's start waits for a rollout that is ending to close (see
+// awaitFinishing); the receiver, which has just seen none running, calls
+// StartWith.
 func (c *Client) Start(ctx context.Context, target activities.TargetRef, candidate, reason string) (string, error) {
+	if err := c.awaitFinishing(ctx, target); err != nil {
+		return "", err
+	}
 	return c.StartWith(ctx, StartRequest{Target: target, Candidate: candidate, Reason: reason})
 }
 
@@ -113,6 +120,44 @@ func (c *Client) StartWith(ctx context.Context, r StartRequest) (string, error) 
 		return "", fmt.Errorf("start rollout of %s on %s: %w", candidate, target, err)
 	}
 	return run.GetRunID(), nil
+}
+
+// finishWait bounds how long a start waits for a rollout that has its
+// outcome to close: it answers its last updates and publishes its end first.
+const finishWait = 30 * time.Second
+
+// awaitFinishing waits while the target's rollout has an outcome but is
+// still running. A candidate signalled to it then would be rolled out next
+// only if newer (it guards against late events of older Revisions), so a
+// start of an older Revision by hand — a rollback drill — would be lost
+// while the CLI reported it started. Once the run has closed, the start
+// begins a run of its own.
+func (c *Client) awaitFinishing(ctx context.Context, target activities.TargetRef) error {
+	id := workflows.WorkflowID(target)
+	deadline := time.Now().Add(finishWait)
+	for {
+		d, err := c.Temporal.DescribeWorkflowExecution(ctx, id, "")
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) || (err == nil && d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("describe the rollout of %s: %w", target, err)
+		}
+		st, err := c.Status(ctx, target)
+		if err != nil || st.Outcome == "" {
+			// Running and not ending: the candidate goes to it.
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the rollout of %s on %s ended %s but has not closed after %s; try again", st.Candidate, target, st.Outcome, finishWait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // policyText lists the sluice.dev/* annotations, sorted: the policy as written.
