@@ -8,7 +8,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/test/knativefake"
 	"github.com/sluicehq/sluice/workflows"
 )
 
@@ -94,5 +97,54 @@ func TestKnativeDefaultsTrafficAndScalesRevisions(t *testing.T) {
 			t.Fatalf("min-scale 3: the Revision reports %v replicas, %d of %d pods Ready", rev.Status.ActualReplicas, ready, len(pods.Items))
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// 24. The unit tests' fake (test/knativefake) must not disagree with
+// Knative: the same traffic lists, written to a real Service with two Ready
+// Revisions, show in its status as the fake computes them.
+func TestKnativefakeAgreesWithKnative(t *testing.T) {
+	ctx := context.Background()
+	deploy(t, "s24", "example.com/s24:v1", nil, nil)
+	waitRevisionReady(t, "s24-00001")
+	deploy(t, "s24", "example.com/s24:v2", nil, nil)
+	waitRevisionReady(t, "s24-00002")
+	T := knativefake.Target
+	lists := [][]servingv1.TrafficTarget{
+		{T("s24-00001", 100, "")},
+		{T("s24-00001", 50, ""), T("s24-00002", 50, "")},
+		{T("@latest", 100, "")},
+		{T("s24-00001", 80, "stable"), T("@latest", 20, "latest")},
+		{T("s24-00001", 100, ""), T("@latest", 0, "latest")},
+		{T("s24-00001", 0, "old"), T("s24-00002", 100, "")},
+		{T("s24-00001", 30, ""), T("s24-00001", 30, "again"), T("s24-00002", 40, "")},
+	}
+	for _, list := range lists {
+		want := activities.FormatTraffic(list)
+		patchTraffic(t, "s24", list)
+		fake := knativefake.New(knativefake.Service(ns, "s24", nil, list...),
+			knativefake.Revision(ns, "s24", 1, true), knativefake.Revision(ns, "s24", 2, true))
+		fs, err := fake.ServingV1().Services(ns).Get(ctx, "s24", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			svc, err := stk.Serving.ServingV1().Services(ns).Get(ctx, "s24", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if svc.Status.ObservedGeneration == svc.Generation && svc.IsReady() {
+				real, faked := activities.FormatTraffic(svc.Status.Traffic), activities.FormatTraffic(fs.Status.Traffic)
+				if real != faked {
+					t.Errorf("spec %s: Knative shows %s, knativefake %s", want, real, faked)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("spec %s: Knative's status did not catch up: %s", want, activities.FormatTraffic(svc.Status.Traffic))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
 }
