@@ -29,6 +29,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -247,6 +248,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 			steps = append(steps, step{"ApiServerSource adapter", s.startAdapter})
 		}
 	}
+	up := time.Now()
 	for _, st := range steps {
 		begin := time.Now()
 		if err := st.fn(ctx); err != nil {
@@ -254,6 +256,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		}
 		o.Log.Info("stack: started", "component", st.name, "took", time.Since(begin).Round(time.Millisecond))
 	}
+	o.Log.Info("stack: up", "took", time.Since(up).Round(time.Millisecond))
 	return s, nil
 }
 
@@ -610,10 +613,48 @@ func (s *Stack) Pids() (worker, receiver int) {
 	return s.worker.cmd.Process.Pid, s.receiver.cmd.Process.Pid
 }
 
+func (s *Stack) procs() []*proc {
+	return append([]*proc{s.etcd, s.apiserver, s.controllerManager, s.scheduler, s.kwok, s.temporal, s.worker, s.receiver, s.adapter, s.prometheus}, s.extra...)
+}
+
+// PeakRSS lists each running process's peak resident memory (VmHWM), as
+// "name 123 MiB", largest first, with the sum last.
+func (s *Stack) PeakRSS() string {
+	type row struct {
+		name string
+		kib  int64
+	}
+	var rows []row
+	var total int64
+	for _, p := range s.procs() {
+		if p == nil || p.cmd.Process == nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				var kib int64
+				fmt.Sscanf(strings.TrimSpace(v), "%d", &kib)
+				rows = append(rows, row{p.name, kib})
+				total += kib
+			}
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].kib > rows[j].kib })
+	var parts []string
+	for _, r := range rows {
+		parts = append(parts, fmt.Sprintf("%s %d MiB", r.name, r.kib/1024))
+	}
+	return strings.Join(append(parts, fmt.Sprintf("total %d MiB", total/1024)), ", ")
+}
+
 // Logs returns the end of every component's log, for a failed test.
 func (s *Stack) Logs() string {
 	var b strings.Builder
-	for _, p := range append([]*proc{s.etcd, s.apiserver, s.controllerManager, s.scheduler, s.kwok, s.temporal, s.worker, s.receiver, s.adapter, s.prometheus}, s.extra...) {
+	for _, p := range s.procs() {
 		if p != nil {
 			fmt.Fprintf(&b, "==== %s (%s)\n%s\n", p.name, p.logPath, p.tail(4000))
 		}
