@@ -331,7 +331,10 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file", filepath.Join(dir, "sa.pub"),
 		"--service-account-signing-key-file", filepath.Join(dir, "sa.key"),
-		"--service-cluster-ip-range", "10.0.0.0/24",
+		// Knative gives every Revision two ClusterIP Services (the
+		// ServerlessService's public and private ones): a /24 is full at
+		// about 120 Revisions, and the benchmark runs hundreds.
+		"--service-cluster-ip-range", "10.96.0.0/16",
 		"--endpoint-reconciler-type", "none",
 		"--enable-priority-and-fairness=false",
 		"--v", "0"}, audit...)...)
