@@ -15,7 +15,7 @@ import (
 	"github.com/sluicehq/sluice/workflows"
 )
 
-// Scenarios only Knative's own control plane can give: the simulator it
+// Scenarios only Knative's own control plane can give: the imitation it
 // replaced could not fail like this.
 
 // 22. Knative's webhook is down for a while mid-step: the next step's
