@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -20,6 +21,9 @@ import (
 // So the stack gives each such component a network namespace of its own on
 // a bridge: a private /24 with no route off the machine. It needs root.
 
+// ErrNeedsRoot is why a stack cannot start without root.
+var ErrNeedsRoot = errors.New("the Knative stack runs its components in network namespaces (ip netns), which needs root: run as root")
+
 // Bridge is a Linux bridge on a private /24; Host is its own address.
 type Bridge struct {
 	name   string
@@ -33,7 +37,7 @@ type Bridge struct {
 // several test packages at once do not collide.
 func NewBridge(ctx context.Context) (*Bridge, error) {
 	if os.Geteuid() != 0 {
-		return nil, fmt.Errorf("the Knative stack runs its components in network namespaces (ip netns), which needs root: run as root")
+		return nil, ErrNeedsRoot
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
 		return nil, fmt.Errorf("the Knative stack needs the ip command (Debian's iproute2): %w", err)
