@@ -244,10 +244,18 @@ func TestHandEditDuringHoldThenResumeKeepsIt(t *testing.T) {
 	if waited := time.Since(edit); waited > 10*time.Second || st.Phase != workflows.PhaseHolding || !strings.Contains(st.PauseReason, "during the hold") {
 		t.Fatalf("paused after %s in %s: %s", waited, st.Phase, st.PauseReason)
 	}
-	out, err := sluice(t, "status", "s19", "--kubeconfig", stk.Kubeconfig)
-	if err != nil || !strings.Contains(out, "s19-00001=70%, s19-00002=30% (written by sluice)") ||
-		!strings.Contains(out, "Serving:") || !strings.Contains(out, "s19-00001=55%, s19-00002=45%, s19-00001=0% (tag debug)") {
-		t.Fatalf("sluice status: %v\n%s", err, out)
+	// Knative's status shows the edit once its controllers have caught up
+	// (the pause follows the spec, at once).
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		out, err := sluice(t, "status", "s19", "--kubeconfig", stk.Kubeconfig)
+		if err == nil && strings.Contains(out, "s19-00001=70%, s19-00002=30% (written by sluice)") &&
+			strings.Contains(out, "Serving:") && strings.Contains(out, "s19-00001=55%, s19-00002=45%, s19-00001=0% (tag debug)") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sluice status: %v\n%s", err, out)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	if out, err := sluice(t, "resume", "s19", "--reason", "keep my split"); err != nil {
 		t.Fatalf("resume: %v %s", err, out)
