@@ -1,6 +1,6 @@
 # sluice — durable progressive rollouts for Knative Serving.
 #
-#   make build   build bin/sluice
+#   make build   build bin/sluice (and bin/sluice-dev, the local demo stack)
 #   make test    lint, then every test: unit, replay, and integration on a real Temporal server
 #   make lint    go vet and a gofmt check
 #   make tools   build the Temporal CLI (dev server + UI) and the CloudEvents conformance tool into the tool cache
@@ -22,6 +22,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/sluice ./cmd/sluice
 	cp bin/sluice bin/kn-sluice
+	$(GO) build -o bin/sluice-dev ./test/cmd/sluice-dev
 
 lint:
 	$(GO) vet ./...
@@ -46,7 +47,7 @@ images:
 
 # The local demo stack: a rollout stops at a manual gate until you promote it.
 demo: build
-	@$(TOOL_ENV); ./bin/sluice dev
+	@$(TOOL_ENV); ./bin/sluice-dev
 
 worker: build
 	@temporal=$$(bash $(TOOLS) temporal) || exit 1; \

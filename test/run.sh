@@ -25,7 +25,7 @@ fi
 
 echo
 echo "Demo, unattended:"
-if SLUICE_DEMO_UNATTENDED=1 "$SLUICE_BIN" dev --temporal-port 0 --ui-port 0; then
+if SLUICE_DEMO_UNATTENDED=1 ./bin/sluice-dev --temporal-port 0 --ui-port 0; then
   passed=$((passed + 1))
 else
   failed=$((failed + 1))

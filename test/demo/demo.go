@@ -2,7 +2,7 @@
 // deployed, a new Revision rolls out step by step and stops at a manual
 // gate, a person promotes it, then a failing Revision is rolled back on its
 // own, and last a Revision answering 20% of its requests with errors is
-// rolled back by its analysis. `make demo` runs it through `sluice dev`.
+// rolled back by its analysis. `make demo` runs it through test/cmd/sluice-dev.
 package demo
 
 import (

@@ -10,7 +10,7 @@
 // (test/requestsim: request metrics for Prometheus, queue-proxy stats for
 // the autoscaler). Knative's components run in network namespaces on a
 // bridge (see Bridge), which needs root. The e2e tests, the benchmark and
-// `sluice dev` (make demo) use it.
+// test/cmd/sluice-dev (make demo) use it.
 package stack
 
 import (
