@@ -83,9 +83,7 @@ func (s *Stack) StartKnativeWebhook(ctx context.Context, bridge *Bridge, n int, 
 	if err := kubectl("apply", "-f", path); err != nil {
 		return err
 	}
-	env := []string{knativeScale[0], knativeScale[1], knativeScale[2],
-		"SYSTEM_NAMESPACE=knative-serving", "CONFIG_LOGGING_NAME=config-logging", "CONFIG_OBSERVABILITY_NAME=config-observability",
-		"POD_NAME=webhook-stack", "WEBHOOK_NAME=webhook", "WEBHOOK_PORT=8443"}
+	env := knativeEnv("webhook-stack", "WEBHOOK_NAME=webhook", "WEBHOOK_PORT=8443")
 	args := append(Exec(name), filepath.Join(servingDir, "webhook"), "--kubeconfig", s.Kubeconfig)
 	s.restartWebhook = func(ctx context.Context) error {
 		s.knativeWebhook, err = s.run(ctx, "knative-webhook", env, s.knativeWebhookAnswers(ctx), args[0], args[1:]...)
@@ -131,9 +129,7 @@ func (s *Stack) StartKnativeController(ctx context.Context, bridge *Bridge, n in
 	if err != nil {
 		return err
 	}
-	env := []string{knativeScale[0], knativeScale[1], knativeScale[2],
-		"SYSTEM_NAMESPACE=knative-serving", "CONFIG_LOGGING_NAME=config-logging", "CONFIG_OBSERVABILITY_NAME=config-observability",
-		"POD_NAME=controller-stack"}
+	env := knativeEnv("controller-stack")
 	args := append(Exec(name), filepath.Join(servingDir, "controller"), "--kubeconfig", s.Kubeconfig)
 	kube := s.Kube()
 	return s.Run(ctx, "knative-controller", env, func() error {
@@ -154,12 +150,18 @@ func (s *Stack) StartKnativeController(ctx context.Context, bridge *Bridge, n in
 	}, args[0], args[1:]...)
 }
 
-// knativeScale are Knative's own knobs for many objects at once (its
-// client's rate limit, and workers per reconciler), raised as a cluster
-// running hundreds of Services raises them: at the defaults (5 requests a
-// second per reconciler, 2 workers) Knative's controller makes about three
-// Revisions a second, and the benchmark's hundreds of Services queue.
-var knativeScale = [3]string{"KUBE_API_QPS=200", "KUBE_API_BURST=400", "K_THREADS_PER_CONTROLLER=4"}
+// knativeEnv is the environment Knative's components run with: what their
+// Deployments give them in a cluster, plus Knative's own knobs for many
+// objects at once (its client's rate limit, and workers per reconciler),
+// raised as a cluster running hundreds of Services raises them: at the
+// defaults (5 requests a second per reconciler, 2 workers) Knative's
+// controller makes about three Revisions a second, and the benchmark's
+// hundreds of Services queue.
+func knativeEnv(pod string, extra ...string) []string {
+	return append([]string{"SYSTEM_NAMESPACE=knative-serving", "CONFIG_LOGGING_NAME=config-logging",
+		"CONFIG_OBSERVABILITY_NAME=config-observability", "POD_NAME=" + pod,
+		"KUBE_API_QPS=200", "KUBE_API_BURST=400", "K_THREADS_PER_CONTROLLER=4"}, extra...)
+}
 
 // IngressClass is config-network's ingress-class on the stack: the KIngress
 // objects Knative makes carry it, and test/ingress answers for them.
@@ -215,9 +217,7 @@ func (s *Stack) StartKnativeAutoscaler(ctx context.Context, bridge *Bridge, n in
 	if _, err := s.Kubectl(ctx, "apply", "-f", path); err != nil {
 		return err
 	}
-	env := []string{knativeScale[0], knativeScale[1], knativeScale[2],
-		"SYSTEM_NAMESPACE=knative-serving", "CONFIG_LOGGING_NAME=config-logging", "CONFIG_OBSERVABILITY_NAME=config-observability",
-		"POD_NAME=autoscaler-stack", "POD_IP=" + addr}
+	env := knativeEnv("autoscaler-stack", "POD_IP="+addr)
 	args := append(Exec(name), filepath.Join(servingDir, "autoscaler"), "--kubeconfig", s.Kubeconfig)
 	kube := s.Kube()
 	return s.Run(ctx, "knative-autoscaler", env, func() error {

@@ -688,23 +688,15 @@ func (s *Stack) Stop() {
 
 // httpsOK is httpOK for a server with a self-signed certificate.
 func httpsOK(url string) func() error {
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 2 * time.Second}
-	return func() error {
-		resp, err := hc.Get(url)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET %s: %s", url, resp.Status)
-		}
-		return nil
-	}
+	return getOK(&http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 2 * time.Second}, url)
 }
 
-func httpOK(url string) func() error {
+// httpOK passes once GET url answers 200.
+func httpOK(url string) func() error { return getOK(http.DefaultClient, url) }
+
+func getOK(hc *http.Client, url string) func() error {
 	return func() error {
-		resp, err := http.Get(url)
+		resp, err := hc.Get(url)
 		if err != nil {
 			return err
 		}
