@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -46,9 +47,33 @@ func (a *Activities) MeasureCheck(ctx context.Context, in CheckInput) (analysis.
 	m.Value = value
 	m.Result = analysis.Evaluate(value, c.Min, c.Max)
 	if value == nil {
-		m.Message = "no data: " + query
+		m.Message = a.noData(qctx, in, query, m.At)
 	}
 	return m, nil
+}
+
+// noData says why a check found nothing. For a built-in it asks Prometheus
+// whether it holds any series of the candidate at all: none means nothing
+// scrapes its queue-proxies, which no amount of waiting fixes.
+func (a *Activities) noData(ctx context.Context, in CheckInput, query string, at time.Time) string {
+	c := in.Check
+	if c.Series == "" {
+		return "no data: " + query
+	}
+	series, err := config.RenderQuery(c.Series, in.Vars)
+	if err != nil {
+		return "no data: " + query
+	}
+	n, err := a.Prometheus.Query(ctx, in.Prometheus, series, at)
+	switch {
+	case err != nil:
+		return "no data: " + query
+	case n == nil || *n == 0:
+		return fmt.Sprintf("no series of %s for revision %s in namespace %s at %s: is Prometheus scraping the queue-proxies' port 9091 (http-usermetric), "+
+			"and does config-observability in knative-serving set request-metrics-protocol: prometheus? see docs/analysis.md", c.Metric, in.Vars.Candidate, in.Vars.Namespace, in.Prometheus)
+	}
+	return fmt.Sprintf("revision %s's queue-proxies are scraped (%s series) but served no requests in the last %s: does it get traffic? query: %s",
+		in.Vars.Candidate, analysis.FormatValue(*n), in.Vars.Window, query)
 }
 
 // WebhookInput asks for one webhook call.

@@ -76,3 +76,37 @@ func TestCallWebhookHeartbeats(t *testing.T) {
 		t.Fatal("no heartbeat during a call longer than HeartbeatEvery")
 	}
 }
+
+// A built-in that finds no data says whether Prometheus holds any series
+// of the candidate at all.
+func TestMeasureCheckExplainsNoData(t *testing.T) {
+	var series string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		result := `[]`
+		if strings.HasPrefix(r.Form.Get("query"), "count(") && series != "" {
+			result = `[{"metric":{},"value":[1,"` + series + `"]}]`
+		}
+		fmt.Fprint(w, `{"status":"success","data":{"resultType":"vector","result":`+result+`}}`)
+	}))
+	defer srv.Close()
+	d := config.BuiltinDefaults()
+	d.PrometheusURL = srv.URL
+	pol, err := config.FromAnnotations(map[string]string{config.AnnotationAnalysis: "checks:\n- {name: ok, builtin: success-rate}"}, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Activities{Prometheus: analysis.Prometheus{HTTP: srv.Client()}}
+	in := CheckInput{Check: pol.Analysis.Checks[0], Prometheus: srv.URL, Vars: config.TemplateVars{Namespace: "shop", Candidate: "cart-00002"}}
+	m, err := a.MeasureCheck(context.Background(), in)
+	if err != nil || m.Result != analysis.Inconclusive ||
+		!strings.Contains(m.Message, "no series of kn_serving_invocation_duration_seconds for revision cart-00002 in namespace shop") ||
+		!strings.Contains(m.Message, "port 9091") || !strings.Contains(m.Message, "docs/analysis.md") {
+		t.Fatalf("nothing scraped: %+v, %v", m, err)
+	}
+	series = "2"
+	m, err = a.MeasureCheck(context.Background(), in)
+	if err != nil || m.Result != analysis.Inconclusive || !strings.Contains(m.Message, "revision cart-00002's queue-proxies are scraped (2 series) but served no requests in the last 60s") {
+		t.Fatalf("no requests: %+v, %v", m, err)
+	}
+}

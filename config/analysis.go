@@ -40,9 +40,14 @@ type Check struct {
 	// Builtin names the Knative check the query came from, if any.
 	Builtin string `json:"builtin,omitempty"`
 	// Query is a text/template of PromQL; see TemplateVars.
-	Query string   `json:"query"`
-	Min   *float64 `json:"min,omitempty"`
-	Max   *float64 `json:"max,omitempty"`
+	Query string `json:"query"`
+	// Series, for a built-in, counts the candidate's series of Metric (a
+	// template like Query): when Query finds no data, it tells "nothing
+	// scraped" from "no requests".
+	Series string   `json:"series,omitempty"`
+	Metric string   `json:"metric,omitempty"`
+	Min    *float64 `json:"min,omitempty"`
+	Max    *float64 `json:"max,omitempty"`
 	// Window is the range the query looks back over ({{.Window}}).
 	Window time.Duration `json:"window"`
 	// FailureLimit is how many failed measurements are tolerated; one more
@@ -158,7 +163,11 @@ const (
 const (
 	// MetricsOpenTelemetry: recent Knative Serving releases, among them the
 	// one sluice is built against: kn_serving_invocation_duration_seconds,
-	// labelled k8s_namespace_name, kn_revision_name, http_response_status_code.
+	// labelled http_response_status_code only. The Revision and namespace
+	// are OpenTelemetry resource attributes, which the queue-proxy exports
+	// on a target_info series of the same scrape target; the built-ins join
+	// on it, or read kn_revision_name from the series themselves where a
+	// collector copied the attributes onto them.
 	MetricsOpenTelemetry = "opentelemetry"
 	// MetricsOpenCensus: earlier releases: revision_request_count and
 	// revision_request_latencies (ms), labelled namespace_name,
@@ -167,29 +176,69 @@ const (
 )
 
 type builtin struct {
-	query    string
-	min, max *float64
+	query, series, metric string
+	min, max              *float64
 }
 
 func ptr(f float64) *float64 { return &f }
 
-// flavour is where one set of metric names keeps what the built-ins need.
+// flavour is how one set of metric names is queried for the candidate.
 type flavour struct {
-	count, bucket, selector, notServerError string
+	// metric names the request series in messages; count and bucket are
+	// the histogram's series.
+	metric, count, bucket string
+	// scoped returns one aggregation of the candidate's rate of series s
+	// (with matchers m, may be empty), aggregated by agg ("sum", "sum by
+	// (le)"), in every form this flavour keeps the Revision in.
+	scoped func(agg, s, m string) string
+	// serverError matches the series of 5xx answers.
+	serverError string
+	// series counts the candidate's series of any kind, for "no data".
+	series string
 	// toMillis turns the histogram's unit into milliseconds.
 	toMillis string
 }
 
+// The candidate's labels: OpenTelemetry's resource attributes (on
+// target_info, or copied onto each series), and OpenCensus's labels.
+const (
+	otelRevision   = `k8s_namespace_name="{{.Namespace}}",kn_revision_name="{{.Candidate}}"`
+	otelTarget     = `target_info{` + otelRevision + `}`
+	censusRevision = `namespace_name="{{.Namespace}}",revision_name="{{.Candidate}}"`
+)
+
+// selector is series s with matchers ms (empty ones skipped).
+func selector(s string, ms ...string) string {
+	ms = slices.DeleteFunc(ms, func(m string) bool { return m == "" })
+	if len(ms) == 0 {
+		return s
+	}
+	return s + "{" + strings.Join(ms, ",") + "}"
+}
+
+// aggRate is agg over the rate of the series sel, in the check's window.
+func aggRate(agg, sel string) string { return agg + ` (rate(` + sel + `[{{.Window}}]))` }
+
 var flavours = map[string]flavour{
 	MetricsOpenTelemetry: {
-		count: "kn_serving_invocation_duration_seconds_count", bucket: "kn_serving_invocation_duration_seconds_bucket",
-		selector:       `k8s_namespace_name="{{.Namespace}}",kn_revision_name="{{.Candidate}}"`,
-		notServerError: `http_response_status_code!~"5.."`, toMillis: "1000 * ",
+		metric: "kn_serving_invocation_duration_seconds",
+		count:  "kn_serving_invocation_duration_seconds_count", bucket: "kn_serving_invocation_duration_seconds_bucket",
+		scoped: func(agg, s, m string) string {
+			return agg + ` (rate(` + selector(s, m) + `[{{.Window}}]) * on (job, instance) group_left () ` + otelTarget + `)` +
+				` or ` + aggRate(agg, selector(s, otelRevision, m))
+		},
+		serverError: `http_response_status_code=~"5.."`,
+		series:      `count(` + otelTarget + `) or count(` + selector("kn_serving_invocation_duration_seconds_count", otelRevision) + `)`,
+		toMillis:    "1000 * ",
 	},
 	MetricsOpenCensus: {
-		count: "revision_request_count", bucket: "revision_request_latencies_bucket",
-		selector:       `namespace_name="{{.Namespace}}",revision_name="{{.Candidate}}"`,
-		notServerError: `response_code_class!="5xx"`,
+		metric: "revision_request_count",
+		count:  "revision_request_count", bucket: "revision_request_latencies_bucket",
+		scoped: func(agg, s, m string) string {
+			return aggRate(agg, selector(s, censusRevision, m))
+		},
+		serverError: `response_code_class="5xx"`,
+		series:      `count(` + selector("revision_request_count", censusRevision) + `)`,
 	},
 }
 
@@ -200,17 +249,20 @@ func builtinFor(metrics, name string) (builtin, bool) {
 	if !ok {
 		return builtin{}, false
 	}
+	count, bucket := f.count, f.bucket
+	b := builtin{series: f.series, metric: f.metric}
 	latency := func(q string) builtin {
-		return builtin{query: f.toMillis + `histogram_quantile(` + q + `, sum by (le) (rate(` + f.bucket + `{` + f.selector + `}[{{.Window}}])))`, max: ptr(500)}
+		b.query, b.max = f.toMillis+`histogram_quantile(`+q+`, `+f.scoped("sum by (le)", bucket, "")+`)`, ptr(500)
+		return b
 	}
 	switch name {
 	case BuiltinSuccessRate:
-		// The share of the candidate's requests that did not answer 5xx.
-		return builtin{
-			query: `sum(rate(` + f.count + `{` + f.selector + `,` + f.notServerError + `}[{{.Window}}]))` +
-				` / sum(rate(` + f.count + `{` + f.selector + `}[{{.Window}}]))`,
-			min: ptr(0.99),
-		}, true
+		// One minus the share of the candidate's requests that answered
+		// 5xx. No 5xx series at all means none failed (vector(0)); no
+		// requests at all is no data.
+		b.query = `1 - ((` + f.scoped("sum", count, f.serverError) + ` or vector(0)) / (` + f.scoped("sum", count, "") + `))`
+		b.min = ptr(0.99)
+		return b, true
 	case BuiltinLatencyP50:
 		return latency("0.5"), true
 	case BuiltinLatencyP95:
@@ -357,7 +409,7 @@ func parseAnalysis(raw string, d Defaults) (*Analysis, error) {
 			}
 			// Empty only when knativeMetrics is unknown, which is reported above.
 			b, _ := builtinFor(an.KnativeMetrics, c.Builtin)
-			ch.Builtin, ch.Query, ch.Min, ch.Max = c.Builtin, b.query, b.min, b.max
+			ch.Builtin, ch.Query, ch.Series, ch.Metric, ch.Min, ch.Max = c.Builtin, b.query, b.series, b.metric, b.min, b.max
 			if c.Min != nil || c.Max != nil {
 				ch.Min, ch.Max = c.Min, c.Max
 			}

@@ -117,12 +117,19 @@ func TestAnalysisErrorsNameTheProblem(t *testing.T) {
 
 func TestRenderQuery(t *testing.T) {
 	vars := TemplateVars{Namespace: "shop", Candidate: "cart-00002", Window: PromDuration(90 * time.Second)}
+	// OpenTelemetry: the Revision is on target_info (joined per scrape
+	// target), or on the series themselves; OpenCensus: on the series.
+	join := ` * on (job, instance) group_left () target_info{k8s_namespace_name="shop",kn_revision_name="cart-00002"})`
+	direct := `{k8s_namespace_name="shop",kn_revision_name="cart-00002"`
 	for _, tt := range []struct{ metrics, check, want string }{
-		{MetricsOpenTelemetry, BuiltinSuccessRate, `sum(rate(kn_serving_invocation_duration_seconds_count{k8s_namespace_name="shop",kn_revision_name="cart-00002",http_response_status_code!~"5.."}[90s]))` +
-			` / sum(rate(kn_serving_invocation_duration_seconds_count{k8s_namespace_name="shop",kn_revision_name="cart-00002"}[90s]))`},
-		{MetricsOpenTelemetry, BuiltinLatencyP99, `1000 * histogram_quantile(0.99, sum by (le) (rate(kn_serving_invocation_duration_seconds_bucket{k8s_namespace_name="shop",kn_revision_name="cart-00002"}[90s])))`},
-		{MetricsOpenCensus, BuiltinSuccessRate, `sum(rate(revision_request_count{namespace_name="shop",revision_name="cart-00002",response_code_class!="5xx"}[90s]))` +
-			` / sum(rate(revision_request_count{namespace_name="shop",revision_name="cart-00002"}[90s]))`},
+		{MetricsOpenTelemetry, BuiltinSuccessRate, `1 - ((sum (rate(kn_serving_invocation_duration_seconds_count{http_response_status_code=~"5.."}[90s])` + join +
+			` or sum (rate(kn_serving_invocation_duration_seconds_count` + direct + `,http_response_status_code=~"5.."}[90s])) or vector(0))` +
+			` / (sum (rate(kn_serving_invocation_duration_seconds_count[90s])` + join +
+			` or sum (rate(kn_serving_invocation_duration_seconds_count` + direct + `}[90s]))))`},
+		{MetricsOpenTelemetry, BuiltinLatencyP99, `1000 * histogram_quantile(0.99, sum by (le) (rate(kn_serving_invocation_duration_seconds_bucket[90s])` + join +
+			` or sum by (le) (rate(kn_serving_invocation_duration_seconds_bucket` + direct + `}[90s])))`},
+		{MetricsOpenCensus, BuiltinSuccessRate, `1 - ((sum (rate(revision_request_count{namespace_name="shop",revision_name="cart-00002",response_code_class="5xx"}[90s])) or vector(0))` +
+			` / (sum (rate(revision_request_count{namespace_name="shop",revision_name="cart-00002"}[90s]))))`},
 		{MetricsOpenCensus, BuiltinLatencyP50, `histogram_quantile(0.5, sum by (le) (rate(revision_request_latencies_bucket{namespace_name="shop",revision_name="cart-00002"}[90s])))`},
 	} {
 		b, ok := builtinFor(tt.metrics, tt.check)

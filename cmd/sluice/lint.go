@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,25 +12,34 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/worker"
 )
 
 func newLintCommand() *cobra.Command {
-	var service, namespace, kubeconfig string
+	var service, namespace, kubeconfig, revision string
+	var measure bool
 	cmd := &cobra.Command{
 		Use:   "lint [FILE...]",
 		Short: "Check rollout policies with exactly the worker's rules and messages",
 		Long: `Check the sluice.dev/* annotations of Knative Services and Configurations in YAML files
 (several documents per file are fine; - reads standard input), or of a live Service with
---service. Defaults come from the same SLUICE_DEFAULT_* settings the worker reads. Exits 1 if
-any policy is invalid.`,
+--service. Defaults come from the same SLUICE_DEFAULT_* settings the worker reads (among them
+SLUICE_PROMETHEUS_URL). Exits 1 if any policy is invalid.
+
+With --service and --measure, each check's query also runs once against the policy's Prometheus,
+for the Service's latest Revision (or --revision), and prints what it finds: a quick way to see
+whether a cluster's Prometheus holds what the checks need before a rollout depends on it.`,
 		Example: `  sluice lint service.yaml
   kubectl get ksvc hello -o yaml | sluice lint -
-  sluice lint --service hello -n shop`,
+  sluice lint --service hello --service-namespace shop
+  sluice lint --service hello --measure`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			settings, err := config.LoadSettings(os.LookupEnv)
 			if err != nil {
@@ -49,6 +60,14 @@ any policy is invalid.`,
 					return fmt.Errorf("read Service %s/%s: %w", namespace, service, err)
 				}
 				docs = append(docs, lintDoc{Kind: "Service", Metadata: lintMeta{Name: svc.Name, Annotations: svc.Annotations}})
+				if measure {
+					if err := lint(cmd.OutOrStdout(), docs, settings.Defaults); err != nil {
+						return err
+					}
+					return measureChecks(cmd.Context(), cmd.OutOrStdout(), svc, revision, settings.Defaults)
+				}
+			} else if measure || revision != "" {
+				return errors.New("--measure and --revision need --service")
 			}
 			for _, f := range args {
 				d, err := readLintDocs(cmd.InOrStdin(), f)
@@ -66,6 +85,8 @@ any policy is invalid.`,
 	cmd.Flags().StringVar(&service, "service", "", "lint a live Knative Service instead of files")
 	cmd.Flags().StringVar(&namespace, "service-namespace", "default", "namespace of --service")
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig for --service")
+	cmd.Flags().BoolVar(&measure, "measure", false, "with --service: run each check's query once and print what it finds")
+	cmd.Flags().StringVar(&revision, "revision", "", "with --measure: the Revision to measure (default: the Service's latest)")
 	return cmd
 }
 
@@ -175,4 +196,53 @@ func describePolicy(p config.Policy) string {
 		}
 	}
 	return out
+}
+
+// measureChecks runs each check of svc's policy once, as a rollout of
+// revision (default the latest created) would at its current traffic.
+func measureChecks(ctx context.Context, w io.Writer, svc *servingv1.Service, revision string, d config.Defaults) error {
+	p, err := config.FromAnnotations(svc.Annotations, d)
+	if err != nil {
+		return err
+	}
+	if p.Analysis == nil || len(p.Analysis.Checks) == 0 {
+		fmt.Fprintf(w, "Service %s has no checks to measure\n", svc.Name)
+		return nil
+	}
+	vars := config.TemplateVars{Namespace: svc.Namespace, Service: svc.Name, Configuration: svc.Name,
+		Candidate: cmp.Or(revision, svc.Status.LatestCreatedRevisionName)}
+	var most int64 = -1
+	for _, t := range svc.Status.Traffic {
+		pct := ptr.Deref(t.Percent, 0)
+		if t.RevisionName == vars.Candidate {
+			vars.Weight += pct
+		} else if pct > most {
+			vars.Stable, most = t.RevisionName, pct
+		}
+	}
+	if vars.Candidate == "" {
+		return fmt.Errorf("service %s/%s has no Revision yet: name one with --revision", svc.Namespace, svc.Name)
+	}
+	fmt.Fprintf(w, "Measuring %s (%d%% of traffic) once, at %s:\n", vars.Candidate, vars.Weight, p.Analysis.Prometheus)
+	a := &activities.Activities{}
+	failed := 0
+	for _, c := range p.Analysis.Checks {
+		m, _ := a.MeasureCheck(ctx, activities.CheckInput{Check: c, Prometheus: p.Analysis.Prometheus, Vars: vars})
+		fmt.Fprintf(w, "  %s\n", m.Summary())
+		if m.Result != analysis.Passed {
+			failed++
+		}
+		if query, err := config.RenderQuery(c.Query, withWindow(vars, c)); err == nil {
+			fmt.Fprintf(w, "    query: %s\n", query)
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d checks did not pass", failed, len(p.Analysis.Checks))
+	}
+	return nil
+}
+
+func withWindow(v config.TemplateVars, c config.Check) config.TemplateVars {
+	v.Window = config.PromDuration(c.Window)
+	return v
 }

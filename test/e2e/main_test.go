@@ -81,6 +81,7 @@ func run(m *testing.M) int {
 	}
 	code := m.Run()
 	fmt.Fprintln(os.Stderr, "e2e: the stack's peak memory:", stk.PeakRSS())
+	fmt.Fprintln(os.Stderr, "e2e: the data plane:", stk.QueueProxyUsage())
 	// The same invariant over every rollout of the suite, scenario or not.
 	if c, err := client.Dial(client.Options{HostPort: stk.TemporalAddr, Logger: quiet{}}); err == nil {
 		sweep, stop := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -1,38 +1,36 @@
-// Package requestsim is a test double of the request metrics Knative's
-// queue-proxy exports per Revision, for sluice's local stack. Nothing on the
-// stack serves real requests, so requestsim plays the requests: each tick it
-// reads every Route's status traffic (watched through informers), splits a
-// steady request rate over the Revisions by their percent, and counts the
-// requests each Revision would have answered under both sets of names
-// Knative has used: OpenTelemetry's (kn_serving_invocation_duration_seconds,
-// recent releases) and OpenCensus's (revision_request_count,
-// revision_request_latencies). A Revision's template annotations say how it
-// behaves (see the Annotation* keys), so a test can roll out a "bad"
-// Revision. Prometheus scrapes Handler.
+// Package requestsim plays the requests of sluice's local stack, where no
+// ingress routes any. Each tick it reads every Route's status traffic
+// (watched through informers) and splits a steady request rate over the
+// Revisions by their percent. A Revision whose pods run Knative's real
+// queue-proxy (see SetTargets) gets those requests as real HTTP requests,
+// sent to its pods' queue-proxies in turn: the queue-proxies count them
+// and Prometheus scrapes them as in a cluster. Every other Revision's share
+// is only remembered, as the load its pods report to Knative's autoscaler
+// through the stand-in for their stats (see Stats). App is the user
+// container behind a real queue-proxy; a Revision's template annotations
+// say how it behaves (see the Annotation* keys), so a test can roll out a
+// "bad" Revision.
 package requestsim
 
 import (
 	"context"
 	"errors"
-	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"knative.dev/serving/pkg/apis/serving"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	servingclient "knative.dev/serving/pkg/client/clientset/versioned"
 	informers "knative.dev/serving/pkg/client/informers/externalversions"
 )
 
-// Template annotations that steer a Revision's simulated requests.
+// Template annotations that steer how a Revision's user container answers.
 const (
 	// AnnotationErrorRate is the share of requests answered 500, e.g. "0.2".
 	AnnotationErrorRate = "sim.sluice.dev/error-rate"
@@ -43,33 +41,78 @@ const (
 // DefaultLatency is a healthy Revision's request latency.
 const DefaultLatency = 20 * time.Millisecond
 
-// latencyBuckets are the bucket bounds of revision_request_latencies, in
-// milliseconds; secondsBuckets those of kn_serving_invocation_duration.
-var (
-	latencyBuckets = []float64{5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}
-	secondsBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
-)
+// maxInFlight bounds the requests in flight at once: a Revision that
+// answers slowly must not grow the test process without bound.
+const maxInFlight = 512
 
-// Sim counts simulated requests.
+// Behaviour is how a Revision's user container answers.
+type Behaviour struct {
+	Latency   time.Duration
+	ErrorRate float64
+}
+
+// BehaviourOf reads a Revision's template annotations; values it cannot
+// read are left at a healthy container's.
+func BehaviourOf(annotations map[string]string) Behaviour {
+	b := Behaviour{Latency: DefaultLatency}
+	if v, err := strconv.ParseFloat(annotations[AnnotationErrorRate], 64); err == nil && v >= 0 && v <= 1 {
+		b.ErrorRate = v
+	}
+	if d, err := time.ParseDuration(annotations[AnnotationLatency]); err == nil && d > 0 {
+		b.Latency = d
+	}
+	return b
+}
+
+// App is a stub user container: it answers every request after Latency,
+// and exactly ErrorRate of them (spread evenly) with 500.
+type App struct {
+	Behaviour
+	served atomic.Int64
+}
+
+func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n := float64(a.served.Add(1))
+	select {
+	case <-time.After(a.Latency):
+	case <-r.Context().Done():
+		return
+	}
+	if math.Floor(n*a.ErrorRate) > math.Floor((n-1)*a.ErrorRate) {
+		http.Error(w, "simulated failure", http.StatusInternalServerError)
+		return
+	}
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+// Sim plays the requests.
 type Sim struct {
 	Serving   servingclient.Interface
 	Namespace string
 	// RPS is the request rate of each Route, split over its Revisions.
 	RPS float64
-	Log *slog.Logger
-
-	registry  *prometheus.Registry
-	count     *prometheus.CounterVec
-	latencies *prometheus.HistogramVec
-	duration  *prometheus.HistogramVec
+	// Client sends the real requests; its transport must reach pod IPs.
+	Client *http.Client
+	Log    *slog.Logger
 
 	mu sync.Mutex
-	// owed carries each series' fraction of a request to the next tick, so
-	// a 20% error rate is exactly 20% over time.
+	// owed carries each Revision's fraction of a request to the next tick,
+	// so a Revision with 20% of 50 rps gets exactly 10 a second over time.
 	owed map[string]float64
 	// load is each Revision's request rate and latency at the last tick,
-	// which the autoscaler's scrapes are answered from (see Stats).
+	// which the autoscaler's scrapes of stand-in pods are answered from.
 	load map[string]load
+	// targets are the queue-proxy addresses of each Revision with real
+	// ones; next picks among them in turn.
+	targets map[string][]string
+	next    map[string]int
+
+	inFlight        atomic.Int64
+	sent, failed    atomic.Int64
+	dropped         atomic.Int64
+	requests        sync.WaitGroup
+	stopped         atomic.Bool
+	lastFailureNote atomic.Int64
 }
 
 type load struct {
@@ -77,35 +120,33 @@ type load struct {
 	latency time.Duration
 }
 
-// New builds a Sim with its own metric registry.
-func New(serving servingclient.Interface, namespace string, rps float64, log *slog.Logger) *Sim {
-	labels := []string{"namespace_name", "service_name", "configuration_name", "revision_name", "response_code", "response_code_class"}
-	s := &Sim{
-		Serving: serving, Namespace: namespace, RPS: rps, Log: log,
-		registry: prometheus.NewRegistry(),
-		count: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "revision_request_count", Help: "The number of requests that are routed to queue-proxy",
-		}, labels),
-		latencies: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "revision_request_latencies", Help: "The response time in millisecond", Buckets: latencyBuckets,
-		}, labels),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "kn_serving_invocation_duration_seconds", Help: "The duration of task execution", Buckets: secondsBuckets,
-		}, []string{"k8s_namespace_name", "kn_service_name", "kn_configuration_name", "kn_revision_name", "http_response_status_code"}),
-		owed: map[string]float64{}, load: map[string]load{},
+// New builds a Sim.
+func New(serving servingclient.Interface, namespace string, rps float64, client *http.Client, log *slog.Logger) *Sim {
+	return &Sim{Serving: serving, Namespace: namespace, RPS: rps, Client: client, Log: log,
+		owed: map[string]float64{}, load: map[string]load{}, targets: map[string][]string{}, next: map[string]int{}}
+}
+
+// SetTargets names the queue-proxies ("ip:port") serving revision; none
+// puts the Revision back on the stand-in.
+func (s *Sim) SetTargets(revision string, addrs []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(addrs) == 0 {
+		delete(s.targets, revision)
+		return
 	}
-	s.registry.MustRegister(s.count, s.latencies, s.duration)
-	return s
+	s.targets[revision] = append([]string(nil), addrs...)
 }
 
-// Handler serves the metrics in Prometheus' text format.
-func (s *Sim) Handler() http.Handler {
-	return promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})
+// Counts reports the real requests sent, those that got no HTTP answer,
+// and those not sent because too many were in flight.
+func (s *Sim) Counts() (sent, failed, dropped int64) {
+	return s.sent.Load(), s.failed.Load(), s.dropped.Load()
 }
 
-// Run watches Revisions and Routes through informers and plays the requests
-// of each tick from their caches until ctx is done, so ticking costs the API
-// server nothing.
+// Run plays the requests of each tick from the informers' caches until ctx
+// is done, so ticking costs the API server nothing; then it waits for the
+// requests in flight.
 func (s *Sim) Run(ctx context.Context, tick time.Duration) {
 	factory := informers.NewSharedInformerFactoryWithOptions(s.Serving, 0, informers.WithNamespace(s.Namespace))
 	revs := factory.Serving().V1().Revisions().Lister().Revisions(s.Namespace)
@@ -113,6 +154,8 @@ func (s *Sim) Run(ctx context.Context, tick time.Duration) {
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
 	factory.WaitForCacheSync(ctx.Done())
+	defer s.requests.Wait()
+	defer s.stopped.Store(true)
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	last := time.Now()
@@ -127,92 +170,78 @@ func (s *Sim) Run(ctx context.Context, tick time.Duration) {
 				s.Log.Warn("requestsim: read caches", "error", err)
 				continue
 			}
-			s.record(rv, rt, now.Sub(last))
+			for _, send := range s.record(rv, rt, now.Sub(last)) {
+				s.send(ctx, send)
+			}
 			last = now
 		}
 	}
 }
 
-// Tick plays the requests of elapsed from a fresh list of Revisions and
-// Routes.
-func (s *Sim) Tick(ctx context.Context, elapsed time.Duration) error {
-	revs, err := s.Serving.ServingV1().Revisions(s.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("list Revisions: %w", err)
-	}
-	routes, err := s.Serving.ServingV1().Routes(s.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("list Routes: %w", err)
-	}
-	s.record(pointers(revs.Items), pointers(routes.Items), elapsed)
-	return nil
-}
-
-func pointers[T any](items []T) []*T {
-	out := make([]*T, len(items))
-	for i := range items {
-		out[i] = &items[i]
-	}
-	return out
-}
-
-type behaviour struct {
-	errorRate float64
-	latency   time.Duration
-	service   string
-	config    string
-}
-
-// record plays the requests of elapsed: RPS×elapsed per Route, split by the
-// percents in its status.
-func (s *Sim) record(revs []*servingv1.Revision, routes []*servingv1.Route, elapsed time.Duration) {
-	behaves := map[string]behaviour{}
+// record splits RPS×elapsed of each Route by the percents in its status,
+// and returns the real requests to send (one queue-proxy address each).
+func (s *Sim) record(revs []*servingv1.Revision, routes []*servingv1.Route, elapsed time.Duration) []string {
+	latency := map[string]time.Duration{}
 	for _, r := range revs {
-		b := behaviour{latency: DefaultLatency, service: r.Labels[serving.ServiceLabelKey], config: r.Labels[serving.ConfigurationLabelKey]}
-		if v, err := strconv.ParseFloat(r.Annotations[AnnotationErrorRate], 64); err == nil && v >= 0 && v <= 1 {
-			b.errorRate = v
-		}
-		if d, err := time.ParseDuration(r.Annotations[AnnotationLatency]); err == nil && d > 0 {
-			b.latency = d
-		}
-		behaves[r.Name] = b
+		latency[r.Name] = BehaviourOf(r.Annotations).Latency
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	clear(s.load)
+	var sends []string
 	for _, rt := range routes {
 		for _, tt := range rt.Status.Traffic {
-			b, ok := behaves[tt.RevisionName]
+			l, ok := latency[tt.RevisionName]
 			if !ok || tt.Percent == nil || *tt.Percent == 0 {
 				continue
 			}
 			rps := s.RPS * float64(*tt.Percent) / 100
-			s.load[tt.RevisionName] = load{rps: s.load[tt.RevisionName].rps + rps, latency: b.latency}
-			n := rps * elapsed.Seconds()
-			s.play(tt.RevisionName, b, n*b.errorRate, "500", "5xx")
-			s.play(tt.RevisionName, b, n*(1-b.errorRate), "200", "2xx")
+			s.load[tt.RevisionName] = load{rps: s.load[tt.RevisionName].rps + rps, latency: l}
+			addrs := s.targets[tt.RevisionName]
+			if len(addrs) == 0 {
+				continue
+			}
+			n := rps*elapsed.Seconds() + s.owed[tt.RevisionName]
+			whole := math.Floor(n)
+			s.owed[tt.RevisionName] = n - whole
+			for range int(whole) {
+				i := s.next[tt.RevisionName] % len(addrs)
+				s.next[tt.RevisionName] = i + 1
+				sends = append(sends, addrs[i])
+			}
 		}
 	}
+	return sends
 }
 
-// play counts n requests (carrying the fraction) of one response code.
-func (s *Sim) play(revision string, b behaviour, n float64, code, class string) {
-	key := revision + "/" + code
-	n += s.owed[key]
-	whole := math.Floor(n)
-	s.owed[key] = n - whole
-	if whole == 0 {
+// send makes one request to the queue-proxy at addr, in the background.
+func (s *Sim) send(ctx context.Context, addr string) {
+	if s.inFlight.Load() >= maxInFlight || s.stopped.Load() {
+		s.dropped.Add(1)
 		return
 	}
-	labels := prometheus.Labels{"namespace_name": s.Namespace, "service_name": b.service, "configuration_name": b.config,
-		"revision_name": revision, "response_code": code, "response_code_class": class}
-	s.count.With(labels).Add(whole)
-	ms := float64(b.latency) / float64(time.Millisecond)
-	h := s.latencies.With(labels)
-	d := s.duration.With(prometheus.Labels{"k8s_namespace_name": s.Namespace, "kn_service_name": b.service,
-		"kn_configuration_name": b.config, "kn_revision_name": revision, "http_response_status_code": code})
-	for i := 0; i < int(whole); i++ {
-		h.Observe(ms)
-		d.Observe(b.latency.Seconds())
-	}
+	s.inFlight.Add(1)
+	s.requests.Add(1)
+	go func() {
+		defer s.requests.Done()
+		defer s.inFlight.Add(-1)
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(rctx, http.MethodGet, "http://"+addr+"/", nil)
+		if err != nil {
+			return
+		}
+		s.sent.Add(1)
+		resp, err := s.Client.Do(req)
+		if err != nil {
+			s.failed.Add(1)
+			// One line every few seconds is enough to say it happens.
+			if now := time.Now().Unix(); ctx.Err() == nil && s.lastFailureNote.Swap(now) < now-5 {
+				s.Log.Warn("requestsim: request got no answer", "queue-proxy", addr, "error", err)
+			}
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}()
 }

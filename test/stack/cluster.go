@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"time"
 
 	"k8s.io/client-go/tools/cache"
@@ -21,6 +22,7 @@ const (
 	netnsController = 3
 	netnsDataPlane  = 4
 	netnsAutoscaler = 5
+	netnsPrometheus = 6
 )
 
 func (s *Stack) startBridge(ctx context.Context) error {
@@ -45,10 +47,12 @@ func (s *Stack) startKnativeController(ctx context.Context) error {
 	return s.StartKnativeController(ctx, s.bridge, netnsController, s.opts.Tools.ServingDir)
 }
 
-// startDataPlane runs the data plane's stand-in (test/requestsim): request
-// metrics for Prometheus on loopback, and every pod's queue-proxy stats in
-// a network namespace of its own where all of PodCIDR is local, so one
-// listener answers the autoscaler's scrape of any pod IP.
+// startDataPlane runs the data plane: requestsim's requests, real
+// queue-proxies for the pods of analysed Services (see queueProxies), and
+// the stand-in for every other pod's queue-proxy stats. It all lives in a
+// network namespace of its own where PodCIDR is local, so one listener
+// answers the autoscaler's scrape of any stand-in pod's IP, while each
+// real queue-proxy's pod IP is routed on to that queue-proxy's namespace.
 func (s *Stack) startDataPlane(ctx context.Context) error {
 	name, _, err := s.bridge.Namespace(ctx, netnsDataPlane)
 	if err != nil {
@@ -57,7 +61,13 @@ func (s *Stack) startDataPlane(ctx context.Context) error {
 	if err := s.bridge.In(ctx, name, "route", "add", "local", PodCIDR, "dev", "lo"); err != nil {
 		return err
 	}
-	sim := requestsim.New(s.Serving, Namespace, RequestRate, s.opts.Log)
+	// /proc/sys/net is the namespace's own for a process in it.
+	fwd := append(Exec(name), "sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward")
+	if out, err := exec.CommandContext(ctx, fwd[0], fwd[1:]...).CombinedOutput(); err != nil {
+		return fmt.Errorf("let the data plane's namespace route to pods: %w: %s", err, out)
+	}
+	client := &http.Client{Transport: &http.Transport{DialContext: s.bridge.DialContext(name), MaxIdleConnsPerHost: 64}}
+	sim := requestsim.New(s.Serving, Namespace, RequestRate, client, s.opts.Log)
 	stats := &requestsim.Stats{Sim: sim, Kube: s.Kube(), Namespace: Namespace}
 	loopCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -66,6 +76,8 @@ func (s *Stack) startDataPlane(ctx context.Context) error {
 		sim.Run(loopCtx, 200*time.Millisecond)
 	}()
 	stats.Run(loopCtx)
+	s.queueProxies = newQueueProxies(s, name, sim)
+	qpDone := s.queueProxies.run(loopCtx, s)
 	statsLn, err := s.bridge.Listen(name, ":9090")
 	if err != nil {
 		cancel()
@@ -73,18 +85,12 @@ func (s *Stack) startDataPlane(ctx context.Context) error {
 	}
 	statsSrv := &http.Server{Handler: stats, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = statsSrv.Serve(statsLn) }()
-	metricsSrv, addr, err := serveLocal(sim.Handler())
-	if err != nil {
-		cancel()
-		_ = statsSrv.Close()
-		return err
-	}
-	s.metrics = addr
+	s.sim = sim
 	s.background = append(s.background, func() {
 		cancel()
 		<-done
+		<-qpDone
 		_ = statsSrv.Close()
-		_ = metricsSrv.Close()
 	})
 	return nil
 }

@@ -178,6 +178,9 @@ var knativeConfig = []struct{ configMap, patch string }{
 	// wake a Revision again.
 	{"config-autoscaler", `{"data":{"target-burst-capacity":"0","enable-scale-to-zero":"false"}}`},
 	{"config-network", fmt.Sprintf(`{"data":{"ingress-class":%q}}`, IngressClass)},
+	// Queue-proxies export request metrics only when told to; on 9091,
+	// their http-usermetric port, for Prometheus to scrape.
+	{"config-observability", `{"data":{"request-metrics-protocol":"prometheus"}}`},
 }
 
 func (s *Stack) configureKnative(ctx context.Context) error {

@@ -10,7 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -29,8 +32,10 @@ type Bridge struct {
 	name   string
 	prefix string // "10.213.7"
 	Host   string
-	netns  []string
-	links  []string
+
+	mu    sync.Mutex
+	netns []string
+	links []string
 }
 
 // NewBridge makes a bridge on 10.213.<n>.0/24 for a random n, so stacks of
@@ -74,7 +79,7 @@ func NewBridge(ctx context.Context) (*Bridge, error) {
 func (b *Bridge) Namespace(ctx context.Context, n int) (name, addr string, err error) {
 	name = fmt.Sprintf("%s-%d", b.name, n)
 	addr = b.Addr(n)
-	host, peer := fmt.Sprintf("%sv%d", b.name, n), fmt.Sprintf("%sp%d", b.name, n)
+	host, peer := b.hostLink(n), b.peerLink(n)
 	steps := [][]string{
 		{"netns", "add", name},
 		{"link", "add", host, "type", "veth", "peer", "name", peer},
@@ -89,14 +94,33 @@ func (b *Bridge) Namespace(ctx context.Context, n int) (name, addr string, err e
 		if err := b.ip(ctx, s...); err != nil {
 			return "", "", err
 		}
+		b.mu.Lock()
 		switch i {
 		case 0:
 			b.netns = append(b.netns, name)
 		case 1:
 			b.links = append(b.links, host)
 		}
+		b.mu.Unlock()
 	}
 	return name, addr, nil
+}
+
+func (b *Bridge) hostLink(n int) string { return fmt.Sprintf("%sv%d", b.name, n) }
+
+// peerLink is the name of namespace n's own end of its link to the bridge.
+func (b *Bridge) peerLink(n int) string { return fmt.Sprintf("%sp%d", b.name, n) }
+
+// RemoveNamespace deletes namespace number n and its link to the bridge.
+func (b *Bridge) RemoveNamespace(ctx context.Context, n int) error {
+	name, host := fmt.Sprintf("%s-%d", b.name, n), b.hostLink(n)
+	// Deleting the namespace deletes the link pair with it.
+	err := b.ip(ctx, "netns", "del", name)
+	b.mu.Lock()
+	b.netns = slices.DeleteFunc(b.netns, func(s string) bool { return s == name })
+	b.links = slices.DeleteFunc(b.links, func(s string) bool { return s == host })
+	b.mu.Unlock()
+	return err
 }
 
 // In runs ip with args inside namespace name, e.g. a route.
@@ -105,48 +129,66 @@ func (b *Bridge) In(ctx context.Context, name string, args ...string) error {
 }
 
 // Listen opens a TCP listener inside namespace name: this process serves
-// there without a process of its own. A socket belongs to the namespace it
-// was made in, so only the making happens on a thread switched into it.
-// The thread is switched back before it is let go: a thread that exits
-// would take with it every child process it once started (Pdeathsig is per
-// thread), and Go threads run any goroutine over time.
+// there without a process of its own.
 func (b *Bridge) Listen(name, addr string) (net.Listener, error) {
-	type result struct {
-		ln  net.Listener
-		err error
+	var ln net.Listener
+	err := inNamespace(name, func() (err error) {
+		ln, err = net.Listen("tcp", addr)
+		return err
+	})
+	return ln, err
+}
+
+// DialContext dials TCP from inside namespace name, for an http.Transport:
+// this process then reaches what only that namespace routes to.
+func (b *Bridge) DialContext(name string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var c net.Conn
+		err := inNamespace(name, func() (err error) {
+			c, err = (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, network, addr)
+			return err
+		})
+		return c, err
 	}
-	done := make(chan result, 1)
+}
+
+// inNamespace runs fn on a thread switched into network namespace name. A
+// socket belongs to the namespace it was made in, so only the making needs
+// to happen there. The thread is switched back before it is let go: a
+// thread that exits would take with it every child process it once started
+// (Pdeathsig is per thread), and Go threads run any goroutine over time.
+func inNamespace(name string, fn func() error) error {
+	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		home, err := os.Open("/proc/thread-self/ns/net")
 		if err != nil {
 			runtime.UnlockOSThread()
-			done <- result{err: err}
+			done <- err
 			return
 		}
 		defer home.Close()
 		f, err := os.Open("/var/run/netns/" + name)
 		if err != nil {
 			runtime.UnlockOSThread()
-			done <- result{err: err}
+			done <- err
 			return
 		}
 		defer f.Close()
 		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
 			runtime.UnlockOSThread()
-			done <- result{err: fmt.Errorf("enter network namespace %s: %w", name, err)}
+			done <- fmt.Errorf("enter network namespace %s: %w", name, err)
 			return
 		}
-		ln, err := net.Listen("tcp", addr)
+		err = fn()
 		if unix.Setns(int(home.Fd()), unix.CLONE_NEWNET) == nil {
 			// Back home: the thread may serve others again. Otherwise it
 			// stays locked, and Go retires it with this goroutine.
 			runtime.UnlockOSThread()
 		}
-		done <- result{ln, err}
+		done <- err
 	}()
-	r := <-done
-	return r.ln, r.err
+	return <-done
 }
 
 // Addr is the address of namespace number n.
@@ -158,6 +200,8 @@ func Exec(name string) []string { return []string{"ip", "netns", "exec", name} }
 // Close removes the namespaces and links it made.
 func (b *Bridge) Close() {
 	ctx := context.Background()
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	for _, n := range b.netns {
 		_ = b.ip(ctx, "netns", "del", n)
 	}

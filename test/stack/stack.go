@@ -41,6 +41,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluicehq/sluice/test/ingress"
+	"github.com/sluicehq/sluice/test/requestsim"
 )
 
 // Tools are the binaries the stack runs; test/tools/install.sh builds them.
@@ -178,8 +179,9 @@ type Stack struct {
 	// (with DeployDir, whose webhook configuration the stack points at it).
 	admissionPort int
 
-	// metrics serves test/requestsim's request metrics, for Prometheus.
-	metrics string
+	// queueProxies are the data plane's real queue-proxies; sim its requests.
+	queueProxies *queueProxies
+	sim          *requestsim.Sim
 	// extra are processes started with Run, stopped first.
 	extra []*proc
 }
@@ -633,17 +635,9 @@ func (s *Stack) PeakRSS() string {
 		if p == nil || p.cmd.Process == nil {
 			continue
 		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-				var kib int64
-				fmt.Sscanf(strings.TrimSpace(v), "%d", &kib)
-				rows = append(rows, row{p.name, kib})
-				total += kib
-			}
+		if kib, ok := statusKiB(p.cmd.Process.Pid, "VmHWM:"); ok {
+			rows = append(rows, row{p.name, kib})
+			total += kib
 		}
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].kib > rows[j].kib })

@@ -16,6 +16,7 @@ EVENTING_VERSION=v0.50.0   # test/tools/eventing/go.mod
 SERVING_VERSION=v0.50.0    # test/tools/serving/go.mod
 KWOK_VERSION=v0.8.0        # test/tools/kwok/go.mod
 KO_VERSION=v0.19.1         # images/go.mod
+PROMETHEUS_VERSION=v0.316.0 # test/tools/prometheus/go.mod (the module's version of Prometheus 3.16.0)
 
 cache_root=${SLUICE_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice/tools}
 
@@ -59,7 +60,7 @@ build_in_module() {
     echo "building $note into $dir" >&2
     mkdir -p "$dir.tmp"
     local start=$SECONDS
-    (cd "$(dirname "$0")/$module" && GOFLAGS=-buildvcs=false go build -ldflags "${BUILD_LDFLAGS:-}" -o "$dir.tmp/" "$@") >&2
+    (cd "$(dirname "$0")/$module" && GOFLAGS=-buildvcs=false go build -tags "${BUILD_TAGS:-}" -ldflags "${BUILD_LDFLAGS:-}" -o "$dir.tmp/" "$@") >&2
     mkdir -p "$dir"
     mv "$dir.tmp"/* "$dir/"
     rmdir "$dir.tmp"
@@ -141,9 +142,17 @@ apt_install() {
 # install_browser installs Debian's Chromium for the Temporal UI test.
 install_browser() { apt_install chromium "the UI test" chromium fonts-dejavu-core; }
 
-# install_prometheus installs Debian's Prometheus server, which the e2e
-# analysis tests query.
-install_prometheus() { apt_install prometheus "the analysis tests" prometheus; }
+# install_prometheus builds the Prometheus server the stack scrapes Knative's
+# queue-proxies with. Debian's prometheus package lacks Kubernetes service
+# discovery, which is how a cluster's Prometheus finds them; the build keeps
+# that discovery only. It prints the binary.
+install_prometheus() {
+  local dir
+  dir=$(BUILD_TAGS=remove_all_sd,enable_kubernetes_sd build_in_module prometheus "$cache_root/prometheus-$PROMETHEUS_VERSION" \
+    "Prometheus $PROMETHEUS_VERSION with Kubernetes service discovery (about 5 minutes cold)" \
+    github.com/prometheus/prometheus/cmd/prometheus) || return
+  echo "$dir/prometheus"
+}
 
 case "${1:-}" in
   temporal) install_temporal ;;
