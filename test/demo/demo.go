@@ -210,17 +210,19 @@ Service against it (Ctrl-C stops everything). In another terminal:
 Images are never pulled (dev.local names are not resolved; kwok plays the pods). The template
 annotation sim.sluice.dev/fail: "true" makes a Revision's container crash, never-ready: "true"
 keeps it unready, ready-after: 5s delays it; sim.sluice.dev/error-rate: "0.2" and latency: 800ms
-shape its simulated requests.
+make the stub container behind its real queue-proxy answer badly.
 `
 
-// demoAnalysis checks the candidate with the built-in Knative checks. The
-// stack's Prometheus scrapes every second, so a check tolerates a couple of
-// rounds without data right after a step.
+// demoAnalysis checks the candidate with the built-in Knative checks, over
+// what its real queue-proxies export. A new pod's first series reach the
+// stack's Prometheus some seconds after it starts (discovery sends new
+// targets at most every 5 s, then it scrapes every second), so a check
+// tolerates three rounds without data.
 const demoAnalysis = `interval: 3s
 window: 5s
 checks:
-  - {name: success-rate, builtin: success-rate, inconclusiveLimit: 2}
-  - {name: latency-p99, builtin: latency-p99, max: 250, inconclusiveLimit: 2}
+  - {name: success-rate, builtin: success-rate, inconclusiveLimit: 3}
+  - {name: latency-p99, builtin: latency-p99, max: 250, inconclusiveLimit: 3}
 `
 
 func deploy(ctx context.Context, s *stack.Stack, image string, templateAnn map[string]string) error {

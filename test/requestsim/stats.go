@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +28,17 @@ type Stats struct {
 	Namespace string
 
 	pods func() ([]*corev1.Pod, error)
+
+	mu      sync.Mutex
+	scrapes map[string]int // by pod IP
+}
+
+// Scrapes is how many scrapes of pod IP ip the stand-in answered: none
+// for a pod whose real queue-proxy the stack runs.
+func (st *Stats) Scrapes(ip string) int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.scrapes[ip]
 }
 
 // Run watches the namespace's pods until ctx ends; it returns once the
@@ -45,6 +57,12 @@ func (st *Stats) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if a, ok := local.(*net.TCPAddr); ok {
 		ip = a.IP.String()
 	}
+	st.mu.Lock()
+	if st.scrapes == nil {
+		st.scrapes = map[string]int{}
+	}
+	st.scrapes[ip]++
+	st.mu.Unlock()
 	pods, err := st.pods()
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)

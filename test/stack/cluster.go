@@ -85,7 +85,7 @@ func (s *Stack) startDataPlane(ctx context.Context) error {
 	}
 	statsSrv := &http.Server{Handler: stats, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = statsSrv.Serve(statsLn) }()
-	s.sim = sim
+	s.sim, s.stats = sim, stats
 	s.background = append(s.background, func() {
 		cancel()
 		<-done

@@ -412,3 +412,7 @@ func (s *Stack) QueueProxyUsage() string {
 		len(all), all[len(all)/2].peakKiB/1024, all[len(all)-1].peakKiB/1024, perMin, cpu.Round(10*time.Millisecond), life.Round(time.Second),
 		sent, failed, dropped)
 }
+
+// StandInScrapes is how many of the autoscaler's scrapes of pod IP ip the
+// stand-in answered, rather than a real queue-proxy.
+func (s *Stack) StandInScrapes(ip string) int { return s.stats.Scrapes(ip) }

@@ -182,6 +182,7 @@ type Stack struct {
 	// queueProxies are the data plane's real queue-proxies; sim its requests.
 	queueProxies *queueProxies
 	sim          *requestsim.Sim
+	stats        *requestsim.Stats
 	// extra are processes started with Run, stopped first.
 	extra []*proc
 }
