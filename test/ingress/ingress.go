@@ -5,7 +5,7 @@
 // writes once it has programmed the routes — NetworkConfigured and
 // LoadBalancerReady, at the KIngress's generation — so Knative's Route
 // reconciler, which waits for that, goes on as in a cluster. No traffic is
-// routed anywhere: the stack's request metrics come from test/requestsim.
+// routed anywhere: test/requestsim sends the requests to the pods itself.
 //
 // Pause makes one KIngress stand still, as an ingress that stopped
 // programming would: Knative then reports the Route's IngressReady Unknown

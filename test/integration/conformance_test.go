@@ -20,13 +20,7 @@ import (
 // receiver, in binary and in structured mode. The tool fails on any non-2xx
 // answer; the rollout of the new Revision starts once.
 func TestConformanceToolReplaysRecordedEvents(t *testing.T) {
-	bin := os.Getenv("SLUICE_CLOUDEVENTS_BIN")
-	if bin == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("SLUICE_CLOUDEVENTS_BIN is not set: run the tests with `make test`, which builds the conformance tool")
-		}
-		t.Skip("SLUICE_CLOUDEVENTS_BIN is not set; `make test` builds the CloudEvents conformance tool and sets it")
-	}
+	bin := toolBin(t, "SLUICE_CLOUDEVENTS_BIN", "the CloudEvents conformance tool")
 	svc := knativefake.Service(ns, "hello", map[string]string{config.AnnotationSteps: "50,100", config.AnnotationHold: "1h"},
 		knativefake.Target("hello-00001", 100, ""))
 	svc.Status.LatestCreatedRevisionName = "hello-00002"

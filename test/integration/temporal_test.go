@@ -41,15 +41,23 @@ func TestMain(m *testing.M) {
 
 // temporalServer starts the dev server for one test and stops it after. Its
 // log is printed if the test fails.
-func temporalServer(t testing.TB) client.Options {
+// toolBin is the tool the environment variable env names. Without it the
+// test is skipped, or fails under CI, where `make test` must have set it.
+func toolBin(t testing.TB, env, what string) string {
 	t.Helper()
-	bin := os.Getenv("SLUICE_TEMPORAL_BIN")
+	bin := os.Getenv(env)
 	if bin == "" {
 		if os.Getenv("CI") != "" {
-			t.Fatal("SLUICE_TEMPORAL_BIN is not set: run the tests with `make test`, which builds the Temporal CLI")
+			t.Fatalf("%s is not set: run the tests with `make test`, which builds %s", env, what)
 		}
-		t.Skip("SLUICE_TEMPORAL_BIN is not set; `make test` builds the Temporal CLI and sets it")
+		t.Skipf("%s is not set; `make test` builds %s and sets it", env, what)
 	}
+	return bin
+}
+
+func temporalServer(t testing.TB) client.Options {
+	t.Helper()
+	bin := toolBin(t, "SLUICE_TEMPORAL_BIN", "the Temporal CLI")
 	var serverLog bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

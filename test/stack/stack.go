@@ -5,10 +5,11 @@
 // unmodified and configured from Knative's own config/core; the Temporal
 // dev server (with its UI); Knative Eventing's real ApiServerSource adapter;
 // and sluice's worker and receiver as processes of the sluice binary. Only
-// what lies below Knative is simulated, by two test doubles: the networking
-// layer's KIngress status (test/ingress) and the data plane's metrics
-// (test/requestsim: request metrics for Prometheus, queue-proxy stats for
-// the autoscaler). Knative's components run in network namespaces on a
+// what lies below Knative is simulated, by small test doubles: the
+// networking layer's KIngress status (test/ingress), and in the data plane
+// the ingress's choice of Revision and the user containers
+// (test/requestsim), plus queue-proxy stats for pods that run no real
+// queue-proxy (see queueProxies). Knative's components run in network namespaces on a
 // bridge (see Bridge), which needs root. The e2e tests, the benchmark and
 // test/cmd/sluice-dev (make demo) use it.
 package stack
@@ -55,7 +56,8 @@ type Tools struct {
 	ServingDir string
 	// KwokDir holds kwok.
 	KwokDir string
-	// Prometheus is Debian's prometheus server, needed with Options.Prometheus.
+	// Prometheus is the Prometheus server (with Kubernetes discovery), needed
+	// with Options.Prometheus.
 	Prometheus string
 }
 
@@ -131,9 +133,9 @@ type Options struct {
 	// Audit turns on the API server's audit log (AuditLog) for Knative's
 	// kinds: traffic patches with their bodies, other requests without.
 	Audit bool
-	// Prometheus runs a real Prometheus server scraping the request
-	// metrics of test/requestsim; the worker's SLUICE_PROMETHEUS_URL points
-	// at it.
+	// Prometheus runs a real Prometheus server scraping the real
+	// queue-proxies (ScrapeConfig); the worker's SLUICE_PROMETHEUS_URL
+	// points at it.
 	Prometheus bool
 	// OnReady is told when a Revision is first seen Ready.
 	OnReady func(revision string, at time.Time)
