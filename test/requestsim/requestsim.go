@@ -111,7 +111,6 @@ type Sim struct {
 	sent, failed    atomic.Int64
 	dropped         atomic.Int64
 	requests        sync.WaitGroup
-	stopped         atomic.Bool
 	lastFailureNote atomic.Int64
 }
 
@@ -155,7 +154,6 @@ func (s *Sim) Run(ctx context.Context, tick time.Duration) {
 	defer factory.Shutdown()
 	factory.WaitForCacheSync(ctx.Done())
 	defer s.requests.Wait()
-	defer s.stopped.Store(true)
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	last := time.Now()
@@ -216,7 +214,7 @@ func (s *Sim) record(revs []*servingv1.Revision, routes []*servingv1.Route, elap
 
 // send makes one request to the queue-proxy at addr, in the background.
 func (s *Sim) send(ctx context.Context, addr string) {
-	if s.inFlight.Load() >= maxInFlight || s.stopped.Load() {
+	if s.inFlight.Load() >= maxInFlight {
 		s.dropped.Add(1)
 		return
 	}

@@ -54,7 +54,9 @@ type queueProxies struct {
 
 	mu      sync.Mutex
 	running map[string]*queueProxy // by pod name
-	free    []int
+	// published are the Revisions requestsim was given targets of.
+	published map[string]bool
+	free      []int
 	// usage is what each stopped queue-proxy used.
 	usage []procUsage
 }
@@ -71,7 +73,8 @@ type queueProxy struct {
 
 func newQueueProxies(s *Stack, router string, sim *requestsim.Sim) *queueProxies {
 	q := &queueProxies{bridge: s.bridge, router: router, bin: filepath.Join(s.opts.Tools.ServingDir, "queue"),
-		dir: s.opts.Dir, sim: sim, log: s.opts.Log, wake: make(chan struct{}, 1), running: map[string]*queueProxy{}}
+		dir: s.opts.Dir, sim: sim, log: s.opts.Log, wake: make(chan struct{}, 1),
+		running: map[string]*queueProxy{}, published: map[string]bool{}}
 	for n := firstPodNetns; n <= lastPodNetns; n++ {
 		q.free = append(q.free, n)
 	}
@@ -162,21 +165,37 @@ func (q *queueProxies) sync(ctx context.Context) {
 		}
 		q.running[name] = qp
 	}
+	// Every Revision published before gets its current list, empty once
+	// its last queue-proxy is gone.
 	targets := map[string][]string{}
+	for rev := range q.published {
+		targets[rev] = nil
+	}
 	for _, qp := range q.running {
 		select {
 		case <-qp.ready:
 			targets[qp.revision] = append(targets[qp.revision], net.JoinHostPort(qp.ip, qp.servingPort))
 		default:
-			if _, ok := targets[qp.revision]; !ok {
-				targets[qp.revision] = nil
-			}
 		}
 	}
+	clear(q.published)
 	for rev, addrs := range targets {
 		sort.Strings(addrs)
 		q.sim.SetTargets(rev, addrs)
+		if len(addrs) > 0 {
+			q.published[rev] = true
+		}
 	}
+}
+
+// envValue is key's value in env ("KEY=value" entries), or def.
+func envValue(env []string, key, def string) string {
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, key+"="); ok {
+			return v
+		}
+	}
+	return def
 }
 
 func hasQueueProxy(p *corev1.Pod) bool {
@@ -195,17 +214,8 @@ func (q *queueProxies) start(ctx context.Context, p *corev1.Pod) (*queueProxy, e
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range env {
-		if v, ok := strings.CutPrefix(e, "QUEUE_SERVING_PORT="); ok {
-			qp.servingPort = v
-		}
-	}
-	userPort := "8080"
-	for _, e := range env {
-		if v, ok := strings.CutPrefix(e, "USER_PORT="); ok {
-			userPort = v
-		}
-	}
+	qp.servingPort = envValue(env, "QUEUE_SERVING_PORT", "8012")
+	userPort := envValue(env, "USER_PORT", "8080")
 	name, addr, err := q.bridge.Namespace(ctx, n)
 	if err != nil {
 		_ = q.bridge.RemoveNamespace(ctx, n)
@@ -271,12 +281,6 @@ func (q *queueProxies) stop(name string, qp *queueProxy) {
 		qp.proc.kill()
 	}
 	q.release(qp)
-	for _, o := range q.running {
-		if o.revision == qp.revision {
-			return
-		}
-	}
-	q.sim.SetTargets(qp.revision, nil)
 }
 
 func (q *queueProxies) release(qp *queueProxy) {

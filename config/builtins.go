@@ -1,0 +1,147 @@
+package config
+
+import (
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Built-in checks over the request metrics Knative's queue-proxy exports per
+// Revision. Latencies are in milliseconds, success rates from 0 to 1.
+const (
+	BuiltinSuccessRate = "success-rate"
+	BuiltinLatencyP50  = "latency-p50"
+	BuiltinLatencyP95  = "latency-p95"
+	BuiltinLatencyP99  = "latency-p99"
+)
+
+// Knative has exported queue-proxy metrics under two sets of names; a
+// policy's knativeMetrics (or the worker's SLUICE_KNATIVE_METRICS) says
+// which its Prometheus holds.
+const (
+	// MetricsOpenTelemetry: recent Knative Serving releases, among them the
+	// one sluice is built against: kn_serving_invocation_duration_seconds,
+	// labelled http_response_status_code only. The Revision and namespace
+	// are OpenTelemetry resource attributes, which the queue-proxy exports
+	// on a target_info series of the same scrape target; the built-ins join
+	// on it, or read kn_revision_name from the series themselves where a
+	// collector copied the attributes onto them.
+	MetricsOpenTelemetry = "opentelemetry"
+	// MetricsOpenCensus: earlier releases: revision_request_count and
+	// revision_request_latencies (ms), labelled namespace_name,
+	// revision_name, response_code_class.
+	MetricsOpenCensus = "opencensus"
+)
+
+type builtin struct {
+	query, series, metric string
+	min, max              *float64
+}
+
+func ptr(f float64) *float64 { return &f }
+
+// flavour is how one set of metric names is queried for the candidate.
+type flavour struct {
+	// metric names the request series in messages; count and bucket are
+	// the histogram's series.
+	metric, count, bucket string
+	// scoped returns one aggregation of the candidate's rate of series s
+	// (with matchers m, may be empty), aggregated by agg ("sum", "sum by
+	// (le)"), in every form this flavour keeps the Revision in.
+	scoped func(agg, s, m string) string
+	// serverError matches the series of 5xx answers.
+	serverError string
+	// series counts the candidate's series of any kind, for "no data".
+	series string
+	// toMillis turns the histogram's unit into milliseconds.
+	toMillis string
+}
+
+// The candidate's labels: OpenTelemetry's resource attributes (on
+// target_info, or copied onto each series), and OpenCensus's labels.
+const (
+	otelRevision   = `k8s_namespace_name="{{.Namespace}}",kn_revision_name="{{.Candidate}}"`
+	otelTarget     = `target_info{` + otelRevision + `}`
+	censusRevision = `namespace_name="{{.Namespace}}",revision_name="{{.Candidate}}"`
+)
+
+// selector is series s with matchers ms (empty ones skipped).
+func selector(s string, ms ...string) string {
+	ms = slices.DeleteFunc(ms, func(m string) bool { return m == "" })
+	if len(ms) == 0 {
+		return s
+	}
+	return s + "{" + strings.Join(ms, ",") + "}"
+}
+
+// aggRate is agg over the rate of the series sel, in the check's window.
+func aggRate(agg, sel string) string { return agg + ` (rate(` + sel + `[{{.Window}}]))` }
+
+var flavours = map[string]flavour{
+	MetricsOpenTelemetry: {
+		metric: "kn_serving_invocation_duration_seconds",
+		count:  "kn_serving_invocation_duration_seconds_count", bucket: "kn_serving_invocation_duration_seconds_bucket",
+		scoped: func(agg, s, m string) string {
+			return agg + ` (rate(` + selector(s, m) + `[{{.Window}}]) * on (job, instance) group_left () ` + otelTarget + `)` +
+				` or ` + aggRate(agg, selector(s, otelRevision, m))
+		},
+		serverError: `http_response_status_code=~"5.."`,
+		series:      `count(` + otelTarget + `) or count(` + selector("kn_serving_invocation_duration_seconds_count", otelRevision) + `)`,
+		toMillis:    "1000 * ",
+	},
+	MetricsOpenCensus: {
+		metric: "revision_request_count",
+		count:  "revision_request_count", bucket: "revision_request_latencies_bucket",
+		scoped: func(agg, s, m string) string {
+			return aggRate(agg, selector(s, censusRevision, m))
+		},
+		serverError: `response_code_class="5xx"`,
+		series:      `count(` + selector("revision_request_count", censusRevision) + `)`,
+	},
+}
+
+// builtinFor returns a built-in check's query and default range for a set of
+// metric names.
+func builtinFor(metrics, name string) (builtin, bool) {
+	f, ok := flavours[metrics]
+	if !ok {
+		return builtin{}, false
+	}
+	count, bucket := f.count, f.bucket
+	b := builtin{series: f.series, metric: f.metric}
+	latency := func(q string) builtin {
+		b.query, b.max = f.toMillis+`histogram_quantile(`+q+`, `+f.scoped("sum by (le)", bucket, "")+`)`, ptr(500)
+		return b
+	}
+	switch name {
+	case BuiltinSuccessRate:
+		// One minus the share of the candidate's requests that answered
+		// 5xx. No 5xx series at all means none failed (vector(0)); no
+		// requests at all is no data.
+		b.query = `1 - ((` + f.scoped("sum", count, f.serverError) + ` or vector(0)) / (` + f.scoped("sum", count, "") + `))`
+		b.min = ptr(0.99)
+		return b, true
+	case BuiltinLatencyP50:
+		return latency("0.5"), true
+	case BuiltinLatencyP95:
+		return latency("0.95"), true
+	case BuiltinLatencyP99:
+		return latency("0.99"), true
+	}
+	return builtin{}, false
+}
+
+// BuiltinChecks lists the built-in check names, sorted.
+func BuiltinChecks() []string {
+	return []string{BuiltinLatencyP50, BuiltinLatencyP95, BuiltinLatencyP99, BuiltinSuccessRate}
+}
+
+// KnativeMetrics lists the accepted knativeMetrics values.
+func KnativeMetrics() []string {
+	names := make([]string, 0, len(flavours))
+	for n := range flavours {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
