@@ -241,6 +241,14 @@ func (a *Activities) AwaitRevision(ctx context.Context, in AwaitRevisionInput) (
 		},
 	}
 	w.until(wctx, r.ResourceVersion)
+	if (st.Ready || st.Failed || !st.Found) && in.Grace > 0 {
+		// The event is on its way; if it is lost the answer comes late
+		// by Grace, not never. The workflow stops waiting for this
+		// activity as soon as the event arrives.
+		gctx, cancel := a.watchContext(ctx, in.Grace)
+		<-gctx.Done()
+		cancel()
+	}
 	return st, nil
 }
 
@@ -254,17 +262,12 @@ func revisionState(r *servingv1.Revision) RevisionState {
 	return st
 }
 
-// SetTraffic writes Desired as the object's traffic with a JSON merge patch
+// setTraffic writes Desired as the object's traffic with a JSON merge patch
 // that carries the resourceVersion it was computed from, so a concurrent edit
 // makes the API server answer 409 instead of being overwritten. It is
-// idempotent: if Desired is already live it writes nothing.
-func (a *Activities) SetTraffic(ctx context.Context, in SetTrafficInput) (SetTrafficResult, error) {
-	res, _, err := a.setTraffic(ctx, in)
-	return res, err
-}
-
-// setTraffic is SetTraffic, also returning the object as it was last seen:
-// the patch's answer, or the read that found Desired live already.
+// idempotent: if Desired is already live it writes nothing. It also returns
+// the object as it was last seen: the patch's answer, or the read that found
+// Desired live already.
 func (a *Activities) setTraffic(ctx context.Context, in SetTrafficInput) (SetTrafficResult, liveTraffic, error) {
 	if err := ValidateTraffic(in.Object.Kind, in.Desired); err != nil {
 		return SetTrafficResult{}, liveTraffic{}, temporal.NewNonRetryableApplicationError(
@@ -345,7 +348,7 @@ func (a *Activities) VerifyTraffic(ctx context.Context, in VerifyInput) error {
 	return a.awaitVisible(ctx, in, live, 0)
 }
 
-// ApplyTraffic writes Desired as SetTraffic does and then verifies it as
+// ApplyTraffic writes Desired as setTraffic does and then verifies it as
 // VerifyTraffic does, for at most in.VerifyFor: one activity per step. If the
 // status does not show the traffic in that time it still succeeds, with
 // Visible false, and the workflow goes on verifying.

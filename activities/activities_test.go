@@ -57,12 +57,13 @@ func helloObjects() []runtime.Object {
 }
 
 func (f *fixture) setTraffic(in SetTrafficInput) (SetTrafficResult, error) {
-	v, err := f.env.ExecuteActivity(f.a.SetTraffic, in)
+	// The write alone: a millisecond of verifying is none.
+	v, err := f.env.ExecuteActivity(f.a.ApplyTraffic, ApplyTrafficInput{SetTrafficInput: in, VerifyFor: time.Millisecond})
 	if err != nil {
 		return SetTrafficResult{}, err
 	}
-	var res SetTrafficResult
-	return res, v.Get(&res)
+	var res ApplyTrafficResult
+	return res.SetTrafficResult, v.Get(&res)
 }
 
 func (f *fixture) liveTraffic() []servingv1.TrafficTarget {
@@ -254,7 +255,7 @@ func TestApplyTrafficWritesAndVerifies(t *testing.T) {
 	if got := FormatTraffic(f.liveTraffic()); got != FormatTraffic(next) {
 		t.Errorf("live traffic %s, want %s", got, FormatTraffic(next))
 	}
-	// A drift is reported as SetTraffic reports it.
+	// A drift is reported as a plain write reports it.
 	_, err := f.env.ExecuteActivity(f.a.ApplyTraffic, ApplyTrafficInput{SetTrafficInput: SetTrafficInput{
 		Object: helloRef, Expected: desired, Desired: []servingv1.TrafficTarget{tgt("hello-00001", 100, "")}}})
 	if errType(err) != ErrDrift {
@@ -382,7 +383,7 @@ func TestReadRevision(t *testing.T) {
 }
 
 func TestAwaitRevision(t *testing.T) {
-	f := newFixture(t, helloObjects()...)
+	f := newFixture(t, append(helloObjects(), knativefake.Revision(ns, "hello", 4, false))...)
 	await := func(name string, wait time.Duration) RevisionState {
 		t.Helper()
 		st, err := f.a.AwaitRevision(context.Background(), AwaitRevisionInput{RevisionRef: RevisionRef{Namespace: ns, Name: name}, For: wait})
@@ -391,9 +392,12 @@ func TestAwaitRevision(t *testing.T) {
 		}
 		return st
 	}
-	// Already Ready: answers at once.
-	if st := await("hello-00002", time.Minute); !st.Ready {
-		t.Errorf("hello-00002: %+v", st)
+	// Already Ready: answers at once, whatever the grace (else the test
+	// would time out).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if st, err := f.a.AwaitRevision(ctx, AwaitRevisionInput{RevisionRef: RevisionRef{Namespace: ns, Name: "hello-00002"}, For: time.Minute, Grace: time.Hour}); err != nil || !st.Ready {
+		t.Errorf("hello-00002: %+v, %v", st, err)
 	}
 	// Not Ready within the wait: its state then.
 	if st := await("hello-00003", 300*time.Millisecond); !st.Found || st.Ready || st.Failed {
@@ -406,6 +410,20 @@ func TestAwaitRevision(t *testing.T) {
 	}()
 	if st := await("hello-00003", time.Minute); !st.Ready {
 		t.Errorf("hello-00003 after it turned Ready: %+v", st)
+	}
+	// Turns failed while watched, with a grace for the event: answers no
+	// sooner than the grace.
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		_ = f.k.SetRevisionReady(ns, "hello-00004", "False", "ExitCode1", "boom")
+	}()
+	began := time.Now()
+	st, err := f.a.AwaitRevision(context.Background(), AwaitRevisionInput{RevisionRef: RevisionRef{Namespace: ns, Name: "hello-00004"}, For: time.Minute, Grace: 400 * time.Millisecond})
+	if err != nil || !st.Failed || st.Message != "boom" {
+		t.Errorf("hello-00004 after it failed: %+v, %v", st, err)
+	}
+	if waited := time.Since(began); waited < 500*time.Millisecond {
+		t.Errorf("answered %s after the start, want the failure (100ms) plus the grace (400ms)", waited)
 	}
 	// Gone.
 	if st := await("hello-00009", time.Minute); st.Found {

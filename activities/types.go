@@ -101,10 +101,14 @@ type RevisionState struct {
 }
 
 // AwaitRevisionInput asks for a Revision's state once it is Ready, failed or
-// gone, waiting at most For.
+// gone, waiting at most For. A change the watch sees is answered Grace
+// later: the Revision's own CloudEvent, which the receiver forwards, is how
+// the workflow should learn of it, and the watch is the net for an event
+// that is lost.
 type AwaitRevisionInput struct {
 	RevisionRef
-	For time.Duration `json:"for"`
+	For   time.Duration `json:"for"`
+	Grace time.Duration `json:"grace,omitempty"`
 }
 
 // SetTrafficInput asks to change Object's traffic from Expected to Desired.

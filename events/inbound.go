@@ -40,8 +40,6 @@ const (
 	// KindRevision: a Revision was added or changed. Start a rollout if it is
 	// a new candidate of an opted-in target; otherwise hint the running one.
 	KindRevision Kind = "revision"
-	// KindTraffic: a Service's or Route's status may show new traffic.
-	KindTraffic Kind = "traffic"
 	// KindDeleted: a rollout target (Service or Configuration) was deleted.
 	KindDeleted Kind = "deleted"
 	// KindCommand: a command event for a rollout.
@@ -65,6 +63,10 @@ type Action struct {
 	Configuration string `json:"configuration,omitempty"`
 	Service       string `json:"service,omitempty"`
 	Ready         string `json:"ready,omitempty"`
+	// ReadyReason and ReadyMessage are the Ready condition's, which say why
+	// a Revision failed.
+	ReadyReason  string `json:"readyReason,omitempty"`
+	ReadyMessage string `json:"readyMessage,omitempty"`
 	// Generation is the Revision's configurationGeneration label: which
 	// template of its Configuration it runs.
 	Generation int64 `json:"generation,omitempty"`
@@ -127,8 +129,10 @@ type resourceData struct {
 	} `json:"metadata"`
 	Status struct {
 		Conditions []struct {
-			Type   string `json:"type"`
-			Status string `json:"status"`
+			Type    string `json:"type"`
+			Status  string `json:"status"`
+			Reason  string `json:"reason"`
+			Message string `json:"message"`
 		} `json:"conditions"`
 	} `json:"status"`
 }
@@ -154,7 +158,7 @@ func mapResource(e cloudevents.Event) (Action, error) {
 		}
 		for _, c := range obj.Status.Conditions {
 			if c.Type == "Ready" {
-				a.Ready = c.Status
+				a.Ready, a.ReadyReason, a.ReadyMessage = c.Status, c.Reason, c.Message
 			}
 		}
 	}
@@ -197,7 +201,7 @@ func classify(a Action, added bool) Action {
 		case added:
 			return ignore(a, "a new Service has no rollout yet; its first Revision's event starts one")
 		default:
-			a.Kind = KindTraffic
+			return ignore(a, "a Service's changes show up as Revision events, and a rollout watches its own traffic")
 		}
 	case "Configuration":
 		if !a.Deleted {
@@ -205,10 +209,7 @@ func classify(a Action, added bool) Action {
 		}
 		a.Kind = KindDeleted
 	case "Route":
-		if a.Deleted || added {
-			return ignore(a, "Route added or deleted: a rollout re-reads its Route")
-		}
-		a.Kind = KindTraffic
+		return ignore(a, "a rollout reads and watches its Route itself")
 	default:
 		return ignore(a, a.ObjectKind+" events are not for sluice")
 	}

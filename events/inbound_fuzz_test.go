@@ -38,7 +38,7 @@ func FuzzMap(f *testing.F) {
 			if a.Reason == "" {
 				t.Fatalf("ignored without a reason: %+v", a)
 			}
-		case KindRevision, KindTraffic, KindDeleted:
+		case KindRevision, KindDeleted:
 			if a.Namespace == "" || a.Name == "" || a.ObjectKind == "" {
 				t.Fatalf("action without its object: %+v", a)
 			}

@@ -57,7 +57,7 @@ func newAnalysisState(an *config.Analysis) *AnalysisState {
 
 // analysing reports whether this rollout runs analysis.
 func (r *rollout) analysing() bool {
-	return r.version >= versionAnalysis && r.st.Analysis != nil && r.st.Policy.Analysis != nil
+	return r.st.Analysis != nil && r.st.Policy.Analysis != nil
 }
 
 func (r *rollout) remember(ms []analysis.Measurement) {

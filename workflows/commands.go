@@ -60,17 +60,10 @@ func (r *rollout) signals(ctx workflow.Context) workflow.Selector {
 		c.Receive(ctx, &s)
 		r.noteCandidate(s)
 	})
-	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalRevisionHint), func(c workflow.ReceiveChannel, _ bool) {
-		var h RevisionHint
-		c.Receive(ctx, &h)
-		if h.Revision == r.st.Candidate {
-			r.st.Hints++
-		}
-	})
-	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalTrafficHint), func(c workflow.ReceiveChannel, _ bool) {
-		var h ObjectHint
-		c.Receive(ctx, &h)
-		r.st.TrafficHints++
+	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalCandidateState), func(c workflow.ReceiveChannel, _ bool) {
+		var s CandidateState
+		c.Receive(ctx, &s)
+		r.noteState(s)
 	})
 	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalTargetDeleted), func(c workflow.ReceiveChannel, _ bool) {
 		var h ObjectHint
@@ -98,14 +91,12 @@ func (r *rollout) drainSignals(ctx workflow.Context) string {
 			r.noteCandidate(s)
 			progressed = true
 		}
-		var h RevisionHint
-		for workflow.GetSignalChannel(ctx, SignalRevisionHint).ReceiveAsync(&h) {
+		var cs CandidateState
+		for workflow.GetSignalChannel(ctx, SignalCandidateState).ReceiveAsync(&cs) {
+			r.noteState(cs)
 			progressed = true
 		}
 		var o ObjectHint
-		for workflow.GetSignalChannel(ctx, SignalTrafficHint).ReceiveAsync(&o) {
-			progressed = true
-		}
 		for workflow.GetSignalChannel(ctx, SignalTargetDeleted).ReceiveAsync(&o) {
 			r.st.DeleteHints++
 			progressed = true
@@ -121,12 +112,22 @@ func (r *rollout) noteCandidate(s CandidateSignal) {
 		return
 	}
 	if s.Revision == r.st.Candidate {
-		// The receiver announces every event of a Revision as a candidate:
-		// for the current one it is a readiness hint.
-		r.st.Hints++
 		return
 	}
 	r.st.PendingCandidate = s.Revision
+}
+
+// noteState keeps what the candidate's event told of its readiness, once
+// per state. Only the wait for readiness acts on it: later, traffic writes
+// check the Revisions themselves.
+func (r *rollout) noteState(s CandidateState) {
+	if s.Revision != r.st.Candidate || (r.st.Told != nil && r.st.Told.State == s.State) {
+		return
+	}
+	switch s.State {
+	case StateReady, StateFailed, StateDeleted:
+		r.st.Told = &s
+	}
 }
 
 func (r *rollout) applySignal(ctx workflow.Context, name string, cmd Command) {
@@ -242,10 +243,6 @@ func (r *rollout) resume(now time.Time) {
 	if st.Analysis != nil && st.Policy.Analysis != nil {
 		st.Analysis.forgive(now, st.Policy.Analysis.Interval, st.Step+1)
 	}
-	if r.version >= versionLive {
-		st.Rebase = st.Rebase || st.Drifted
-	} else {
-		st.ForceNext = st.ForceNext || st.Drifted
-	}
+	st.Rebase = st.Rebase || st.Drifted
 	st.Paused, st.Drifted, st.PauseReason = false, false, ""
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // Traffic changed outside sluice ("drift") is noticed two ways: a write whose
-// expected list is no longer live (SetTraffic's check), and, while a step
+// expected list is no longer live (ApplyTraffic's check), and, while a step
 // holds, a watch on the traffic object that answers as soon as its spec
 // changes — so a hand edit pauses the rollout at once, not a hold later.
 
@@ -40,7 +40,7 @@ const driftWatchMin = 30 * time.Second
 // or the hold has less than driftWatchMin left. It returns how long the
 // caller may wait before it must look again (0: no limit from here).
 func (r *rollout) startWatch(ctx workflow.Context, left time.Duration) time.Duration {
-	if r.version < versionLive || r.watch != nil || left < driftWatchMin {
+	if r.watch != nil || left < driftWatchMin {
 		return 0
 	}
 	now := workflow.Now(ctx)

@@ -30,12 +30,11 @@ const (
 const (
 	// SignalCandidate announces a new candidate Revision for a running rollout.
 	SignalCandidate = "candidate"
-	// SignalRevisionHint says a Revision's readiness may have changed; the
-	// workflow re-reads it rather than trusting the hint.
-	SignalRevisionHint = "revision-hint"
-	// SignalTrafficHint says the traffic object's status may have changed:
-	// it wakes a waiting verification early.
-	SignalTrafficHint = "traffic-hint"
+	// SignalCandidateState tells a rollout its candidate's readiness as the
+	// candidate's Revision event showed it: Ready, Failed or Deleted. The
+	// rollout acts on it or on its own watch of the Revision, whichever
+	// comes first.
+	SignalCandidateState = "candidate-state"
 	// SignalTargetDeleted says the target may have been deleted; the
 	// workflow re-reads it before ending the rollout.
 	SignalTargetDeleted = "target-deleted"
@@ -71,12 +70,39 @@ type CandidateSignal struct {
 	By       string `json:"by,omitempty"`
 }
 
-// RevisionHint says a Revision's readiness changed. It is only a hint.
-type RevisionHint struct {
+// Readiness states a CandidateState signal carries.
+const (
+	StateReady   = "Ready"
+	StateFailed  = "Failed"
+	StateDeleted = "Deleted"
+)
+
+// CandidateState is a Revision's readiness as one of its events showed it.
+type CandidateState struct {
 	Revision string `json:"revision"`
+	// State is Ready, Failed or Deleted.
+	State string `json:"state"`
+	// Reason and Message are the Ready condition's, when it failed.
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	// By names the event source that told it.
+	By string `json:"by,omitempty"`
 }
 
-// ObjectHint names the object a traffic or delete hint is about.
+func (c CandidateState) revisionState() activities.RevisionState {
+	return activities.RevisionState{
+		Found: c.State != StateDeleted, Ready: c.State == StateReady, Failed: c.State == StateFailed,
+		Reason: c.Reason, Message: c.Message,
+	}
+}
+
+// Where a rollout learnt its candidate's readiness (State.ReadinessFrom).
+const (
+	ReadinessFromEvent = "event"
+	ReadinessFromWatch = "watch"
+)
+
+// ObjectHint names the object a delete hint is about.
 type ObjectHint struct {
 	Kind string `json:"kind"`
 	Name string `json:"name"`

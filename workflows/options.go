@@ -22,12 +22,6 @@ func readOptions(ctx workflow.Context, summary string) workflow.Context {
 	})
 }
 
-// writeOptions suit a traffic write. The activity is idempotent, so retries
-// after a lost answer are safe.
-func writeOptions(ctx workflow.Context, summary string) workflow.Context {
-	return readOptions(ctx, summary)
-}
-
 // verifyOptions retry the status check quickly until the verify timeout: the
 // retries cost no history events, and the first one usually succeeds.
 func verifyOptions(ctx workflow.Context, timeout time.Duration, summary string) workflow.Context {

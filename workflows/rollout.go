@@ -13,9 +13,9 @@ import (
 	"github.com/sluicehq/sluice/events"
 )
 
-// ReadinessPoll is how often the workflow re-reads the candidate while it
-// waits for readiness. Events usually wake it sooner; the poll only bounds
-// what a lost event costs.
+// ReadinessPoll is how long the workflow waits before it watches the
+// candidate again when a watch ended early (it could not watch). The
+// candidate's event wakes it sooner.
 const ReadinessPoll = 10 * time.Second
 
 // a is the nil receiver the workflow names activities by.
@@ -29,7 +29,7 @@ func Rollout(ctx workflow.Context, in Input) (Result, error) {
 		return Result{}, temporal.NewNonRetryableApplicationError(
 			"rollout input needs target namespace, name and a candidate Revision", "InvalidInput", nil)
 	}
-	r := &rollout{version: workflow.GetVersion(ctx, versionChangeEvents, workflow.DefaultVersion, versionLatest)}
+	r := &rollout{}
 	if in.Carry != nil {
 		r.st = *in.Carry
 		r.st.Runs++
@@ -38,10 +38,6 @@ func Rollout(ctx workflow.Context, in Input) (Result, error) {
 		if in.RequestedBy != "" {
 			r.st.Commands = append(r.st.Commands, CommandRecord{Name: "start", By: in.RequestedBy, At: workflow.Now(ctx), Via: "start"})
 		}
-	}
-	if in.Carry == nil && r.version >= versionApply {
-		// What the starter set needs no upsert.
-		r.st.Visible = startedAttributes(ctx)
 	}
 	if r.st.RolloutID == "" {
 		r.st.RolloutID = workflow.GetInfo(ctx).WorkflowExecution.RunID
@@ -53,8 +49,7 @@ func Rollout(ctx workflow.Context, in Input) (Result, error) {
 }
 
 type rollout struct {
-	st      State
-	version workflow.Version
+	st State
 	// outbox holds progress events not yet sent; the first is being sent.
 	outbox        []events.Progress
 	senderStarted bool
@@ -68,7 +63,7 @@ func (r *rollout) run(ctx workflow.Context) (Result, error) {
 	for !r.st.Phase.Done() {
 		// Stepping passes in one activity, and a hold publishes when it
 		// starts to wait (the last step's never does: it ends the rollout).
-		if r.version < versionApply || (r.st.Phase != PhaseStepping && r.st.Phase != PhaseHolding) {
+		if r.st.Phase != PhaseStepping && r.st.Phase != PhaseHolding {
 			r.publish(ctx)
 		}
 		if err := r.continueAsNewIfSuggested(ctx); err != nil {
@@ -161,7 +156,7 @@ func (r *rollout) resolve(ctx workflow.Context) {
 	r.st.ReadyDeadline = now.Add(r.st.Policy.ProgressDeadline)
 	r.st.Deadline = now.Add(r.st.Policy.Deadline)
 	r.st.EventsEnabled = res.Events
-	if r.version >= versionAnalysis && r.st.Policy.Analysis != nil {
+	if r.st.Policy.Analysis != nil {
 		r.st.Analysis = newAnalysisState(r.st.Policy.Analysis)
 	}
 	if !r.writeTraffic(ctx, r.st.Baseline, "pin traffic to "+r.st.Stable) {
@@ -204,29 +199,33 @@ func (r *rollout) waitReady(ctx workflow.Context) {
 	)
 	ref := activities.RevisionRef{Namespace: r.st.Target.Namespace, Name: r.st.Candidate}
 	asked := workflow.Now(ctx)
-	if r.version >= versionApply {
+	from := ReadinessFromEvent
+	if told := r.st.Told; told != nil {
+		rev = told.revisionState()
+	} else {
 		var ok bool
 		if rev, err, ok = r.awaitRevision(ctx, ref); !ok {
-			return // interrupted: the main loop decides what next
+			return // interrupted, or told by an event: the main loop decides what next
 		}
-	} else {
-		err = workflow.ExecuteActivity(readOptions(ctx, "read "+r.st.Candidate), a.ReadRevision, ref).Get(ctx, &rev)
+		from = ReadinessFromWatch
 	}
 	switch {
 	case err != nil:
 		r.startRollback(OutcomeFailed, "cannot read the candidate Revision: "+errorMessage(err))
 		return
 	case !rev.Found:
+		r.st.ReadinessFrom = from
 		r.startRollback(OutcomeFailed, "candidate Revision "+r.st.Candidate+" was deleted")
 		return
 	case rev.Ready:
-		r.st.CandidateReady = true
+		r.st.CandidateReady, r.st.ReadinessFrom = true, from
 		if r.analysing() && !r.st.Analysis.Started && !r.beforeStart(ctx) {
 			return
 		}
 		r.st.Phase = PhaseStepping
 		return
 	case rev.Failed:
+		r.st.ReadinessFrom = from
 		r.startRollback(OutcomeRolledBack, fmt.Sprintf("candidate Revision %s failed: %s: %s", r.st.Candidate, rev.Reason, rev.Message))
 		return
 	}
@@ -235,30 +234,28 @@ func (r *rollout) waitReady(ctx workflow.Context) {
 		r.startRollback(OutcomeRolledBack, fmt.Sprintf("candidate Revision %s was not Ready within the progress deadline of %s", r.st.Candidate, r.st.Policy.ProgressDeadline))
 		return
 	}
-	if r.version >= versionApply && workflow.Now(ctx).Sub(asked) >= min(left, readinessSpan)-time.Second {
+	if workflow.Now(ctx).Sub(asked) >= min(left, readinessSpan)-time.Second {
 		return // AwaitRevision waited its span already; ask again
 	}
 	// It answered early (its watch broke): do not ask again at once.
-	hints := r.st.Hints
-	r.awaitFor(ctx, min(left, ReadinessPoll), "re-read "+r.st.Candidate, func() bool { return r.st.Hints != hints })
+	r.awaitFor(ctx, min(left, ReadinessPoll), "re-read "+r.st.Candidate, func() bool { return r.st.Told != nil })
 }
 
 // awaitRevision runs AwaitRevision, which watches the candidate until it is
 // Ready, failed or gone, for at most readinessSpan (and the progress
-// deadline). The rollout stays responsive meanwhile: an abort, a pause, a
-// newer candidate or a deleted target cancels the wait (ok is false).
+// deadline). The rollout stays responsive meanwhile: the candidate's own
+// event, an abort, a pause, a newer candidate or a deleted target cancels
+// the wait (ok is false). The watch is the net for events that are lost.
 func (r *rollout) awaitRevision(ctx workflow.Context, ref activities.RevisionRef) (rev activities.RevisionState, err error, ok bool) {
 	wait := min(max(r.st.ReadyDeadline.Sub(workflow.Now(ctx)), time.Second), readinessSpan)
-	if r.version >= versionPublishOnWait {
-		r.publish(ctx)
-	}
+	r.publish(ctx)
 	actx, cancel := workflow.WithCancel(ctx)
 	defer cancel()
 	fut := workflow.ExecuteActivity(awaitOptions(actx, wait, "wait for "+ref.Name+" to be Ready"), a.AwaitRevision,
-		activities.AwaitRevisionInput{RevisionRef: ref, For: wait})
+		activities.AwaitRevisionInput{RevisionRef: ref, For: wait, Grace: eventGrace})
 	paused := r.st.Paused
 	_ = workflow.Await(ctx, func() bool {
-		return fut.IsReady() || r.interrupted() || r.st.Paused != paused || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
+		return fut.IsReady() || r.st.Told != nil || r.interrupted() || r.st.Paused != paused || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
 	})
 	if !fut.IsReady() {
 		return rev, nil, false
@@ -266,6 +263,11 @@ func (r *rollout) awaitRevision(ctx workflow.Context, ref activities.RevisionRef
 	err = fut.Get(ctx, &rev)
 	return rev, err, true
 }
+
+// eventGrace is how long AwaitRevision holds back what its watch saw, so
+// that the candidate's own CloudEvent tells the rollout: the watch is the net
+// for a lost event, and costs this much latency only then.
+const eventGrace = 5 * time.Second
 
 // readinessSpan bounds one AwaitRevision: a Revision that takes longer
 // costs one more activity per span, not one per poll.
@@ -360,22 +362,12 @@ func (r *rollout) writeTraffic(ctx workflow.Context, desired []servingTraffic, s
 		return true
 	}
 	set := activities.SetTrafficInput{
-		Object: r.st.Object, Expected: r.st.Live, Desired: desired, Force: r.st.ForceNext || r.st.Phase == PhaseRollingBack,
+		Object: r.st.Object, Expected: r.st.Live, Desired: desired, Force: r.st.Phase == PhaseRollingBack,
 	}
-	var (
-		res     activities.SetTrafficResult
-		visible bool
-		err     error
-	)
 	verifyFor := min(r.st.Policy.VerifyTimeout, verifyBurst)
-	if r.version >= versionApply {
-		var applied activities.ApplyTrafficResult
-		err = workflow.ExecuteActivity(applyOptions(ctx, verifyFor, summary), a.ApplyTraffic,
-			activities.ApplyTrafficInput{SetTrafficInput: set, VerifyFor: verifyFor}).Get(ctx, &applied)
-		res, visible = applied.SetTrafficResult, applied.Visible
-	} else {
-		err = workflow.ExecuteActivity(writeOptions(ctx, summary), a.SetTraffic, set).Get(ctx, &res)
-	}
+	var applied activities.ApplyTrafficResult
+	err := workflow.ExecuteActivity(applyOptions(ctx, verifyFor, summary), a.ApplyTraffic,
+		activities.ApplyTrafficInput{SetTrafficInput: set, VerifyFor: verifyFor}).Get(ctx, &applied)
 	if err != nil {
 		var appErr *temporal.ApplicationError
 		errors.As(err, &appErr)
@@ -384,7 +376,7 @@ func (r *rollout) writeTraffic(ctx workflow.Context, desired []servingTraffic, s
 			r.pauseForDrift(ctx, errorMessage(err))
 		case appErr != nil && appErr.Type() == activities.ErrTargetNotFound:
 			r.finish(ctx, OutcomeFailed, errorMessage(err))
-		case appErr != nil && appErr.Type() == activities.ErrWriteRefused && r.version >= versionLive:
+		case appErr != nil && appErr.Type() == activities.ErrWriteRefused:
 			// Knative refused the write for something sluice's list did not
 			// cause (the object's template, a cluster limit, RBAC): rolling
 			// back would be refused too. The operator fixes it and resumes.
@@ -398,15 +390,12 @@ func (r *rollout) writeTraffic(ctx workflow.Context, desired []servingTraffic, s
 		return false
 	}
 	r.st.Live = cloneTraffic(desired)
-	r.st.ForceNext = false
-	if visible {
+	if applied.Visible {
 		return true
 	}
-	timeout := r.st.Policy.VerifyTimeout
-	if r.version >= versionApply {
-		timeout -= verifyFor // 0 when ApplyTraffic had all of it: verify then fails at once
-	}
-	err = r.verify(ctx, activities.VerifyInput{Object: r.st.Object, Desired: desired, Generation: res.Generation}, timeout, "verify "+summary)
+	// ApplyTraffic watched for verifyFor already; none left when it had all of it.
+	timeout := r.st.Policy.VerifyTimeout - verifyFor
+	err = r.verify(ctx, activities.VerifyInput{Object: r.st.Object, Desired: desired, Generation: applied.Generation}, timeout, "verify "+summary)
 	if err != nil {
 		msg := fmt.Sprintf("%s: traffic did not show in %s status within the verify timeout of %s: %s", summary, r.st.Object, r.st.Policy.VerifyTimeout, errorMessage(err))
 		if r.st.Phase == PhaseRollingBack {
@@ -449,11 +438,8 @@ func (r *rollout) rollback(ctx workflow.Context) {
 
 // newer reports whether a Revision announced as the rollout ended is newer
 // than its candidate: an old Revision's late event must not start a rollout
-// backwards. (Rollouts started before the version gate keep their old path.)
+// backwards.
 func (r *rollout) newer(ctx workflow.Context, revision string) bool {
-	if r.version < versionEvents {
-		return true
-	}
 	var rev activities.RevisionState
 	err := workflow.ExecuteActivity(readOptions(ctx, "read "+revision), a.ReadRevision,
 		activities.RevisionRef{Namespace: r.st.Target.Namespace, Name: revision}).Get(ctx, &rev)
@@ -487,7 +473,7 @@ func (r *rollout) supersede(ctx workflow.Context) error {
 	carry := State{
 		Target: r.st.Target, Candidate: next, Phase: PhaseResolving, StartedAt: workflow.Now(ctx),
 		Original: r.st.Original, Baseline: r.st.Baseline, Live: r.st.Live, Stable: r.st.Stable,
-		Commands: r.st.Commands, Superseded: append(r.st.Superseded, r.st.Candidate), Visible: r.st.Visible, Runs: r.st.Runs,
+		Commands: r.st.Commands, Superseded: append(r.st.Superseded, r.st.Candidate), Runs: r.st.Runs,
 		EventsEnabled: r.st.EventsEnabled,
 	}
 	return workflow.NewContinueAsNewError(ctx, WorkflowName, Input{Target: r.st.Target, Candidate: next, Carry: &carry})
@@ -515,13 +501,9 @@ func (r *rollout) end(ctx workflow.Context, phase Phase) {
 }
 
 // verify waits until the object's status shows the traffic written, for at
-// most the verify timeout. Quick activity retries cover the usual second or
-// so; past that the workflow waits for a traffic hint (a Route or Service
-// event) or a short timer before it looks again.
+// most timeout: one activity, retried quickly (retries cost no history
+// events) until its schedule-to-close timeout.
 func (r *rollout) verify(ctx workflow.Context, in activities.VerifyInput, timeout time.Duration, summary string) error {
-	if r.version < versionEvents {
-		return workflow.ExecuteActivity(verifyOptions(ctx, timeout, summary), a.VerifyTraffic, in).Get(ctx, nil)
-	}
 	deadline := workflow.Now(ctx).Add(timeout)
 	err := temporal.NewApplicationError(fmt.Sprintf("%s: not verified within %s", in.Object, timeout), activities.ErrNotVisible)
 	for {
@@ -533,6 +515,9 @@ func (r *rollout) verify(ctx workflow.Context, in activities.VerifyInput, timeou
 		if left < minTimeout {
 			return err
 		}
+		// Short rounds of checks with a pause between, rather than one
+		// activity for the whole timeout: the workflow looks up between
+		// rounds, and a slow status costs a timer, not a stuck worker slot.
 		burst := min(left, verifyBurst)
 		if err = workflow.ExecuteActivity(verifyOptions(ctx, burst, summary), a.VerifyTraffic, in).Get(ctx, nil); err == nil {
 			return nil
@@ -541,9 +526,7 @@ func (r *rollout) verify(ctx workflow.Context, in activities.VerifyInput, timeou
 		if left < minTimeout {
 			return err
 		}
-		hints := r.st.TrafficHints
-		_, _ = workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{Timeout: min(left, verifyBurst), TimerOptions: workflow.TimerOptions{Summary: "wait for status: " + summary}},
-			func() bool { return r.st.TrafficHints != hints })
+		_ = workflow.NewTimerWithOptions(ctx, min(left, verifyBurst), workflow.TimerOptions{Summary: "wait for status: " + summary}).Get(ctx, nil)
 	}
 }
 
@@ -593,9 +576,7 @@ func (r *rollout) awaitInterrupt(ctx workflow.Context, cond func() bool, why str
 // awaitFor waits up to d (forever when d is 0) for cond, an interruption,
 // a pause or a suggestion to continue as new.
 func (r *rollout) awaitFor(ctx workflow.Context, d time.Duration, summary string, cond func() bool) {
-	if r.version >= versionPublishOnWait {
-		r.publish(ctx)
-	}
+	r.publish(ctx)
 	paused := r.st.Paused
 	wake := func() bool {
 		return cond() || r.interrupted() || r.st.Paused != paused || workflow.GetInfo(ctx).GetContinueAsNewSuggested() ||

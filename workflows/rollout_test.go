@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,9 +31,10 @@ var helloTarget = activities.TargetRef{Namespace: ns, Kind: activities.KindServi
 // clock skips ahead over timers) with the real activities over a fake
 // Knative cluster.
 type harness struct {
-	t   *testing.T
-	env *testsuite.TestWorkflowEnvironment
-	k   *knativefake.Cluster
+	t     *testing.T
+	env   *testsuite.TestWorkflowEnvironment
+	k     *knativefake.Cluster
+	attrs map[string]any // search attributes as last upserted
 }
 
 // testWatch keeps verifying activities short: the workflow tests skip time,
@@ -47,7 +50,13 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	k := knativefake.New(objs...)
 	env.RegisterWorkflowWithOptions(Rollout, workflow.RegisterOptions{Name: WorkflowName})
 	env.RegisterActivity(&activities.Activities{Serving: k, Defaults: config.BuiltinDefaults(), WatchLimit: testWatch})
-	return &harness{t: t, env: env, k: k}
+	h := &harness{t: t, env: env, k: k, attrs: map[string]any{}}
+	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		for k, v := range args.Get(0).(temporal.SearchAttributes).GetUntypedValues() {
+			h.attrs[k.GetName()] = v
+		}
+	}).Return(nil).Maybe()
+	return h
 }
 
 // helloService is a Service on hello-00001 with a tagged extra target and a
@@ -177,20 +186,62 @@ func TestHappyPathWalksEveryStep(t *testing.T) {
 	}
 }
 
-func TestReadinessByHintSignal(t *testing.T) {
+func TestReadinessToldByEvent(t *testing.T) {
 	h := newHarness(t, helloObjects(nil, false)...)
 	h.at(3*time.Second, func() {
+		// The event arrives between two reads of the Revision by the
+		// workflow (they are ReadinessPoll apart): only the signal can
+		// start the first step this early.
 		_ = h.k.SetRevisionReady(ns, "hello-00002", "True", "", "")
-		h.env.SignalWorkflow(SignalRevisionHint, RevisionHint{Revision: "hello-00002"})
+		h.env.SignalWorkflow(SignalCandidateState, CandidateState{Revision: "hello-00002", State: StateReady, By: "receiver"})
+	})
+	h.at(4*time.Second, func() {
+		// The same state again, and one for another Revision: both ignored.
+		h.env.SignalWorkflow(SignalCandidateState, CandidateState{Revision: "hello-00002", State: StateReady, By: "receiver"})
+		h.env.SignalWorkflow(SignalCandidateState, CandidateState{Revision: "hello-00003", State: StateFailed, By: "receiver"})
 	})
 	h.run("hello-00002")
 	st := h.status()
 	if h.result().Outcome != OutcomeSucceeded {
 		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
 	}
-	if wait := st.Steps[0].StartedAt.Sub(st.StartedAt); wait >= ReadinessPoll {
-		t.Fatalf("first step started %s after start; a hint should beat the %s poll", wait, ReadinessPoll)
+	if st.ReadinessFrom != ReadinessFromEvent {
+		t.Errorf("readiness told by %q, want %q", st.ReadinessFrom, ReadinessFromEvent)
 	}
+	if wait := st.Steps[0].StartedAt.Sub(st.StartedAt); wait < 3*time.Second || wait >= 4*time.Second {
+		t.Fatalf("first step started %s after start, want at the signal (3s)", wait)
+	}
+}
+
+func TestDeletionToldByEventFails(t *testing.T) {
+	h := newHarness(t, helloObjects(nil, false)...)
+	h.at(3*time.Second, func() {
+		h.env.SignalWorkflow(SignalCandidateState, CandidateState{Revision: "hello-00002", State: StateDeleted, By: "receiver"})
+	})
+	h.run("hello-00002")
+	if res := h.result(); res.Outcome != OutcomeFailed || !strings.Contains(res.Reason, "hello-00002 was deleted") {
+		t.Fatalf("result = %+v, want failed naming the deleted Revision", res)
+	}
+}
+
+func TestFailureToldByEventRollsBack(t *testing.T) {
+	h := newHarness(t, helloObjects(nil, false)...)
+	h.at(3*time.Second, func() {
+		h.env.SignalWorkflow(SignalCandidateState, CandidateState{Revision: "hello-00002", State: StateFailed,
+			Reason: "ExitCode1", Message: "Container failed with: boom", By: "receiver"})
+	})
+	h.run("hello-00002")
+	res := h.result()
+	if res.Outcome != OutcomeRolledBack || !strings.Contains(res.Reason, "boom") {
+		t.Fatalf("result = %+v, want rolled back naming the Revision's message", res)
+	}
+	if st := h.status(); st.ReadinessFrom != ReadinessFromEvent {
+		t.Errorf("readiness told by %q, want %q", st.ReadinessFrom, ReadinessFromEvent)
+	}
+	wantTraffic(t, h.traffic("hello"),
+		knativefake.Target("hello-00001", 90, ""),
+		knativefake.Target("hello-00000", 10, "legacy"),
+		knativefake.Target("hello-00001", 0, "current"))
 }
 
 func TestReadinessByReRead(t *testing.T) {
@@ -203,6 +254,9 @@ func TestReadinessByReRead(t *testing.T) {
 	}
 	if wait := st.Steps[0].StartedAt.Sub(st.StartedAt); wait < 25*time.Second || wait > 25*time.Second+ReadinessPoll {
 		t.Fatalf("first step started %s after start, want within one poll of 25s", wait)
+	}
+	if st.ReadinessFrom != ReadinessFromWatch {
+		t.Errorf("readiness told by %q, want %q", st.ReadinessFrom, ReadinessFromWatch)
 	}
 }
 
@@ -290,9 +344,11 @@ func TestRollbackPinsLatestRevision(t *testing.T) {
 func TestGateWaitsForPromote(t *testing.T) {
 	h := newHarness(t, helloObjects(map[string]string{config.AnnotationGates: "50"}, true)...)
 	var atGate Status
+	var phaseAttr any
 	var resume, promote *updateResult
 	h.at(10*time.Minute, func() {
 		atGate = h.status()
+		phaseAttr = h.attrs[AttrPhase.GetName()]
 		resume = h.update(CommandResume, Command{By: "carol"})
 		promote = h.update(CommandPromote, Command{By: "carol", Reason: "dashboards look good"})
 	})
@@ -300,7 +356,7 @@ func TestGateWaitsForPromote(t *testing.T) {
 	if atGate.Phase != PhaseGate || atGate.Weight != 25 {
 		t.Fatalf("at 10m: phase %s weight %d, want waiting at the gate with 25%%", atGate.Phase, atGate.Weight)
 	}
-	if got := atGate.Visible[AttrPhase.GetName()]; got != string(PhaseGate) {
+	if got := phaseAttr; got != string(PhaseGate) {
 		t.Fatalf("search attribute %s at the gate = %q, want %q", AttrPhase.GetName(), got, PhaseGate)
 	}
 	if !resume.rejectedWith("not paused") {

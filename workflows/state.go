@@ -80,10 +80,6 @@ type State struct {
 	PauseReason string `json:"pauseReason,omitempty"`
 	// Drifted is set while paused because traffic was changed outside sluice.
 	Drifted bool `json:"drifted,omitempty"`
-	// ForceNext lets the next traffic write replace a list changed outside
-	// sluice: set when an operator resumes after drift (rollouts started
-	// before versionLive; later ones rebase instead).
-	ForceNext bool `json:"forceNext,omitempty"`
 	// Rebase makes the next step start from the live traffic: set when an
 	// operator resumes after drift.
 	Rebase bool `json:"rebase,omitempty"`
@@ -93,10 +89,11 @@ type State struct {
 	Abort            *Command `json:"abort,omitempty"`
 	// PendingCandidate is a newer Revision waiting to supersede Candidate.
 	PendingCandidate string `json:"pendingCandidate,omitempty"`
-	// Hints counts readiness hints; a change wakes the readiness wait.
-	Hints int `json:"hints"`
-	// TrafficHints counts status-change hints; a change wakes verification.
-	TrafficHints int `json:"trafficHints,omitempty"`
+	// Told is the candidate's readiness as its Revision event told it, if
+	// one did; ReadinessFrom says what the rollout acted on: the event or
+	// its own watch of the Revision, whichever came first.
+	Told          *CandidateState `json:"told,omitempty"`
+	ReadinessFrom string          `json:"readinessFrom,omitempty"`
 	// DeleteHints counts delete hints, DeleteChecked those already checked.
 	DeleteHints   int `json:"deleteHints,omitempty"`
 	DeleteChecked int `json:"deleteChecked,omitempty"`
@@ -120,9 +117,6 @@ type State struct {
 	Reason  string    `json:"reason,omitempty"`
 	EndedAt time.Time `json:"endedAt,omitzero"`
 
-	// Visible is what was last upserted as search attributes, so unchanged
-	// values cost no history event.
-	Visible map[string]string `json:"visible,omitempty"`
 	// Runs counts the runs this rollout took through continue-as-new.
 	Runs int `json:"runs"`
 }

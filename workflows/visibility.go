@@ -78,9 +78,10 @@ func (r *rollout) status(ctx workflow.Context) Status {
 	return s
 }
 
-// startedAttributes are sluice's search attributes as the workflow was
-// started with them, in publish's terms.
-func startedAttributes(ctx workflow.Context) map[string]string {
+// currentAttributes are sluice's search attributes as the SDK holds them
+// now: it merges every upsert into the workflow's info and carries them
+// through continue-as-new, so sluice keeps no copy of its own.
+func currentAttributes(ctx workflow.Context) map[string]string {
 	sa := workflow.GetTypedSearchAttributes(ctx)
 	out := map[string]string{}
 	for _, k := range keywordAttrs {
@@ -118,10 +119,12 @@ func (r *rollout) publish(ctx workflow.Context) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	have := currentAttributes(ctx)
 	var updates []temporal.SearchAttributeUpdate
 	for _, n := range names {
 		v := want[n]
-		if old, ok := r.st.Visible[n]; ok && old == v {
+		// An unset keyword and an empty one read the same.
+		if have[n] == v {
 			continue
 		}
 		updates = append(updates, attrUpdate(n, v))
@@ -129,8 +132,6 @@ func (r *rollout) publish(ctx workflow.Context) {
 	if len(updates) > 0 {
 		if err := workflow.UpsertTypedSearchAttributes(ctx, updates...); err != nil {
 			workflow.GetLogger(ctx).Warn("cannot upsert search attributes", "error", err)
-		} else {
-			r.st.Visible = want
 		}
 	}
 	workflow.SetCurrentDetails(ctx, r.details(workflow.Now(ctx)))

@@ -27,11 +27,6 @@ func (r *Receiver) dispatch(ctx context.Context, e cloudevents.Event, a events.A
 	switch a.Kind {
 	case events.KindRevision:
 		return r.revision(ctx, a, principal)
-	case events.KindTraffic:
-		// Rollouts written by this version verify traffic by watching the
-		// object from the activity that wrote it; a signal per status
-		// change would only add history events and billable actions.
-		return reply(http.StatusOK, "ignored", "ignored: sluice watches %s %s/%s itself while it verifies a step", a.ObjectKind, a.Namespace, a.Name)
 	case events.KindDeleted:
 		kind := activities.KindService
 		if a.ObjectKind == "Configuration" {
@@ -60,7 +55,7 @@ func (r *Receiver) revision(ctx context.Context, a events.Action, principal stri
 		a.Service = rev.Labels["serving.knative.dev/service"]
 		a.Generation, _ = strconv.ParseInt(rev.Labels["serving.knative.dev/configurationGeneration"], 10, 64)
 		if c := rev.Status.GetCondition(apis.ConditionReady); c != nil {
-			a.Ready = string(c.Status)
+			a.Ready, a.ReadyReason, a.ReadyMessage = string(c.Status), c.Reason, c.Message
 		}
 		if a.Configuration == "" {
 			return reply(http.StatusOK, "ignored", "ignored: Revision %s has no configuration label", a.Name)
@@ -88,9 +83,7 @@ func (r *Receiver) revision(ctx context.Context, a events.Action, principal stri
 	info := desc.GetWorkflowExecutionInfo()
 	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		if lastCandidate(info) == a.Name {
-			// Its own candidate: the rollout watches it already.
-			r.Seen.Add(told)
-			return reply(http.StatusOK, "ignored", "ignored: the running rollout of %s watches %s itself", target, a.Name)
+			return r.tellState(ctx, target, a, principal, told)
 		}
 		signal := workflows.CandidateSignal{Revision: a.Name, By: principal}
 		err := r.Control.Temporal.SignalWorkflow(ctx, id, "", workflows.SignalCandidate, signal)
@@ -116,6 +109,27 @@ func (r *Receiver) revision(ctx context.Context, a events.Action, principal stri
 	}
 	r.Seen.Add(told)
 	return reply(http.StatusAccepted, "started", "started a rollout of %s on %s", a.Name, target)
+}
+
+// tellState forwards a change of the candidate's readiness to its running
+// rollout, which acts on whichever comes first: this signal or its own
+// watch of the Revision.
+func (r *Receiver) tellState(ctx context.Context, target activities.TargetRef, a events.Action, principal, told string) result {
+	state := map[string]string{"ready": workflows.StateReady, "failed": workflows.StateFailed, "deleted": workflows.StateDeleted}[readiness(a)]
+	if state == "" {
+		r.Seen.Add(told)
+		return reply(http.StatusOK, "ignored", "ignored: %s is not Ready yet; its rollout waits for it", a.Name)
+	}
+	s := workflows.CandidateState{Revision: a.Name, State: state, Reason: a.ReadyReason, Message: a.ReadyMessage, By: principal}
+	if err := r.Control.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(target), "", workflows.SignalCandidateState, s); err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return reply(http.StatusOK, "ignored", "ignored: the rollout of %s ended", target)
+		}
+		return temporalError(err, "tell the rollout of "+target.String()+" that "+a.Name+" is "+state)
+	}
+	r.Seen.Add(told)
+	return reply(http.StatusAccepted, "signalled", "told the rollout of %s that %s is %s", target, a.Name, state)
 }
 
 // readiness names the state of a Revision that matters to its rollout:

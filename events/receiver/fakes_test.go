@@ -21,6 +21,8 @@ type fakeTemporal struct {
 	update   func(name string) (string, error)
 	// started holds the options of every start.
 	started []client.StartWorkflowOptions
+	// signals holds the argument of every signal.
+	signals []any
 }
 
 func (f *fakeTemporal) record(call string) {
@@ -35,8 +37,11 @@ func (f *fakeTemporal) Calls() []string {
 	return append([]string(nil), f.calls...)
 }
 
-func (f *fakeTemporal) SignalWorkflow(_ context.Context, id, _ string, signal string, _ any) error {
+func (f *fakeTemporal) SignalWorkflow(_ context.Context, id, _ string, signal string, arg any) error {
 	f.record("signal " + signal + " " + id)
+	f.mu.Lock()
+	f.signals = append(f.signals, arg)
+	f.mu.Unlock()
 	if f.signalFn != nil {
 		return f.signalFn(id, signal)
 	}

@@ -33,6 +33,7 @@ import (
 
 	"github.com/sluicehq/sluice/cmd/sluice/control"
 	"github.com/sluicehq/sluice/test/knativefake"
+	"github.com/sluicehq/sluice/workflows"
 )
 
 const goodToken = "pipeline-token-0123456789"
@@ -227,17 +228,36 @@ func TestRevisionEventSignalsRunningRollout(t *testing.T) {
 	if got := strings.Join(e.temporal.Calls(), "; "); got != "describe rollout/default/service/hello; signal candidate rollout/default/service/hello" {
 		t.Fatalf("calls %v", got)
 	}
-	// The running rollout's own candidate: it watches the Revision itself.
+	// The running rollout's own candidate: it is told that its Revision
+	// is Ready, with what the event said and who sent it.
 	e = newEnv(t, helloObjects()...)
+	e.temporal.signalFn = func(string, string) error { return nil }
 	e.temporal.describe = func(string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
 		return describeRunning(t, "hello-00002"), nil
 	}
 	code, msg = e.replay("resource/04-revision-update-ready-true.json", nil)
-	if code != http.StatusOK || !strings.Contains(msg, "watches hello-00002 itself") {
+	if code != http.StatusAccepted || !strings.Contains(msg, "told the rollout of default/service/hello that hello-00002 is Ready") {
 		t.Fatalf("%d %s", code, msg)
 	}
-	if got := strings.Join(e.temporal.Calls(), "; "); got != "describe rollout/default/service/hello" {
+	if got := strings.Join(e.temporal.Calls(), "; "); got != "describe rollout/default/service/hello; signal candidate-state rollout/default/service/hello" {
 		t.Fatalf("calls %v", got)
+	}
+	told, ok := e.temporal.signals[0].(workflows.CandidateState)
+	if !ok || told.Revision != "hello-00002" || told.State != workflows.StateReady || told.By == "" {
+		t.Fatalf("signal %#v", e.temporal.signals[0])
+	}
+}
+
+// A rollout that ended between the describe and the signal is not an
+// error: the event is answered and dropped.
+func TestCandidateStateAfterRolloutEnded(t *testing.T) {
+	e := newEnv(t, helloObjects()...)
+	e.temporal.describe = func(string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+		return describeRunning(t, "hello-00002"), nil
+	}
+	code, msg := e.replay("resource/04-revision-update-ready-true.json", nil)
+	if code != http.StatusOK || !strings.Contains(msg, "the rollout of default/service/hello ended") {
+		t.Fatalf("%d %s", code, msg)
 	}
 }
 
@@ -404,7 +424,7 @@ func TestTrafficIgnoredDeleteHinted(t *testing.T) {
 	e := newEnv(t, append(helloObjects(), owned)...)
 	e.temporal.signalFn = func(string, string) error { return nil }
 	code, msg := e.replay("resource/06-route-update-status.json", nil)
-	if code != http.StatusOK || !strings.Contains(msg, "sluice watches Route default/hello-route itself") {
+	if code != http.StatusOK || !strings.Contains(msg, "a rollout reads and watches its Route itself") {
 		t.Fatalf("route update: %d %s", code, msg)
 	}
 	del := commandEvent("dev.knative.apiserver.resource.delete", `{"apiVersion":"serving.knative.dev/v1","kind":"Service","metadata":{"name":"hello","namespace":"default"}}`)
@@ -420,10 +440,11 @@ func TestTrafficIgnoredDeleteHinted(t *testing.T) {
 
 // A Revision's status is written several times on its way to Ready; the
 // receiver acts on each state once: the add starts the rollout, the Unknown
-// update says nothing new, Ready is the running rollout's own candidate (it
-// watches it), a repeated Ready is not even looked up.
+// update says nothing new, Ready is told to the running rollout whose
+// candidate it is, a repeated Ready is not even looked up.
 func TestRevisionStatesToldOnce(t *testing.T) {
 	e := newEnv(t, helloObjects()...)
+	e.temporal.signalFn = func(string, string) error { return nil }
 	started := false
 	e.temporal.describe = func(string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
 		if !started {
@@ -438,7 +459,7 @@ func TestRevisionStatesToldOnce(t *testing.T) {
 	}{
 		{"resource/02-revision-add.json", http.StatusAccepted, "describe; start"},
 		{"resource/03-revision-update-ready-unknown.json", http.StatusOK, ""},
-		{"resource/04-revision-update-ready-true.json", http.StatusOK, "describe"},
+		{"resource/04-revision-update-ready-true.json", http.StatusAccepted, "describe; signal"},
 		{"resource/04-revision-update-ready-true.json", http.StatusOK, ""},
 	}
 	for i, st := range steps {
