@@ -9,15 +9,15 @@ import (
 )
 
 // TestReplayRecordedHistories replays histories recorded from real rollouts
-// (v0-*: before the "cloudevents" version gate; vN-*: at its version N — the
-// rollouts started by older sluice releases; the rest at the latest version,
-// rollout-analysis.json with checks and every kind of webhook,
-// rollout-drift-resume.json with a hand edit noticed by the hold's watch and
-// a resume that re-reads the live traffic)
-// on a Temporal server (see test/integration, SLUICE_RECORD_HISTORY). A
-// change to the workflow that would break rollouts already running — a
-// command added, removed or reordered without a workflow.GetVersion gate —
-// fails here with a non-determinism error.
+// on a Temporal server (test/integration with SLUICE_RECORD_HISTORY set):
+// gate + promote, abort, rollback on a verify timeout, analysis with
+// checks and webhooks, a hand edit during a hold and its resume, a rollout
+// driven by CloudEvents (its readiness told by a candidate-state signal),
+// and a supersede — the run that continues as new and the run it starts.
+// These are the one baseline; a change to the workflow that would break
+// rollouts already running — a command added, removed or reordered without
+// a version gate (docs/operations.md) — fails here with a non-determinism
+// error.
 func TestReplayRecordedHistories(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.json")
 	if err != nil || len(files) == 0 {

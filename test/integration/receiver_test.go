@@ -133,15 +133,15 @@ func TestEventsDriveARollout(t *testing.T) {
 		t.Fatalf("executions after duplicates: %v, %v", resp, err)
 	}
 
-	// Readiness: the Revision turns Ready. The rollout watches its candidate
-	// itself, so the event needs no signal, and the rollout moves on well
-	// before the old 10s re-read would have.
+	// Readiness: the Revision turns Ready. The receiver tells the rollout,
+	// which acts on the event rather than wait for its own watch's grace,
+	// and says so in its status.
 	time.Sleep(500 * time.Millisecond)
 	if err := s.k.SetRevisionReady(ns, "hello-00002", "True", "", ""); err != nil {
 		t.Fatal(err)
 	}
 	sent := time.Now()
-	if code, msg := replay(t, url, "resource/04-revision-update-ready-true.json", ""); code != http.StatusOK || !strings.Contains(msg, "watches hello-00002 itself") {
+	if code, msg := replay(t, url, "resource/04-revision-update-ready-true.json", ""); code != http.StatusAccepted || !strings.Contains(msg, "told the rollout of default/service/hello that hello-00002 is Ready") {
 		t.Fatalf("ready event: %d %s", code, msg)
 	}
 	eventually(t, 20*time.Second, "the rollout to reach the gate before 100%", func() bool {
@@ -149,10 +149,14 @@ func TestEventsDriveARollout(t *testing.T) {
 		return err == nil && st.Phase == workflows.PhaseGate
 	})
 	if waited := time.Since(sent); waited > workflows.ReadinessPoll {
-		t.Fatalf("the rollout took %s after its candidate turned Ready to reach the gate: its watch did not wake it", waited)
+		t.Fatalf("the rollout took %s after its candidate turned Ready to reach the gate", waited)
 	}
-	if st := s.status(); st.Weight != 50 {
-		t.Fatalf("after the candidate turned Ready: weight %d", st.Weight)
+	if st := s.status(); st.Weight != 50 || st.ReadinessFrom != workflows.ReadinessFromEvent || st.Told == nil || st.Told.By == "" {
+		t.Fatalf("after the candidate turned Ready: weight %d, readiness from %q, told %+v", st.Weight, st.ReadinessFrom, st.Told)
+	}
+	// The same state again is not told twice.
+	if code, msg := replay(t, url, "resource/04-revision-update-ready-true.json", "ready-again"); code != http.StatusOK || !strings.Contains(msg, "already acted on default/hello-00002 being ready") {
+		t.Fatalf("ready again: %d %s", code, msg)
 	}
 
 	// Commands as events: refused by the validator with its reason, then accepted.

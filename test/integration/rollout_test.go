@@ -169,6 +169,10 @@ func TestRolloutDrivenByUpdates(t *testing.T) {
 	if st.Weight != 20 || st.StepNumber != 2 || st.Stable != "hello-00001" || !st.CandidateReady {
 		t.Fatalf("at the gate: weight %d step %d stable %q ready %v", st.Weight, st.StepNumber, st.Stable, st.CandidateReady)
 	}
+	// No receiver runs here: the rollout's own read found its candidate Ready.
+	if st.ReadinessFrom != workflows.ReadinessFromWatch || st.Told != nil {
+		t.Fatalf("readiness from %q, told %+v; want the rollout's own read", st.ReadinessFrom, st.Told)
+	}
 	if got := activities.FormatTraffic(s.liveTraffic()); got != "hello-00001=80%, hello-00001=0% (tag current), hello-00002=20%" {
 		t.Fatalf("traffic at the gate: %s", got)
 	}
@@ -259,6 +263,40 @@ func TestAbortRestoresTrafficOnRealServer(t *testing.T) {
 	recordHistory(t, s.temporal, "rollout-abort.json")
 }
 
+// TestSupersedeContinuesAsNew: a newer Revision arriving mid-rollout
+// returns the traffic, ends the run Superseded and continues as new with
+// the newer candidate, which then rolls out to the end from the same
+// baseline.
+func TestSupersedeContinuesAsNew(t *testing.T) {
+	objs := append(helloService(map[string]string{config.AnnotationSteps: "50,100", config.AnnotationHold: "2s"}),
+		knativefake.Revision(ns, "hello", 3, true))
+	s := startStack(t, objs...)
+	ctx := waitCtx(t)
+	first, err := s.ctl.Start(ctx, hello, "hello-00002", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the first step's hold", func() bool {
+		st, err := s.ctl.Status(ctx, hello)
+		return err == nil && st.Phase == workflows.PhaseHolding
+	})
+	if _, err := s.ctl.Start(ctx, hello, "hello-00003", "a newer build"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.ctl.Wait(ctx, hello)
+	if err != nil || res.Outcome != workflows.OutcomeSucceeded || res.Candidate != "hello-00003" {
+		t.Fatalf("result: %+v, %v", res, err)
+	}
+	if got := activities.FormatTraffic(s.liveTraffic()); got != "hello-00001=0% (tag current), hello-00003=100%" {
+		t.Fatalf("final traffic: %s", got)
+	}
+	if st := s.status(); len(st.Superseded) != 1 || st.Superseded[0] != "hello-00002" || st.Runs < 2 {
+		t.Fatalf("carried state: superseded %v, runs %d", st.Superseded, st.Runs)
+	}
+	recordRun(t, s.temporal, first, "rollout-supersede.json")
+	recordHistory(t, s.temporal, "rollout-continued.json")
+}
+
 func httpGet(t *testing.T, url string) string {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -276,11 +314,16 @@ func httpGet(t *testing.T, url string) string {
 // recordHistory writes the rollout's history as JSON into
 // $SLUICE_RECORD_HISTORY/name, for the replay tests in workflows/testdata.
 func recordHistory(t testing.TB, c client.Client, name string) {
+	recordRun(t, c, "", name)
+}
+
+// recordRun is recordHistory of one run ("" for the latest).
+func recordRun(t testing.TB, c client.Client, runID, name string) {
 	dir := os.Getenv("SLUICE_RECORD_HISTORY")
 	if dir == "" {
 		return
 	}
-	it := c.GetWorkflowHistory(context.Background(), workflows.WorkflowID(hello), "", false, 0)
+	it := c.GetWorkflowHistory(context.Background(), workflows.WorkflowID(hello), runID, false, 0)
 	var events []json.RawMessage
 	for it.HasNext() {
 		ev, err := it.Next()

@@ -61,6 +61,7 @@ func TestVerifyTimeoutRollsBack(t *testing.T) {
 	if got := activities.FormatTraffic(s.liveTraffic()); got != "hello-00001=100%, hello-00001=0% (tag current)" {
 		t.Fatalf("traffic after the rollback: %s", got)
 	}
+	recordHistory(t, s.temporal, "rollout-rollback.json")
 }
 
 func TestVerifyTimeoutOfTheRollbackFails(t *testing.T) {
