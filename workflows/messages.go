@@ -102,6 +102,21 @@ const (
 	ReadinessFromWatch = "watch"
 )
 
+// ReadinessSource says in words who told the rollout its candidate's state,
+// for the status and the UI; "" before anything did.
+func (s *State) ReadinessSource() string {
+	switch s.ReadinessFrom {
+	case ReadinessFromEvent:
+		if s.Told != nil && s.Told.By != "" {
+			return "told by its Revision's CloudEvent (from " + s.Told.By + ")"
+		}
+		return "told by its Revision's CloudEvent"
+	case ReadinessFromWatch:
+		return "seen by sluice's own read of the Revision"
+	}
+	return ""
+}
+
 // ObjectHint names the object a delete hint is about.
 type ObjectHint struct {
 	Kind string `json:"kind"`

@@ -166,6 +166,9 @@ func (r *rollout) details(now time.Time) string {
 		// when the workflow runs, and a countdown would stand still.
 		fmt.Fprintf(&b, " · hold ends at %s UTC", clock(st.HoldUntil))
 	}
+	if st.CandidateReady && st.ReadinessFrom != "" && !st.Phase.Done() {
+		fmt.Fprintf(&b, " · Ready by %s", st.ReadinessFrom)
+	}
 	if an := st.Analysis; an != nil && len(an.Tallies) > 0 {
 		// On the headline: the frame is small, and a line or a table more
 		// would cut the step table off.

@@ -33,6 +33,9 @@ func renderStatus(w io.Writer, st workflows.Status) {
 		ready = "Ready"
 	}
 	fmt.Fprintf(tw, "Revisions:\t%s (stable) -> %s (candidate, %s)\n", orNone(st.Stable), st.Candidate, ready)
+	if src := st.ReadinessSource(); src != "" {
+		fmt.Fprintf(tw, "Readiness:\t%s\n", src)
+	}
 	if len(st.Superseded) > 0 {
 		fmt.Fprintf(tw, "Superseded:\t%s\n", strings.Join(st.Superseded, ", "))
 	}

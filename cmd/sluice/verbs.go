@@ -119,7 +119,7 @@ func servedTraffic(cmd *cobra.Command, kubeconfig string, st workflows.Status) [
 
 func newPromoteCommand(g *globals) *cobra.Command {
 	var full bool
-	var reason string
+	var f commandFlags
 	cmd := &cobra.Command{
 		Use:   "promote TARGET",
 		Short: "End the current hold or pass the current gate; with --full, go to 100% now",
@@ -129,50 +129,71 @@ func newPromoteCommand(g *globals) *cobra.Command {
 			if full {
 				name = workflows.CommandPromoteFull
 			}
-			return sendCommand(cmd, g, args[0], name, reason)
+			return sendCommand(cmd, g, args[0], name, f)
 		},
 	}
 	cmd.Flags().BoolVar(&full, "full", false, "skip the remaining steps and send the candidate 100%")
-	cmd.Flags().StringVar(&reason, "reason", "", "why, kept in the rollout's history")
+	f.add(cmd, "why, kept in the rollout's history")
 	return cmd
 }
 
 func newSimpleCommand(g *globals, use, short, name string) *cobra.Command {
-	var reason string
+	var f commandFlags
 	cmd := &cobra.Command{
 		Use:   use + " TARGET",
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return sendCommand(cmd, g, args[0], name, reason)
+			return sendCommand(cmd, g, args[0], name, f)
 		},
 	}
-	cmd.Flags().StringVar(&reason, "reason", "", "why, kept in the rollout's history")
+	f.add(cmd, "why, kept in the rollout's history")
 	return cmd
 }
 
 func newAbortCommand(g *globals) *cobra.Command {
-	var reason string
+	var f commandFlags
 	cmd := &cobra.Command{
 		Use:   "abort TARGET --reason TEXT",
 		Short: "Abort a rollout: restore the traffic from before it started",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return sendCommand(cmd, g, args[0], workflows.CommandAbort, reason)
+			return sendCommand(cmd, g, args[0], workflows.CommandAbort, f)
 		},
 	}
-	cmd.Flags().StringVar(&reason, "reason", "", "why (required), kept in the rollout's history")
+	f.add(cmd, "why (required), kept in the rollout's history")
 	_ = cmd.MarkFlagRequired("reason")
 	return cmd
 }
 
-func sendCommand(cmd *cobra.Command, g *globals, arg, name, reason string) error {
+// commandFlags are the flags every command verb takes.
+type commandFlags struct {
+	reason string
+	// noWait sends the command as a signal: it returns once Temporal has
+	// recorded it, without the rollout's answer (for scripts, and for a
+	// rollout whose worker is down, where an update would wait for it).
+	noWait bool
+}
+
+func (f *commandFlags) add(cmd *cobra.Command, reasonHelp string) {
+	cmd.Flags().StringVar(&f.reason, "reason", "", reasonHelp)
+	cmd.Flags().BoolVar(&f.noWait, "no-wait", false, "send as a signal and return at once; the rollout validates it on arrival (see sluice status)")
+}
+
+func sendCommand(cmd *cobra.Command, g *globals, arg, name string, f commandFlags) error {
 	target, c, closeFn, err := g.forTarget(cmd, arg)
 	if err != nil {
 		return err
 	}
 	defer closeFn()
-	msg, err := c.Send(cmd.Context(), target, name, reason)
+	if f.noWait {
+		if err := c.Signal(cmd.Context(), target, name, f.reason); err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "sent %s to the rollout of %s as a signal; it is validated on arrival: sluice status %s shows the outcome\n", name, target, arg)
+		return nil
+	}
+	msg, err := c.Send(cmd.Context(), target, name, f.reason)
 	if err != nil {
 		return err
 	}

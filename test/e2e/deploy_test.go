@@ -66,7 +66,7 @@ func TestDeployManifests(t *testing.T) {
 		{"sluice-receiver", "patch", "services.serving.knative.dev", false},
 		{"sluice-receiver", "get", "secrets", false},
 		{"sluice-apiserversource", "watch", "revisions.serving.knative.dev", true},
-		{"sluice-apiserversource", "watch", "routes.serving.knative.dev", true},
+		{"sluice-apiserversource", "watch", "routes.serving.knative.dev", false},
 		{"sluice-apiserversource", "get", "configurations.serving.knative.dev", false},
 		{"sluice-apiserversource", "get", "secrets", false},
 	} {

@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -38,25 +41,62 @@ func TestServiceModeRollout(t *testing.T) {
 	waitProgress(t, "s1-00002", "started,step,step,step,succeeded")
 }
 
-// 3. A manual gate, passed with `sluice promote`.
+// 3. Manual gates, passed three ways: `sluice promote` (an update, which
+// answers with the rollout's verdict), the Temporal CLI's own
+// `temporal workflow signal` with the documented JSON input, and
+// `sluice promote --no-wait` (a signal). The candidate turns Ready a few
+// seconds in, so its Ready CloudEvent reaches the rollout while it waits,
+// and the rollout says the event told it.
 func TestManualGateWithCLI(t *testing.T) {
 	c := ctl(t)
-	firstRollout(t, c, "s3", map[string]string{"sluice.dev/steps": "10,100", "sluice.dev/hold": "1s", "sluice.dev/gates": "100"})
-	deploy(t, "s3", "example.com/s3:v2", nil, nil)
-	waitStatus(t, c, svcTarget("s3"), 60*time.Second, "the gate", func(s workflows.Status) bool {
-		return s.Candidate == "s3-00002" && s.Phase == workflows.PhaseGate
-	})
+	firstRollout(t, c, "s3", map[string]string{"sluice.dev/steps": "10,30,60,100", "sluice.dev/hold": "1s", "sluice.dev/gates": "30,60,100"})
+	deploy(t, "s3", "example.com/s3:v2", nil, map[string]string{stack.AnnotationReadyAfter: "3s"})
+	atGate := func(weight int64) workflows.Status {
+		return waitStatus(t, c, svcTarget("s3"), 60*time.Second, fmt.Sprintf("the gate after %d%%", weight), func(s workflows.Status) bool {
+			return s.Candidate == "s3-00002" && s.Phase == workflows.PhaseGate && s.Weight == weight
+		})
+	}
+	st := atGate(10)
 	if got := serviceTraffic(t, "s3"); got != "s3-00001=90%, s3-00002=10%" {
 		t.Fatalf("traffic at the gate: %s", got)
+	}
+	if st.ReadinessFrom != workflows.ReadinessFromEvent || st.Told == nil || st.Told.State != workflows.StateReady {
+		t.Fatalf("readiness from %q, told %+v: the Ready CloudEvent did not tell the rollout", st.ReadinessFrom, st.Told)
+	}
+	if out, err := sluice(t, "status", "s3"); err != nil || !strings.Contains(out, "told by its Revision's CloudEvent") {
+		t.Fatalf("sluice status: %v\n%s", err, out)
 	}
 	if out, err := sluice(t, "promote", "s3", "--reason", "looks good"); err != nil || !strings.Contains(out, "promoted") {
 		t.Fatalf("sluice promote: %v\n%s", err, out)
 	}
-	st := waitOutcome(t, c, svcTarget("s3"), "s3-00002", 30*time.Second)
+
+	atGate(30)
+	signal := exec.Command(os.Getenv("SLUICE_TEMPORAL_BIN"), "workflow", "signal", "--address", stk.TemporalAddr,
+		"--workflow-id", "rollout/default/service/s3", "--name", "promote", "--input", `{"by":"release-bot","reason":"canary healthy"}`)
+	if out, err := signal.CombinedOutput(); err != nil {
+		t.Fatalf("temporal workflow signal: %v\n%s", err, out)
+	}
+
+	atGate(60)
+	if out, err := sluice(t, "promote", "s3", "--no-wait", "--reason", "from a script"); err != nil || !strings.Contains(out, "sent promote to the rollout of default/service/s3 as a signal") {
+		t.Fatalf("sluice promote --no-wait: %v\n%s", err, out)
+	}
+	st = waitOutcome(t, c, svcTarget("s3"), "s3-00002", 30*time.Second)
 	if st.Outcome != workflows.OutcomeSucceeded || serviceTraffic(t, "s3") != "s3-00002=100%" {
 		t.Fatalf("outcome %s, traffic %s", st.Outcome, serviceTraffic(t, "s3"))
 	}
-	waitProgress(t, "s3-00002", "started,step,promoted,step,succeeded")
+	var via []string
+	for _, cmd := range st.Commands {
+		if cmd.Name != workflows.CommandPromote {
+			continue
+		}
+		via = append(via, fmt.Sprintf("%s by %s via %s (%s)", cmd.Name, cmd.By, cmd.Via, cmd.Reason))
+	}
+	want := "promote by e2e@test via update (looks good); promote by release-bot via signal (canary healthy); promote by e2e@test via signal (from a script)"
+	if got := strings.Join(via, "; "); got != want {
+		t.Fatalf("commands recorded:\n%s\nwant\n%s", got, want)
+	}
+	waitProgress(t, "s3-00002", "started,step,promoted,step,promoted,step,promoted,step,succeeded")
 }
 
 // 4. `sluice abort`: the exact pre-rollout traffic is back, tagged extra target included.
@@ -163,6 +203,10 @@ func TestReceiverDownRolloutCompletes(t *testing.T) {
 	st := waitOutcome(t, c, svcTarget("s8"), "s8-00002", 60*time.Second)
 	if st.Outcome != workflows.OutcomeSucceeded || serviceTraffic(t, "s8") != "s8-00002=100%" {
 		t.Fatalf("outcome %s (%s), traffic %s", st.Outcome, st.Reason, serviceTraffic(t, "s8"))
+	}
+	// No event could tell it: its own watch of the Revision did.
+	if st.ReadinessFrom != workflows.ReadinessFromWatch || st.Told != nil {
+		t.Fatalf("readiness from %q, told %+v; want the rollout's own watch", st.ReadinessFrom, st.Told)
 	}
 }
 

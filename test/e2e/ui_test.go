@@ -60,9 +60,11 @@ func TestTemporalUIShowsRollout(t *testing.T) {
 	defer p.Close()
 	// The summary names the Revisions; the current details are the Markdown
 	// step table, rendered as a table with the rollout's phase above it, and
-	// a line with the check's last measurement.
+	// a line with who told the rollout its candidate is Ready (its event, or
+	// its own watch when the candidate was Ready before the rollout looked)
+	// and the check's last measurement.
 	if _, err := p.WaitText(ctx, "ui: ui-00001 → ui-00002", "AwaitingPromotion", "weight", "hold", "gate",
-		"· success-rate 1 ✓"); err != nil {
+		"· Ready by ", "· success-rate 1 ✓"); err != nil {
 		html, _ := p.HTML()
 		_ = os.WriteFile(filepath.Join(artifacts, "temporal-ui-rollout.html"), []byte(html), 0o644)
 		_ = p.Screenshot(filepath.Join(artifacts, "temporal-ui-rollout.png"))

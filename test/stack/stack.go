@@ -576,7 +576,6 @@ func (s *Stack) startAdapter(ctx context.Context) error {
 		"namespaces": []string{Namespace}, "allNamespaces": false, "mode": "Resource",
 		"resources": []map[string]any{
 			{"gvr": map[string]string{"Group": "serving.knative.dev", "Version": "v1", "Resource": "revisions"}},
-			{"gvr": map[string]string{"Group": "serving.knative.dev", "Version": "v1", "Resource": "routes"}},
 			{"gvr": map[string]string{"Group": "serving.knative.dev", "Version": "v1", "Resource": "services"}},
 		},
 	})
