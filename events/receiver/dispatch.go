@@ -121,15 +121,11 @@ func (r *Receiver) tellState(ctx context.Context, target activities.TargetRef, a
 		return reply(http.StatusOK, "ignored", "ignored: %s is not Ready yet; its rollout waits for it", a.Name)
 	}
 	s := workflows.CandidateState{Revision: a.Name, State: state, Reason: a.ReadyReason, Message: a.ReadyMessage, By: principal}
-	if err := r.Control.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(target), "", workflows.SignalCandidateState, s); err != nil {
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			return reply(http.StatusOK, "ignored", "ignored: the rollout of %s ended", target)
-		}
-		return temporalError(err, "tell the rollout of "+target.String()+" that "+a.Name+" is "+state)
+	res := r.hint(ctx, target, workflows.SignalCandidateState, s, a.Name+" is "+state)
+	if res.code == http.StatusAccepted {
+		r.Seen.Add(told)
 	}
-	r.Seen.Add(told)
-	return reply(http.StatusAccepted, "signalled", "told the rollout of %s that %s is %s", target, a.Name, state)
+	return res
 }
 
 // readiness names the state of a Revision that matters to its rollout:

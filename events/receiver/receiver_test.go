@@ -236,7 +236,7 @@ func TestRevisionEventSignalsRunningRollout(t *testing.T) {
 		return describeRunning(t, "hello-00002"), nil
 	}
 	code, msg = e.replay("resource/04-revision-update-ready-true.json", nil)
-	if code != http.StatusAccepted || !strings.Contains(msg, "told the rollout of default/service/hello that hello-00002 is Ready") {
+	if code != http.StatusAccepted || !strings.Contains(msg, "told the rollout of default/service/hello: hello-00002 is Ready") {
 		t.Fatalf("%d %s", code, msg)
 	}
 	if got := strings.Join(e.temporal.Calls(), "; "); got != "describe rollout/default/service/hello; signal candidate-state rollout/default/service/hello" {
@@ -256,7 +256,7 @@ func TestCandidateStateAfterRolloutEnded(t *testing.T) {
 		return describeRunning(t, "hello-00002"), nil
 	}
 	code, msg := e.replay("resource/04-revision-update-ready-true.json", nil)
-	if code != http.StatusOK || !strings.Contains(msg, "the rollout of default/service/hello ended") {
+	if code != http.StatusOK || !strings.Contains(msg, "no rollout is running for default/service/hello") {
 		t.Fatalf("%d %s", code, msg)
 	}
 }

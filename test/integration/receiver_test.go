@@ -141,7 +141,7 @@ func TestEventsDriveARollout(t *testing.T) {
 		t.Fatal(err)
 	}
 	sent := time.Now()
-	if code, msg := replay(t, url, "resource/04-revision-update-ready-true.json", ""); code != http.StatusAccepted || !strings.Contains(msg, "told the rollout of default/service/hello that hello-00002 is Ready") {
+	if code, msg := replay(t, url, "resource/04-revision-update-ready-true.json", ""); code != http.StatusAccepted || !strings.Contains(msg, "told the rollout of default/service/hello: hello-00002 is Ready") {
 		t.Fatalf("ready event: %d %s", code, msg)
 	}
 	eventually(t, 20*time.Second, "the rollout to reach the gate before 100%", func() bool {
