@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -47,6 +48,10 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	env := s.NewTestWorkflowEnvironment()
 	env.SetTestTimeout(30 * time.Second)
+	// These tests share two cores with the end-to-end stack in CI, where a
+	// workflow task has been starved past the 1s default; a workflow that truly
+	// blocks still trips this.
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: 10 * time.Second})
 	k := knativefake.New(objs...)
 	env.RegisterWorkflowWithOptions(Rollout, workflow.RegisterOptions{Name: WorkflowName})
 	env.RegisterActivity(&activities.Activities{Serving: k, Defaults: config.BuiltinDefaults(), WatchLimit: testWatch})
