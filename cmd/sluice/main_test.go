@@ -12,8 +12,8 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/activities"
-	"github.com/sluicehq/sluice/cmd/sluice/control"
 	"github.com/sluicehq/sluice/workflows"
+	"github.com/sluicehq/sluice/workflows/control"
 )
 
 func TestHelpListsVerbs(t *testing.T) {

@@ -11,11 +11,11 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/sluicehq/sluice/cmd/sluice/control"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events/admission"
 	"github.com/sluicehq/sluice/events/receiver"
 	"github.com/sluicehq/sluice/worker"
+	"github.com/sluicehq/sluice/workflows/control"
 )
 
 func newReceiverCommand() *cobra.Command {

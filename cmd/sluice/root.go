@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluicehq/sluice/cmd/sluice/control"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/worker"
+	"github.com/sluicehq/sluice/workflows/control"
 )
 
 // globals are the flags every verb shares.

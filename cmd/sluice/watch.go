@@ -11,8 +11,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sluicehq/sluice/activities"
-	"github.com/sluicehq/sluice/cmd/sluice/control"
 	"github.com/sluicehq/sluice/workflows"
+	"github.com/sluicehq/sluice/workflows/control"
 )
 
 var errWatchTimeout = errors.New("the rollout had not ended when --timeout passed")

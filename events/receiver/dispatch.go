@@ -17,10 +17,10 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/activities"
-	"github.com/sluicehq/sluice/cmd/sluice/control"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/workflows"
+	"github.com/sluicehq/sluice/workflows/control"
 )
 
 func (r *Receiver) dispatch(ctx context.Context, e cloudevents.Event, a events.Action, principal string) result {

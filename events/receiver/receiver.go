@@ -17,8 +17,8 @@ import (
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	servingclient "knative.dev/serving/pkg/client/clientset/versioned"
 
-	"github.com/sluicehq/sluice/cmd/sluice/control"
 	"github.com/sluicehq/sluice/events"
+	"github.com/sluicehq/sluice/workflows/control"
 )
 
 // DefaultMaxBody is the largest event accepted: a Knative object with its

@@ -26,12 +26,12 @@ import (
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/analysis"
-	"github.com/sluicehq/sluice/cmd/sluice/control"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/test/eventsink"
 	"github.com/sluicehq/sluice/test/requestsim"
 	"github.com/sluicehq/sluice/test/stack"
 	"github.com/sluicehq/sluice/workflows"
+	"github.com/sluicehq/sluice/workflows/control"
 )
 
 // Options shape a demo run.
