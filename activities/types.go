@@ -89,6 +89,12 @@ type RevisionRef struct {
 	Name      string `json:"name"`
 }
 
+// MarkInput labels a Revision with how its rollout ended.
+type MarkInput struct {
+	RevisionRef
+	Outcome string `json:"outcome"`
+}
+
 // RevisionState is a Revision's readiness as last read.
 type RevisionState struct {
 	Name       string `json:"name"`

@@ -28,6 +28,11 @@ const (
 	AnnotationRoute = Prefix + "route"
 )
 
+// LabelOutcome is the label sluice puts on a candidate Revision whose rollout
+// rolled it back or aborted it (RolledBack, Aborted, Failed): an event about
+// it starts no rollout again; `sluice start` still does, on purpose.
+const LabelOutcome = Prefix + "outcome"
+
 // Policy is a validated rollout policy: how a candidate Revision takes traffic.
 type Policy struct {
 	Steps            []Step        `json:"steps"`

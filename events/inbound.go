@@ -6,10 +6,11 @@ package events
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+
+	"github.com/sluicehq/sluice/knative"
 )
 
 // Inbound event types.
@@ -70,6 +71,9 @@ type Action struct {
 	// Generation is the Revision's configurationGeneration label: which
 	// template of its Configuration it runs.
 	Generation int64 `json:"generation,omitempty"`
+	// Outcome is set on a Revision whose rollout rolled it back or aborted
+	// it (config.LabelOutcome).
+	Outcome string `json:"outcome,omitempty"`
 	// A command event's fields.
 	Command *CommandData `json:"command,omitempty"`
 	// Why the event is ignored.
@@ -137,6 +141,12 @@ type resourceData struct {
 	} `json:"status"`
 }
 
+// SetLabels takes a Revision's owners, generation and outcome from its labels.
+func (a *Action) SetLabels(labels map[string]string) {
+	l := knative.ReadRevisionLabels(labels)
+	a.Configuration, a.Service, a.Generation, a.Outcome = l.Configuration, l.Service, l.Generation, l.Outcome
+}
+
 func mapResource(e cloudevents.Event) (Action, error) {
 	var obj resourceData
 	if err := decodeJSON(e, &obj); err != nil {
@@ -150,9 +160,7 @@ func mapResource(e cloudevents.Event) (Action, error) {
 		return ignore(a, obj.APIVersion+" "+obj.Kind+" is not a Knative Serving object"), nil
 	}
 	if obj.Kind == "Revision" {
-		a.Configuration = obj.Metadata.Labels[servingGroup+"/configuration"]
-		a.Service = obj.Metadata.Labels[servingGroup+"/service"]
-		a.Generation, _ = strconv.ParseInt(obj.Metadata.Labels[servingGroup+"/configurationGeneration"], 10, 64)
+		a.SetLabels(obj.Metadata.Labels)
 		if a.Configuration == "" {
 			return ignore(a, "Revision "+a.Name+" has no "+servingGroup+"/configuration label"), nil
 		}

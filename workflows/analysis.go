@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluicehq/sluice/activities"
@@ -276,28 +275,4 @@ func (r *rollout) emitAnalysis(ctx workflow.Context, ms []analysis.Measurement) 
 	if len(r.outbox) > n {
 		r.outbox[len(r.outbox)-1].Data.Measurements = ms
 	}
-}
-
-// heartbeatTimeout notices a lost worker within a few heartbeats.
-const heartbeatTimeout = 5 * activities.HeartbeatEvery
-
-// checkOptions suit one Prometheus query: a query error is a measurement,
-// so only a lost worker retries.
-func checkOptions(ctx workflow.Context, summary string) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		Summary:             summary,
-		StartToCloseTimeout: activities.QueryTimeout + 15*time.Second,
-		HeartbeatTimeout:    heartbeatTimeout,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
-	})
-}
-
-// webhookOptions allow every attempt the hook's timeout plus its backoff.
-func webhookOptions(ctx workflow.Context, h config.Webhook, summary string) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		Summary:             summary,
-		StartToCloseTimeout: time.Duration(h.Retries+1)*(h.Timeout+analysis.MaxBackoff) + 15*time.Second,
-		HeartbeatTimeout:    heartbeatTimeout,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
-	})
 }

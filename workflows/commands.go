@@ -58,12 +58,7 @@ func (r *rollout) signals(ctx workflow.Context) workflow.Selector {
 	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalCandidate), func(c workflow.ReceiveChannel, _ bool) {
 		var s CandidateSignal
 		c.Receive(ctx, &s)
-		r.noteCandidate(s)
-	})
-	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalCandidateState), func(c workflow.ReceiveChannel, _ bool) {
-		var s CandidateState
-		c.Receive(ctx, &s)
-		r.noteState(s)
+		r.noteCandidate(ctx, s)
 	})
 	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalTargetDeleted), func(c workflow.ReceiveChannel, _ bool) {
 		var h ObjectHint
@@ -88,12 +83,7 @@ func (r *rollout) drainSignals(ctx workflow.Context) string {
 		}
 		var s CandidateSignal
 		for workflow.GetSignalChannel(ctx, SignalCandidate).ReceiveAsync(&s) {
-			r.noteCandidate(s)
-			progressed = true
-		}
-		var cs CandidateState
-		for workflow.GetSignalChannel(ctx, SignalCandidateState).ReceiveAsync(&cs) {
-			r.noteState(cs)
+			r.noteCandidate(ctx, s)
 			progressed = true
 		}
 		var o ObjectHint
@@ -107,26 +97,29 @@ func (r *rollout) drainSignals(ctx workflow.Context) string {
 	}
 }
 
-func (r *rollout) noteCandidate(s CandidateSignal) {
-	if s.Revision == "" {
-		return
-	}
-	if s.Revision == r.st.Candidate {
-		return
-	}
-	r.st.PendingCandidate = s.Revision
-}
-
-// noteState keeps what the candidate's event told of its readiness, once
-// per state. Only the wait for readiness acts on it: later, traffic writes
-// check the Revisions themselves.
-func (r *rollout) noteState(s CandidateState) {
-	if s.Revision != r.st.Candidate || (r.st.Told != nil && r.st.Told.State == s.State) {
-		return
-	}
-	switch s.State {
-	case StateReady, StateFailed, StateDeleted:
-		r.st.Told = &s
+// noteCandidate decides what an offered Revision is to this rollout. Its own
+// candidate's state is kept, once per state: only the wait for readiness
+// acts on it, later traffic writes check the Revisions themselves. A Revision
+// of an older template — a late or re-sent event — is ignored; one of a newer
+// template, or of a generation the sender did not know, waits to supersede
+// the candidate, which reads it before acting.
+func (r *rollout) noteCandidate(ctx workflow.Context, s CandidateSignal) {
+	switch {
+	case s.Revision == "":
+	case s.Revision == r.st.Candidate:
+		if r.st.Told != nil && r.st.Told.State == s.State {
+			return
+		}
+		switch s.State {
+		case StateReady, StateFailed, StateDeleted:
+			r.st.Told = &s
+		}
+	case s.State == StateDeleted:
+	case s.Generation > 0 && r.st.CandidateGeneration > 0 && s.Generation <= r.st.CandidateGeneration:
+		workflow.GetLogger(ctx).Info("ignoring an offered Revision that is not newer",
+			"revision", s.Revision, "generation", s.Generation, "candidate", r.st.Candidate, "candidateGeneration", r.st.CandidateGeneration)
+	default:
+		r.st.PendingCandidate = s.Revision
 	}
 }
 

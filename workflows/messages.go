@@ -28,13 +28,12 @@ const (
 
 // Other messages.
 const (
-	// SignalCandidate announces a new candidate Revision for a running rollout.
+	// SignalCandidate offers a Revision to the target's rollout, with its
+	// readiness as its event showed it; sent with signal-with-start, it also
+	// starts the rollout when none is running. The rollout decides: its own
+	// candidate's state is acted on (or its own watch, whichever comes first),
+	// a newer Revision supersedes the candidate, an older one is ignored.
 	SignalCandidate = "candidate"
-	// SignalCandidateState tells a rollout its candidate's readiness as the
-	// candidate's Revision event showed it: Ready, Failed or Deleted. The
-	// rollout acts on it or on its own watch of the Revision, whichever
-	// comes first.
-	SignalCandidateState = "candidate-state"
 	// SignalTargetDeleted says the target may have been deleted; the
 	// workflow re-reads it before ending the rollout.
 	SignalTargetDeleted = "target-deleted"
@@ -64,32 +63,30 @@ type Command struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// CandidateSignal names a newer Revision that should supersede the current candidate.
+// CandidateSignal offers a Revision as the rollout's candidate.
 type CandidateSignal struct {
 	Revision string `json:"revision"`
-	By       string `json:"by,omitempty"`
+	// Generation is the Configuration generation the Revision runs (its
+	// configurationGeneration label), 0 if the sender does not know it.
+	Generation int64 `json:"generation,omitempty"`
+	// State is Ready, Failed or Deleted as the Revision's event showed it;
+	// empty while it is not Ready yet, or when a person offers it.
+	State string `json:"state,omitempty"`
+	// Reason and Message are the Ready condition's, when it failed.
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	// By names who offered it: a person, or the event source.
+	By string `json:"by,omitempty"`
 }
 
-// Readiness states a CandidateState signal carries.
+// Readiness states a CandidateSignal carries.
 const (
 	StateReady   = "Ready"
 	StateFailed  = "Failed"
 	StateDeleted = "Deleted"
 )
 
-// CandidateState is a Revision's readiness as one of its events showed it.
-type CandidateState struct {
-	Revision string `json:"revision"`
-	// State is Ready, Failed or Deleted.
-	State string `json:"state"`
-	// Reason and Message are the Ready condition's, when it failed.
-	Reason  string `json:"reason,omitempty"`
-	Message string `json:"message,omitempty"`
-	// By names the event source that told it.
-	By string `json:"by,omitempty"`
-}
-
-func (c CandidateState) revisionState() activities.RevisionState {
+func (c CandidateSignal) revisionState() activities.RevisionState {
 	return activities.RevisionState{
 		Found: c.State != StateDeleted, Ready: c.State == StateReady, Failed: c.State == StateFailed,
 		Reason: c.Reason, Message: c.Message,

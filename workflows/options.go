@@ -1,9 +1,17 @@
+// Every activity's options, in one place: timeouts and retries are part of
+// what a rollout promises (how long it rides out an outage), so they are read
+// together.
+
 package workflows
 
 import (
 	"time"
 
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/config"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -19,6 +27,17 @@ func readOptions(ctx workflow.Context, summary string) workflow.Context {
 		StartToCloseTimeout:    30 * time.Second,
 		ScheduleToCloseTimeout: 5 * time.Minute,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+	})
+}
+
+// emitOptions suit sending one progress event: a sink that is down for
+// minutes loses the event rather than hold the rollout's outbox.
+func emitOptions(ctx workflow.Context, summary string) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		Summary:                summary,
+		StartToCloseTimeout:    15 * time.Second,
+		ScheduleToCloseTimeout: 2 * time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 20 * time.Second},
 	})
 }
 
@@ -64,5 +83,29 @@ func watchOptions(ctx workflow.Context, span time.Duration, summary string) work
 		ScheduleToCloseTimeout: span + 5*time.Minute,
 		HeartbeatTimeout:       heartbeatTimeout,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+	})
+}
+
+// heartbeatTimeout notices a lost worker within a few heartbeats.
+const heartbeatTimeout = 5 * activities.HeartbeatEvery
+
+// checkOptions suit one Prometheus query: a query error is a measurement,
+// so only a lost worker retries.
+func checkOptions(ctx workflow.Context, summary string) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		Summary:             summary,
+		StartToCloseTimeout: activities.QueryTimeout + 15*time.Second,
+		HeartbeatTimeout:    heartbeatTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
+	})
+}
+
+// webhookOptions allow every attempt the hook's timeout plus its backoff.
+func webhookOptions(ctx workflow.Context, h config.Webhook, summary string) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		Summary:             summary,
+		StartToCloseTimeout: time.Duration(h.Retries+1)*(h.Timeout+analysis.MaxBackoff) + 15*time.Second,
+		HeartbeatTimeout:    heartbeatTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
 	})
 }

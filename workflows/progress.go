@@ -2,9 +2,7 @@ package workflows
 
 import (
 	"fmt"
-	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluicehq/sluice/activities"
@@ -54,19 +52,12 @@ func (r *rollout) shownStep() int {
 
 // sendProgress sends queued progress events one at a time, in order.
 func (r *rollout) sendProgress(ctx workflow.Context) {
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout:    15 * time.Second,
-		ScheduleToCloseTimeout: 2 * time.Minute,
-		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 20 * time.Second},
-	})
 	for {
 		if err := workflow.Await(ctx, func() bool { return len(r.outbox) > 0 }); err != nil {
 			return
 		}
 		p := r.outbox[0]
-		opts := workflow.GetActivityOptions(actx)
-		opts.Summary = "emit " + p.Type
-		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(actx, opts), a.EmitProgress, p).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteActivity(emitOptions(ctx, "emit "+p.Type), a.EmitProgress, p).Get(ctx, nil); err != nil {
 			workflow.GetLogger(ctx).Warn("progress event not delivered", "type", p.Type, "id", p.ID, "error", err)
 		}
 		r.outbox = r.outbox[1:]

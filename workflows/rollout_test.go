@@ -145,6 +145,16 @@ func (h *harness) traffic(name string) []servingv1.TrafficTarget {
 	return svc.Spec.Traffic
 }
 
+// outcomeLabel is the sluice.dev/outcome label on a Revision, "" if none.
+func (h *harness) outcomeLabel(name string) string {
+	h.t.Helper()
+	rev, err := h.k.ServingV1().Revisions(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatalf("get revision: %v", err)
+	}
+	return rev.Labels[config.LabelOutcome]
+}
+
 func wantTraffic(t *testing.T, got []servingv1.TrafficTarget, want ...servingv1.TrafficTarget) {
 	t.Helper()
 	if !activities.SameTraffic(got, want) {
@@ -198,12 +208,12 @@ func TestReadinessToldByEvent(t *testing.T) {
 		// workflow (they are ReadinessPoll apart): only the signal can
 		// start the first step this early.
 		_ = h.k.SetRevisionReady(ns, "hello-00002", "True", "", "")
-		h.env.SignalWorkflow(SignalCandidateState, CandidateState{Revision: "hello-00002", State: StateReady, By: "receiver"})
+		h.env.SignalWorkflow(SignalCandidate, CandidateSignal{Revision: "hello-00002", State: StateReady, By: "receiver"})
 	})
 	h.at(4*time.Second, func() {
 		// The same state again, and one for another Revision: both ignored.
-		h.env.SignalWorkflow(SignalCandidateState, CandidateState{Revision: "hello-00002", State: StateReady, By: "receiver"})
-		h.env.SignalWorkflow(SignalCandidateState, CandidateState{Revision: "hello-00003", State: StateFailed, By: "receiver"})
+		h.env.SignalWorkflow(SignalCandidate, CandidateSignal{Revision: "hello-00002", State: StateReady, By: "receiver"})
+		h.env.SignalWorkflow(SignalCandidate, CandidateSignal{Revision: "hello-00003", State: StateFailed, By: "receiver"})
 	})
 	h.run("hello-00002")
 	st := h.status()
@@ -213,6 +223,9 @@ func TestReadinessToldByEvent(t *testing.T) {
 	if st.ReadinessFrom != ReadinessFromEvent {
 		t.Errorf("readiness told by %q, want %q", st.ReadinessFrom, ReadinessFromEvent)
 	}
+	if got := h.outcomeLabel("hello-00002"); got != "" {
+		t.Errorf("a candidate that succeeded is labelled %s=%q", config.LabelOutcome, got)
+	}
 	if wait := st.Steps[0].StartedAt.Sub(st.StartedAt); wait < 3*time.Second || wait >= 4*time.Second {
 		t.Fatalf("first step started %s after start, want at the signal (3s)", wait)
 	}
@@ -221,7 +234,7 @@ func TestReadinessToldByEvent(t *testing.T) {
 func TestDeletionToldByEventFails(t *testing.T) {
 	h := newHarness(t, helloObjects(nil, false)...)
 	h.at(3*time.Second, func() {
-		h.env.SignalWorkflow(SignalCandidateState, CandidateState{Revision: "hello-00002", State: StateDeleted, By: "receiver"})
+		h.env.SignalWorkflow(SignalCandidate, CandidateSignal{Revision: "hello-00002", State: StateDeleted, By: "receiver"})
 	})
 	h.run("hello-00002")
 	if res := h.result(); res.Outcome != OutcomeFailed || !strings.Contains(res.Reason, "hello-00002 was deleted") {
@@ -232,7 +245,7 @@ func TestDeletionToldByEventFails(t *testing.T) {
 func TestFailureToldByEventRollsBack(t *testing.T) {
 	h := newHarness(t, helloObjects(nil, false)...)
 	h.at(3*time.Second, func() {
-		h.env.SignalWorkflow(SignalCandidateState, CandidateState{Revision: "hello-00002", State: StateFailed,
+		h.env.SignalWorkflow(SignalCandidate, CandidateSignal{Revision: "hello-00002", State: StateFailed,
 			Reason: "ExitCode1", Message: "Container failed with: boom", By: "receiver"})
 	})
 	h.run("hello-00002")
@@ -295,6 +308,9 @@ func TestVerifyTimeoutRollsBack(t *testing.T) {
 	if res.Outcome != OutcomeRolledBack || !strings.Contains(res.Reason, "verify timeout of 30s") {
 		t.Fatalf("result = %+v", res)
 	}
+	if got := h.outcomeLabel("hello-00002"); got != string(OutcomeRolledBack) {
+		t.Errorf("candidate labelled %s=%q, want RolledBack", config.LabelOutcome, got)
+	}
 	wantTraffic(t, h.traffic("hello"), tgt("hello-00001", 90, ""), tgt("hello-00000", 10, "legacy"), tgt("hello-00001", 0, "current"))
 }
 
@@ -312,6 +328,9 @@ func TestAbortRestoresExactTraffic(t *testing.T) {
 	res := h.result()
 	if res.Outcome != OutcomeAborted || res.Reason != "aborted by alice: p99 latency doubled" {
 		t.Fatalf("result = %+v", res)
+	}
+	if got := h.outcomeLabel("hello-00002"); got != string(OutcomeAborted) {
+		t.Errorf("candidate labelled %s=%q, want Aborted", config.LabelOutcome, got)
 	}
 	wantTraffic(t, h.traffic("hello"), tgt("hello-00001", 90, ""), tgt("hello-00000", 10, "legacy"), tgt("hello-00001", 0, "current"))
 	st := h.status()
@@ -518,7 +537,9 @@ func TestSupersedeReturnsTrafficAndContinuesWithNewer(t *testing.T) {
 	objs := append(helloObjects(nil, true), knativefake.Revision(ns, "hello", 3, true))
 	h := newHarness(t, objs...)
 	h.at(90*time.Second, func() {
-		// An old Revision's late event must not supersede.
+		// An old Revision's late event must not supersede: with its
+		// generation it is ignored at once, without one after a read.
+		h.env.SignalWorkflow(SignalCandidate, CandidateSignal{Revision: "hello-00001", Generation: 1, State: StateReady})
 		h.env.SignalWorkflow(SignalCandidate, CandidateSignal{Revision: "hello-00001"})
 	})
 	h.at(100*time.Second, func() {

@@ -92,8 +92,8 @@ type State struct {
 	// Told is the candidate's readiness as its Revision event told it, if
 	// one did; ReadinessFrom says what the rollout acted on: the event or
 	// its own watch of the Revision, whichever came first.
-	Told          *CandidateState `json:"told,omitempty"`
-	ReadinessFrom string          `json:"readinessFrom,omitempty"`
+	Told          *CandidateSignal `json:"told,omitempty"`
+	ReadinessFrom string           `json:"readinessFrom,omitempty"`
 	// DeleteHints counts delete hints, DeleteChecked those already checked.
 	DeleteHints   int `json:"deleteHints,omitempty"`
 	DeleteChecked int `json:"deleteChecked,omitempty"`

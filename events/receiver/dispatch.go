@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	workflowpb "go.temporal.io/api/workflow/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"knative.dev/pkg/apis"
@@ -51,9 +48,7 @@ func (r *Receiver) revision(ctx context.Context, a events.Action, principal stri
 		if err != nil {
 			return kubeError(err, "read Revision "+a.Namespace+"/"+a.Name)
 		}
-		a.Configuration = rev.Labels["serving.knative.dev/configuration"]
-		a.Service = rev.Labels["serving.knative.dev/service"]
-		a.Generation, _ = strconv.ParseInt(rev.Labels["serving.knative.dev/configurationGeneration"], 10, 64)
+		a.SetLabels(rev.Labels)
 		if c := rev.Status.GetCondition(apis.ConditionReady); c != nil {
 			a.Ready, a.ReadyReason, a.ReadyMessage = string(c.Status), c.Reason, c.Message
 		}
@@ -74,59 +69,31 @@ func (r *Receiver) revision(ctx context.Context, a events.Action, principal stri
 	if !ok {
 		return res
 	}
-	id := workflows.WorkflowID(target)
-	desc, err := r.Control.Temporal.DescribeWorkflowExecution(ctx, id, "")
-	var nf *serviceerror.NotFound
-	if err != nil && !errors.As(err, &nf) {
-		return temporalError(err, "describe the rollout of "+target.String())
-	}
-	info := desc.GetWorkflowExecutionInfo()
-	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		if lastCandidate(info) == a.Name {
-			return r.tellState(ctx, target, a, principal, told)
-		}
-		signal := workflows.CandidateSignal{Revision: a.Name, By: principal}
-		err := r.Control.Temporal.SignalWorkflow(ctx, id, "", workflows.SignalCandidate, signal)
-		switch {
-		case err == nil:
-			r.Seen.Add(told)
-			return reply(http.StatusAccepted, "signalled", "signalled the rollout of %s about %s", target, a.Name)
-		case !errors.As(err, &nf):
-			return temporalError(err, "signal the rollout of "+target.String())
-		}
-		// It ended in between: decide as if it had not been running.
-	}
+	offer := workflows.CandidateSignal{Revision: a.Name, Generation: a.Generation, State: candidateState[readiness(a)],
+		Reason: a.ReadyReason, Message: a.ReadyMessage, By: principal}
 	if a.Deleted {
-		return reply(http.StatusOK, "ignored", "ignored: no rollout is running for %s", target)
+		// Only a running rollout needs to hear of it; nothing starts.
+		res := r.hint(ctx, target, workflows.SignalCandidate, offer, a.Name+" was deleted")
+		if res.code == http.StatusAccepted {
+			r.Seen.Add(told)
+		}
+		return res
 	}
-	if why := alreadyHandled(target, owner, a, info); why != "" {
+	if why := alreadyHandled(target, owner, a); why != "" {
+		r.Seen.Add(told)
 		return reply(http.StatusOK, "ignored", "ignored: %s", why)
 	}
-	req := control.StartRequest{Target: target, Candidate: a.Name, Reason: "Started by a " + a.ObjectKind + " event from " + principal + ".",
+	req := control.StartRequest{Target: target, Offer: offer, Reason: "Started by a " + a.ObjectKind + " event from " + principal + ".",
 		Stable: owner.stable(a.Name), Annotations: owner.annotations}
-	if _, err := r.Control.StartWith(ctx, req); err != nil {
-		return temporalError(err, "start a rollout of "+a.Name+" on "+target.String())
+	if _, err := r.Control.Offer(ctx, req); err != nil {
+		return temporalError(err, "offer "+a.Name+" to the rollout of "+target.String())
 	}
 	r.Seen.Add(told)
-	return reply(http.StatusAccepted, "started", "started a rollout of %s on %s", a.Name, target)
+	return reply(http.StatusAccepted, "offered", "offered %s (%s) to the rollout of %s", a.Name, readiness(a), target)
 }
 
-// tellState forwards a change of the candidate's readiness to its running
-// rollout, which acts on whichever comes first: this signal or its own
-// watch of the Revision.
-func (r *Receiver) tellState(ctx context.Context, target activities.TargetRef, a events.Action, principal, told string) result {
-	state := map[string]string{"ready": workflows.StateReady, "failed": workflows.StateFailed, "deleted": workflows.StateDeleted}[readiness(a)]
-	if state == "" {
-		r.Seen.Add(told)
-		return reply(http.StatusOK, "ignored", "ignored: %s is not Ready yet; its rollout waits for it", a.Name)
-	}
-	s := workflows.CandidateState{Revision: a.Name, State: state, Reason: a.ReadyReason, Message: a.ReadyMessage, By: principal}
-	res := r.hint(ctx, target, workflows.SignalCandidateState, s, a.Name+" is "+state)
-	if res.code == http.StatusAccepted {
-		r.Seen.Add(told)
-	}
-	return res
-}
+// candidateState is the state a CandidateSignal carries for each readiness.
+var candidateState = map[string]string{"ready": workflows.StateReady, "failed": workflows.StateFailed, "deleted": workflows.StateDeleted}
 
 // readiness names the state of a Revision that matters to its rollout:
 // pending (not Ready yet), ready, failed, or deleted.
@@ -221,14 +188,18 @@ func (r *Receiver) optedInTarget(ctx context.Context, a events.Action) (activiti
 	return t, o, result{}, true
 }
 
-// alreadyHandled says why a Revision needs no new rollout: ApiServerSource
-// re-sends every object when it restarts, and sends updates of old
-// Revisions, so only the newest Revision, not yet serving, and not the
-// candidate of the target's last rollout (info, nil if it never had one),
-// starts one. "Newest" compares template generations: the Configuration's is
-// bumped with the change that creates the Revision, while its status names
-// the Revision only later.
-func alreadyHandled(t activities.TargetRef, o owner, a events.Action, info *workflowpb.WorkflowExecutionInfo) string {
+// alreadyHandled says why a Revision event needs no Temporal call.
+// ApiServerSource sends every update of every Revision: Knative relabels one
+// whose traffic changes, and sluice's own outcome label is an update too. A
+// Revision of an older template than its Configuration's, one that serves
+// traffic already (including the candidate of a rollout under way, whose
+// later states its rollout reads itself), or one a rollout rolled back or
+// aborted (labelled so, which outlives Temporal's retention of the run) is
+// left alone. Whether a Revision is newer than a running rollout's
+// candidate, the rollout decides. "Newer" compares template generations: the
+// Configuration's is bumped with the change that creates the Revision, while
+// its status names the Revision only later.
+func alreadyHandled(t activities.TargetRef, o owner, a events.Action) string {
 	if a.Generation > 0 && o.configGeneration > a.Generation {
 		return fmt.Sprintf("%s is not the newest Revision of %s (it runs template %d of %d)", a.Name, t, a.Generation, o.configGeneration)
 	}
@@ -237,19 +208,10 @@ func alreadyHandled(t activities.TargetRef, o owner, a events.Action, info *work
 			return fmt.Sprintf("%s already serves traffic on %s", a.Name, t)
 		}
 	}
-	if info != nil && lastCandidate(info) == a.Name {
-		return fmt.Sprintf("the last rollout of %s was for %s already (%s)", t, a.Name, info.GetStatus())
+	if a.Outcome != "" {
+		return fmt.Sprintf("the rollout of %s on %s ended %s (label %s); `sluice start` rolls it out again", a.Name, t, a.Outcome, config.LabelOutcome)
 	}
 	return ""
-}
-
-// lastCandidate is the candidate a rollout's search attributes name.
-func lastCandidate(info *workflowpb.WorkflowExecutionInfo) string {
-	var last string
-	if sa := info.GetSearchAttributes().GetIndexedFields()[workflows.AttrCandidate.GetName()]; sa != nil {
-		_ = decodePayload(sa, &last)
-	}
-	return last
 }
 
 // hint signals the running rollout of a target; no running rollout means

@@ -19,9 +19,9 @@ type fakeTemporal struct {
 	startErr error
 	describe func(workflowID string) (*workflowservice.DescribeWorkflowExecutionResponse, error)
 	update   func(name string) (string, error)
-	// started holds the options of every start.
+	// started holds the options of every signal-with-start.
 	started []client.StartWorkflowOptions
-	// signals holds the argument of every signal.
+	// signals holds the argument of every signal, with-start or not.
 	signals []any
 }
 
@@ -53,10 +53,11 @@ type fakeRun struct{ client.WorkflowRun }
 func (fakeRun) GetRunID() string { return "run-1" }
 func (fakeRun) GetID() string    { return "id" }
 
-func (f *fakeTemporal) SignalWithStartWorkflow(_ context.Context, id, signal string, _ any, opts client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
+func (f *fakeTemporal) SignalWithStartWorkflow(_ context.Context, id, signal string, arg any, opts client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
 	f.record("start " + id)
 	f.mu.Lock()
 	f.started = append(f.started, opts)
+	f.signals = append(f.signals, arg)
 	f.mu.Unlock()
 	if f.startErr != nil {
 		return nil, f.startErr

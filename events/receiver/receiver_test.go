@@ -18,12 +18,12 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/cloudevents/sdk-go/v2/binding"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/temporal"
@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/test/knativefake"
 	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
@@ -188,7 +189,7 @@ func TestRevisionAddStartsOneRollout(t *testing.T) {
 		if code := e.send(ev, structured, ""); code != http.StatusOK {
 			t.Fatalf("structured=%v: duplicate delivery: %d", structured, code)
 		}
-		want := []string{"describe rollout/default/service/hello", "start rollout/default/service/hello"}
+		want := []string{"start rollout/default/service/hello"}
 		if got := e.temporal.Calls(); strings.Join(got, "; ") != strings.Join(want, "; ") {
 			t.Fatalf("structured=%v: Temporal calls %v, want %v", structured, got, want)
 		}
@@ -213,68 +214,87 @@ func fixtureEvent(t *testing.T, f fixture) cloudevents.Event {
 	return *ev
 }
 
-func TestRevisionEventSignalsRunningRollout(t *testing.T) {
+// Every Revision event that may matter to a rollout is one Temporal call, a
+// signal-with-start of the candidate signal: the running rollout, if any,
+// decides what the Revision is to it.
+func TestRevisionEventIsOfferedInOneCall(t *testing.T) {
 	e := newEnv(t, helloObjects()...)
-	e.temporal.signalFn = func(string, string) error { return nil }
-	// A rollout of another Revision runs: it hears of hello-00002 (and
-	// supersedes its candidate if hello-00002 is newer).
-	e.temporal.describe = func(string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
-		return describeRunning(t, "hello-00001"), nil
-	}
 	code, msg := e.replay("resource/04-revision-update-ready-true.json", nil)
-	if code != http.StatusAccepted || !strings.Contains(msg, "signalled the rollout of default/service/hello") {
+	if code != http.StatusAccepted || !strings.Contains(msg, "offered hello-00002 (ready) to the rollout of default/service/hello") {
 		t.Fatalf("%d %s", code, msg)
 	}
-	if got := strings.Join(e.temporal.Calls(), "; "); got != "describe rollout/default/service/hello; signal candidate rollout/default/service/hello" {
+	if got := strings.Join(e.temporal.Calls(), "; "); got != "start rollout/default/service/hello" {
 		t.Fatalf("calls %v", got)
 	}
-	// The running rollout's own candidate: it is told that its Revision
-	// is Ready, with what the event said and who sent it.
-	e = newEnv(t, helloObjects()...)
-	e.temporal.signalFn = func(string, string) error { return nil }
-	e.temporal.describe = func(string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
-		return describeRunning(t, "hello-00002"), nil
-	}
-	code, msg = e.replay("resource/04-revision-update-ready-true.json", nil)
-	if code != http.StatusAccepted || !strings.Contains(msg, "told the rollout of default/service/hello: hello-00002 is Ready") {
-		t.Fatalf("%d %s", code, msg)
-	}
-	if got := strings.Join(e.temporal.Calls(), "; "); got != "describe rollout/default/service/hello; signal candidate-state rollout/default/service/hello" {
-		t.Fatalf("calls %v", got)
-	}
-	told, ok := e.temporal.signals[0].(workflows.CandidateState)
-	if !ok || told.Revision != "hello-00002" || told.State != workflows.StateReady || told.By == "" {
+	offer, ok := e.temporal.signals[0].(workflows.CandidateSignal)
+	if !ok || offer.Revision != "hello-00002" || offer.Generation != 2 || offer.State != workflows.StateReady || offer.By == "" {
 		t.Fatalf("signal %#v", e.temporal.signals[0])
 	}
 }
 
-// A rollout that ended between the describe and the signal is not an
-// error: the event is answered and dropped.
-func TestCandidateStateAfterRolloutEnded(t *testing.T) {
+// A deleted Revision is told to a running rollout only: it starts nothing,
+// and with no rollout running it is answered and dropped.
+func TestDeletedRevisionStartsNothing(t *testing.T) {
 	e := newEnv(t, helloObjects()...)
-	e.temporal.describe = func(string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
-		return describeRunning(t, "hello-00002"), nil
-	}
-	code, msg := e.replay("resource/04-revision-update-ready-true.json", nil)
+	e.temporal.signalFn = func(string, string) error { return serviceerror.NewNotFound("workflow not found") }
+	code, msg := e.replay("resource/08-revision-delete.json", nil)
 	if code != http.StatusOK || !strings.Contains(msg, "no rollout is running for default/service/hello") {
 		t.Fatalf("%d %s", code, msg)
 	}
+	if got := strings.Join(e.temporal.Calls(), "; "); got != "signal candidate rollout/default/service/hello" {
+		t.Fatalf("calls %v", got)
+	}
+	offer, ok := e.temporal.signals[0].(workflows.CandidateSignal)
+	if !ok || offer.State != workflows.StateDeleted {
+		t.Fatalf("signal %#v", e.temporal.signals[0])
+	}
 }
 
-func describeRunning(t *testing.T, candidate string) *workflowservice.DescribeWorkflowExecutionResponse {
-	resp := describeWithCandidate(t, candidate)
-	resp.WorkflowExecutionInfo.Status = enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
-	return resp
+// replayWithLabels delivers a Resource-mode fixture with extra labels on
+// the object it carries.
+func (e *env) replayWithLabels(name string, labels map[string]string, id string) (int, string) {
+	e.t.Helper()
+	f := loadFixture(e.t, name)
+	var obj map[string]any
+	if err := json.Unmarshal(f.Body, &obj); err != nil {
+		e.t.Fatal(err)
+	}
+	meta := obj["metadata"].(map[string]any)
+	ls, _ := meta["labels"].(map[string]any)
+	if ls == nil {
+		ls = map[string]any{}
+	}
+	for k, v := range labels {
+		ls[k] = v
+	}
+	meta["labels"] = ls
+	body, err := json.Marshal(obj)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	f.Headers["Ce-Id"] = id
+	return e.post(f.Headers, body)
 }
 
 func TestNoSecondRolloutOfAHandledRevision(t *testing.T) {
 	e := newEnv(t, helloObjects()...)
-	e.temporal.describe = func(string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
-		return describeWithCandidate(t, "hello-00002"), nil
+	// A later update of a candidate its rollout rolled back (Knative
+	// relabels it once it has no traffic): it carries the outcome label.
+	code, msg := e.replayWithLabels("resource/04-revision-update-ready-true.json", map[string]string{config.LabelOutcome: "RolledBack"}, "relist")
+	if code != http.StatusOK || !strings.Contains(msg, "the rollout of hello-00002 on default/service/hello ended RolledBack") {
+		t.Fatalf("%d %s", code, msg)
 	}
-	// An update of hello-00002 after its rollout ended (ApiServerSource re-lists on restart).
-	code, msg := e.replay("resource/04-revision-update-ready-true.json", nil)
-	if code != http.StatusOK || !strings.Contains(msg, "the last rollout of default/service/hello was for hello-00002 already") {
+	if calls := e.temporal.Calls(); len(calls) != 0 {
+		t.Fatalf("Temporal calls for a rolled-back candidate: %v", calls)
+	}
+	// A Revision that serves traffic already (the candidate of a rollout
+	// that succeeded, or of one under way).
+	e = newEnv(t, helloObjects()...)
+	svc, _ := e.k.ServingV1().Services("default").Get(context.Background(), "hello", metav1.GetOptions{})
+	svc.Spec.Traffic = []servingv1.TrafficTarget{{RevisionName: "hello-00002", Percent: ptr(int64(100))}}
+	_, _ = e.k.ServingV1().Services("default").Update(context.Background(), svc, metav1.UpdateOptions{})
+	code, msg = e.replay("resource/04-revision-update-ready-true.json", func(h map[string]string) { h["Ce-Id"] = "serving" })
+	if code != http.StatusOK || !strings.Contains(msg, "hello-00002 already serves traffic on default/service/hello") {
 		t.Fatalf("%d %s", code, msg)
 	}
 	// An old Revision's event never starts one.
@@ -285,37 +305,20 @@ func TestNoSecondRolloutOfAHandledRevision(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(msg, "not the newest Revision of default/service/hello (it runs template 2 of 3)") {
 		t.Fatalf("%d %s", code, msg)
 	}
-	for _, c := range e.temporal.Calls() {
-		if strings.HasPrefix(c, "start") {
-			t.Fatalf("started a rollout: %v", e.temporal.Calls())
-		}
+	if calls := e.temporal.Calls(); len(calls) != 0 {
+		t.Fatalf("Temporal calls for events that need none: %v", calls)
 	}
-}
-
-func describeWithCandidate(t *testing.T, candidate string) *workflowservice.DescribeWorkflowExecutionResponse {
-	sa := temporal.NewSearchAttributes(temporal.NewSearchAttributeKeyKeyword("SluiceCandidate").ValueSet(candidate))
-	resp := &workflowservice.DescribeWorkflowExecutionResponse{}
-	payloads, err := encodeSearchAttributes(sa)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.WorkflowExecutionInfo = payloads
-	return resp
 }
 
 func TestTemporalUnavailableIsRetried(t *testing.T) {
 	e := newEnv(t, helloObjects()...)
-	e.temporal.describe = func(string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
-		return nil, serviceerror.NewUnavailable("connection refused")
-	}
+	e.temporal.startErr = serviceerror.NewUnavailable("connection refused")
 	code, msg := e.replay("resource/02-revision-add.json", nil)
 	if code != http.StatusServiceUnavailable || !strings.Contains(msg, "Temporal unavailable") {
 		t.Fatalf("%d %s", code, msg)
 	}
 	// Not remembered as handled: the broker's retry is acted on.
-	e.temporal.describe = func(string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
-		return nil, serviceerror.NewResourceExhausted(0, "rps limit")
-	}
+	e.temporal.startErr = serviceerror.NewResourceExhausted(0, "rps limit")
 	code, _ = e.replay("resource/02-revision-add.json", nil)
 	if code != http.StatusTooManyRequests {
 		t.Fatalf("throttled: %d", code)
@@ -439,33 +442,24 @@ func TestTrafficIgnoredDeleteHinted(t *testing.T) {
 }
 
 // A Revision's status is written several times on its way to Ready; the
-// receiver acts on each state once: the add starts the rollout, the Unknown
-// update says nothing new, Ready is told to the running rollout whose
-// candidate it is, a repeated Ready is not even looked up.
+// receiver offers each state once: the add starts the rollout, the Unknown
+// update says nothing new, Ready is offered (the running rollout takes it as
+// its candidate's state), a repeated Ready is not even looked up.
 func TestRevisionStatesToldOnce(t *testing.T) {
 	e := newEnv(t, helloObjects()...)
-	e.temporal.signalFn = func(string, string) error { return nil }
-	started := false
-	e.temporal.describe = func(string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
-		if !started {
-			return nil, serviceerror.NewNotFound("no rollout")
-		}
-		return describeRunning(t, "hello-00002"), nil
-	}
 	steps := []struct {
 		fixture string
 		code    int
 		calls   string
 	}{
-		{"resource/02-revision-add.json", http.StatusAccepted, "describe; start"},
+		{"resource/02-revision-add.json", http.StatusAccepted, "start"},
 		{"resource/03-revision-update-ready-unknown.json", http.StatusOK, ""},
-		{"resource/04-revision-update-ready-true.json", http.StatusAccepted, "describe; signal"},
+		{"resource/04-revision-update-ready-true.json", http.StatusAccepted, "start"},
 		{"resource/04-revision-update-ready-true.json", http.StatusOK, ""},
 	}
 	for i, st := range steps {
 		before := len(e.temporal.Calls())
 		code, msg := e.replay(st.fixture, func(h map[string]string) { h["Ce-Id"] = fmt.Sprint("delivery-", i) })
-		started = true
 		var calls []string
 		for _, c := range e.temporal.Calls()[before:] {
 			calls = append(calls, strings.Fields(c)[0])
@@ -475,3 +469,7 @@ func TestRevisionStatesToldOnce(t *testing.T) {
 		}
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
+
+func binaryMessage(ev cloudevents.Event) binding.Message { return binding.ToMessage(&ev) }

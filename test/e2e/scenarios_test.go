@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/test/stack"
 	"github.com/sluicehq/sluice/workflows"
 )
@@ -160,6 +162,24 @@ func TestFailingAndNeverReadyRevisionsRollBack(t *testing.T) {
 	}
 	if got := serviceTraffic(t, "s5"); got != "s5-00001=100%" {
 		t.Fatalf("traffic after Knative's progress deadline: %s", got)
+	}
+	// Each rolled-back candidate is labelled so, and a later update event of
+	// one (Knative relabels a Revision whose traffic changes; sluice's label
+	// is an update too) starts nothing: the receiver answers it with no
+	// Temporal call.
+	for _, rev := range []string{"s5-00002", "s5-00003", "s5-00004"} {
+		r, err := stk.Serving.ServingV1().Revisions(ns).Get(context.Background(), rev, metav1.GetOptions{})
+		if err != nil || r.Labels[config.LabelOutcome] != string(workflows.OutcomeRolledBack) {
+			t.Fatalf("%s labels %v (%v), want %s=RolledBack", rev, r.GetLabels(), err, config.LabelOutcome)
+		}
+	}
+	runs := rolloutRuns(t, c, svcTarget("s5"))
+	code, msg := sendRevisionUpdate(t, "s5-00004")
+	if code != http.StatusOK || !strings.Contains(msg, "ended RolledBack") {
+		t.Fatalf("an update event of the rolled-back s5-00004: %d %s", code, msg)
+	}
+	if after := rolloutRuns(t, c, svcTarget("s5")); after != runs {
+		t.Fatalf("runs of the s5 rollout: %d before the update event, %d after", runs, after)
 	}
 }
 

@@ -111,7 +111,7 @@ func TestEventsDriveARollout(t *testing.T) {
 	ctx := context.Background()
 
 	code, msg := replay(t, url, "resource/02-revision-add.json", "")
-	if code != http.StatusAccepted || !strings.Contains(msg, "started a rollout of hello-00002 on default/service/hello") {
+	if code != http.StatusAccepted || !strings.Contains(msg, "offered hello-00002 (pending) to the rollout of default/service/hello") {
 		t.Fatalf("revision add: %d %s", code, msg)
 	}
 	desc, err := s.temporal.DescribeWorkflowExecution(ctx, "rollout/default/service/hello", "")
@@ -141,7 +141,7 @@ func TestEventsDriveARollout(t *testing.T) {
 		t.Fatal(err)
 	}
 	sent := time.Now()
-	if code, msg := replay(t, url, "resource/04-revision-update-ready-true.json", ""); code != http.StatusAccepted || !strings.Contains(msg, "told the rollout of default/service/hello: hello-00002 is Ready") {
+	if code, msg := replay(t, url, "resource/04-revision-update-ready-true.json", ""); code != http.StatusAccepted || !strings.Contains(msg, "offered hello-00002 (ready) to the rollout of default/service/hello") {
 		t.Fatalf("ready event: %d %s", code, msg)
 	}
 	eventually(t, 20*time.Second, "the rollout to reach the gate before 100%", func() bool {

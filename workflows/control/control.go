@@ -59,30 +59,34 @@ func ParseTarget(namespace, arg string) (activities.TargetRef, error) {
 // It reports the run that received it.
 //
 // A person's start waits for a rollout that is ending to close (see
-// awaitFinishing); the receiver, which has just seen none running, calls
-// StartWith.
+// awaitFinishing); the receiver calls Offer.
 func (c *Client) Start(ctx context.Context, target activities.TargetRef, candidate, reason string) (string, error) {
 	if err := c.awaitFinishing(ctx, target); err != nil {
 		return "", err
 	}
-	return c.StartWith(ctx, StartRequest{Target: target, Candidate: candidate, Reason: reason})
+	return c.Offer(ctx, StartRequest{Target: target, Offer: workflows.CandidateSignal{Revision: candidate, By: c.Identity}, Reason: reason})
 }
 
-// StartRequest is a rollout start with what the caller already knows about
-// the target, shown in the Temporal UI from the first moment.
+// StartRequest offers a candidate, with what the caller already knows about
+// the target, shown in the Temporal UI from the first moment if it starts a
+// rollout.
 type StartRequest struct {
-	Target    activities.TargetRef
-	Candidate string
-	Reason    string
+	Target activities.TargetRef
+	Offer  workflows.CandidateSignal
+	Reason string
 	// Stable, if known, makes the summary read "hello: hello-00001 → hello-00002".
 	Stable string
 	// Annotations, if known, are the target's; its sluice.dev/* policy goes into the details.
 	Annotations map[string]string
 }
 
-// StartWith is Start with what the caller knows of the target.
-func (c *Client) StartWith(ctx context.Context, r StartRequest) (string, error) {
-	target, candidate := r.Target, r.Candidate
+// Offer hands a Revision to the target's rollout in one Temporal call, a
+// signal-with-start: a running rollout decides what the Revision is to it
+// (its own candidate's new state, a newer candidate, or an old one to
+// ignore); with none running, a rollout of it starts. It reports the run
+// that received it.
+func (c *Client) Offer(ctx context.Context, r StartRequest) (string, error) {
+	target, candidate := r.Target, r.Offer.Revision
 	details := fmt.Sprintf("Requested by %s.", c.Identity)
 	if r.Reason != "" {
 		details += " " + r.Reason
@@ -113,11 +117,10 @@ func (c *Client) StartWith(ctx context.Context, r StartRequest) (string, error) 
 			workflows.AttrWeight.ValueSet(0),
 		),
 	}
-	run, err := c.Temporal.SignalWithStartWorkflow(ctx, opts.ID, workflows.SignalCandidate,
-		workflows.CandidateSignal{Revision: candidate, By: c.Identity}, opts, workflows.WorkflowName,
+	run, err := c.Temporal.SignalWithStartWorkflow(ctx, opts.ID, workflows.SignalCandidate, r.Offer, opts, workflows.WorkflowName,
 		workflows.Input{Target: target, Candidate: candidate, RequestedBy: c.Identity})
 	if err != nil {
-		return "", fmt.Errorf("start rollout of %s on %s: %w", candidate, target, err)
+		return "", fmt.Errorf("offer %s to the rollout of %s: %w", candidate, target, err)
 	}
 	return run.GetRunID(), nil
 }

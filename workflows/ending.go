@@ -1,0 +1,128 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/config"
+)
+
+// markCandidate labels the candidate with the rollout's outcome, so a
+// re-sent event of it does not start it again. A candidate that cannot be
+// labelled is named in the reason: the rollout has ended all the same.
+func (r *rollout) markCandidate(ctx workflow.Context) {
+	in := activities.MarkInput{RevisionRef: activities.RevisionRef{Namespace: r.st.Target.Namespace, Name: r.st.Candidate}, Outcome: string(r.st.Outcome)}
+	if err := workflow.ExecuteActivity(readOptions(ctx, "label "+r.st.Candidate+" "+string(r.st.Outcome)), a.MarkRevision, in).Get(ctx, nil); err != nil {
+		r.st.Reason += fmt.Sprintf("; %s could not be labelled %s=%s (%s), so a re-sent event of it may start its rollout again", r.st.Candidate, config.LabelOutcome, r.st.Outcome, errorMessage(err))
+	}
+}
+
+// startRollback records why the rollout ends; the next turn of the loop
+// restores the pre-rollout traffic.
+func (r *rollout) startRollback(outcome Outcome, reason string) {
+	r.st.Ending, r.st.Reason = outcome, reason
+	r.st.Phase = PhaseRollingBack
+	r.st.Paused, r.st.Drifted, r.st.PauseReason = false, false, ""
+}
+
+func (r *rollout) rollback(ctx workflow.Context) {
+	restore := rollbackTraffic(&r.st)
+	if !r.writeTraffic(ctx, restore, "roll back to "+r.st.Stable) {
+		return
+	}
+	r.st.Weight = 0
+	if pinsLatest(r.st.Original, restore) {
+		r.st.Reason += "; " + latestPinnedNote(r.st.Target, r.st.Object, r.st.Stable, r.st.Candidate)
+	}
+	r.st.Outcome = r.st.Ending
+	r.markCandidate(ctx)
+	phase := PhaseRolledBack
+	switch r.st.Outcome {
+	case OutcomeAborted:
+		phase = PhaseAborted
+	case OutcomeFailed:
+		phase = PhaseFailed
+	}
+	r.end(ctx, phase)
+}
+
+// newer reports whether a Revision announced as the rollout ended is newer
+// than its candidate: an old Revision's late event must not start a rollout
+// backwards.
+func (r *rollout) newer(ctx workflow.Context, revision string) bool {
+	var rev activities.RevisionState
+	err := workflow.ExecuteActivity(readOptions(ctx, "read "+revision), a.ReadRevision,
+		activities.RevisionRef{Namespace: r.st.Target.Namespace, Name: revision}).Get(ctx, &rev)
+	return err == nil && rev.Found && rev.Generation > r.st.CandidateGeneration
+}
+
+// supersede sends the current candidate's traffic back to stable and
+// continues as new with the newer candidate. Late events of older Revisions
+// are ignored.
+func (r *rollout) supersede(ctx workflow.Context) error {
+	next := r.st.PendingCandidate
+	r.st.PendingCandidate = ""
+	var rev activities.RevisionState
+	err := workflow.ExecuteActivity(readOptions(ctx, "read "+next), a.ReadRevision,
+		activities.RevisionRef{Namespace: r.st.Target.Namespace, Name: next}).Get(ctx, &rev)
+	if err != nil || !rev.Found || rev.Generation <= r.st.CandidateGeneration {
+		workflow.GetLogger(ctx).Info("ignoring candidate that is not newer", "candidate", next, "current", r.st.Candidate)
+		return nil
+	}
+	if r.st.Phase != PhaseResolving && !r.writeTraffic(ctx, r.st.Baseline, "return "+r.st.Candidate+"'s traffic to "+r.st.Stable) {
+		return nil
+	}
+	r.st.Outcome, r.st.Reason = OutcomeSuperseded, "superseded by "+next
+	r.end(ctx, PhaseSuperseded)
+	r.publish(ctx)
+	r.flushEvents(ctx)
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return err
+	}
+	r.drainSignals(ctx)
+	carry := State{
+		Target: r.st.Target, Candidate: next, Phase: PhaseResolving, StartedAt: workflow.Now(ctx),
+		Original: r.st.Original, Baseline: r.st.Baseline, Live: r.st.Live, Stable: r.st.Stable,
+		Commands: r.st.Commands, Superseded: append(r.st.Superseded, r.st.Candidate), Runs: r.st.Runs,
+		EventsEnabled: r.st.EventsEnabled,
+	}
+	return workflow.NewContinueAsNewError(ctx, WorkflowName, Input{Target: r.st.Target, Candidate: next, Carry: &carry})
+}
+
+func (r *rollout) finish(ctx workflow.Context, outcome Outcome, reason string) {
+	r.st.Outcome, r.st.Reason = outcome, reason
+	phase := PhaseSucceeded
+	if outcome == OutcomeFailed {
+		phase = PhaseFailed
+	}
+	r.end(ctx, phase)
+}
+
+func (r *rollout) end(ctx workflow.Context, phase Phase) {
+	r.st.Phase = phase
+	r.st.Paused = false
+	r.st.EndedAt = workflow.Now(ctx)
+	r.st.HoldUntil = time.Time{}
+	by := ""
+	if r.st.Abort != nil {
+		by = r.st.Abort.By
+	}
+	r.emit(ctx, endEvent(phase), r.st.Reason, by)
+}
+
+// checkTarget re-reads the traffic object after a delete hint, and ends the
+// rollout if it is really gone: nothing is left to roll back.
+func (r *rollout) checkTarget(ctx workflow.Context) {
+	r.st.DeleteChecked = r.st.DeleteHints
+	if r.st.Object.Name == "" {
+		return // not resolved yet: resolving will find out
+	}
+	var exists bool
+	if err := workflow.ExecuteActivity(readOptions(ctx, "check "+r.st.Object.String()), a.TargetExists, r.st.Object).Get(ctx, &exists); err != nil || exists {
+		return
+	}
+	r.finish(ctx, OutcomeFailed, r.st.Object.String()+" was deleted during the rollout")
+}

@@ -1,0 +1,182 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/events"
+)
+
+func (r *rollout) applyStep(ctx workflow.Context) {
+	if r.st.PromoteFull {
+		r.st.Step = len(r.st.Steps) - 1
+	}
+	i := r.st.Step
+	step := &r.st.Steps[i]
+	if r.analysing() && i == len(r.st.Steps)-1 && i > 0 && !r.st.Analysis.GatePassed && !r.st.PromoteFull &&
+		len(r.st.Policy.Analysis.Hooks(config.MomentGate)) > 0 {
+		// A person's promote confirms as well as the gate hooks do.
+		if !r.st.PromoteRequested && !r.gateHooks(ctx) {
+			r.st.Phase = PhaseGate
+			r.awaitFor(ctx, r.st.Policy.Analysis.Interval, fmt.Sprintf("gate webhooks before %d%%", step.Weight),
+				func() bool { return r.st.PromoteRequested || r.st.PromoteFull })
+			return
+		}
+		r.st.Analysis.GatePassed = true
+	}
+	if step.Gate && !step.GatePassed && !r.st.PromoteFull {
+		r.st.Phase = PhaseGate
+		if !r.st.PromoteRequested {
+			r.awaitInterrupt(ctx, func() bool { return r.st.PromoteRequested || r.st.PromoteFull }, fmt.Sprintf("gate before %d%%", step.Weight))
+			return
+		}
+		r.st.PromoteRequested = false
+		step.GatePassed = true
+	}
+	r.st.Phase = PhaseStepping
+	desired := trafficAt(r.st.Baseline, r.st.Stable, r.st.Candidate, step.Weight)
+	step.StartedAt = workflow.Now(ctx)
+	if !r.writeTraffic(ctx, desired, fmt.Sprintf("set traffic %d%%", step.Weight)) {
+		return
+	}
+	r.st.Weight = step.Weight
+	r.st.Phase = PhaseHolding
+	r.st.HoldUntil = workflow.Now(ctx).Add(step.Hold)
+	r.st.HoldLeft = 0
+	if r.analysing() {
+		r.st.Analysis.NextAt = workflow.Now(ctx).Add(r.st.Policy.Analysis.Interval)
+	}
+	r.emit(ctx, events.ProgressStep, "", "")
+}
+
+func (r *rollout) hold(ctx workflow.Context) {
+	i := r.st.Step
+	step := &r.st.Steps[i]
+	last := i == len(r.st.Steps)-1
+	if !last && !r.st.PromoteFull {
+		left := r.st.HoldUntil.Sub(workflow.Now(ctx))
+		summary := fmt.Sprintf("hold %s at %d%%", step.Hold, step.Weight)
+		if r.analysing() && r.st.Policy.Analysis.Analyses() {
+			if !r.holdAnalysis(ctx, left, summary) {
+				return
+			}
+			left = 0
+		}
+		if r.st.PromoteRequested {
+			r.st.PromoteRequested = false
+			left = 0
+		}
+		if left > 0 {
+			if due := r.startWatch(ctx, left); due > 0 {
+				left = min(left, due)
+			}
+			r.awaitFor(ctx, left, summary,
+				func() bool { return r.st.PromoteRequested || r.st.PromoteFull })
+			return
+		}
+	}
+	step.EndedAt = workflow.Now(ctx)
+	if last {
+		reason := fmt.Sprintf("%s has 100%% of the traffic that %s had", r.st.Candidate, r.st.Stable)
+		if r.st.Stable == "" {
+			reason = r.st.Candidate + " has all the traffic: it is the target's first Revision"
+		}
+		r.finish(ctx, OutcomeSucceeded, reason)
+		return
+	}
+	r.st.Step++
+	r.st.Phase = PhaseStepping
+}
+
+// writeTraffic sets and verifies a traffic list. It reports whether the list
+// is live; if not, it has already decided what happens next (pause on drift,
+// roll back or fail otherwise).
+func (r *rollout) writeTraffic(ctx workflow.Context, desired []servingTraffic, summary string) bool {
+	if activities.SameTraffic(r.st.Live, desired) {
+		return true
+	}
+	set := activities.SetTrafficInput{
+		Object: r.st.Object, Expected: r.st.Live, Desired: desired, Force: r.st.Phase == PhaseRollingBack,
+	}
+	verifyFor := min(r.st.Policy.VerifyTimeout, verifyBurst)
+	var applied activities.ApplyTrafficResult
+	err := workflow.ExecuteActivity(applyOptions(ctx, verifyFor, summary), a.ApplyTraffic,
+		activities.ApplyTrafficInput{SetTrafficInput: set, VerifyFor: verifyFor}).Get(ctx, &applied)
+	if err != nil {
+		var appErr *temporal.ApplicationError
+		errors.As(err, &appErr)
+		switch {
+		case appErr != nil && appErr.Type() == activities.ErrDrift:
+			r.pauseForDrift(ctx, errorMessage(err))
+		case appErr != nil && appErr.Type() == activities.ErrTargetNotFound:
+			r.finish(ctx, OutcomeFailed, errorMessage(err))
+		case appErr != nil && appErr.Type() == activities.ErrWriteRefused:
+			// Knative refused the write for something sluice's list did not
+			// cause (the object's template, a cluster limit, RBAC): rolling
+			// back would be refused too. The operator fixes it and resumes.
+			r.st.Paused, r.st.PauseReason = true, errorMessage(err)+"; fix it, then resume to retry this write, or abort to roll back"
+			r.emit(ctx, events.ProgressPaused, r.st.PauseReason, "")
+		case r.st.Phase == PhaseRollingBack:
+			r.finish(ctx, OutcomeFailed, fmt.Sprintf("rollback failed (%s); traffic may be mixed: %s", r.st.Reason, errorMessage(err)))
+		default:
+			r.startRollback(OutcomeRolledBack, summary+" failed: "+errorMessage(err))
+		}
+		return false
+	}
+	r.st.Live = cloneTraffic(desired)
+	if applied.Visible {
+		return true
+	}
+	// ApplyTraffic watched for verifyFor already; none left when it had all of it.
+	timeout := r.st.Policy.VerifyTimeout - verifyFor
+	err = r.verify(ctx, activities.VerifyInput{Object: r.st.Object, Desired: desired, Generation: applied.Generation}, timeout, "verify "+summary)
+	if err != nil {
+		msg := fmt.Sprintf("%s: traffic did not show in %s status within the verify timeout of %s: %s", summary, r.st.Object, r.st.Policy.VerifyTimeout, errorMessage(err))
+		if r.st.Phase == PhaseRollingBack {
+			r.finish(ctx, OutcomeFailed, fmt.Sprintf("rollback written but not verified (%s): %s", r.st.Reason, msg))
+		} else {
+			r.startRollback(OutcomeRolledBack, msg)
+		}
+		return false
+	}
+	return true
+}
+
+// verify waits until the object's status shows the traffic written, for at
+// most timeout: one activity, retried quickly (retries cost no history
+// events) until its schedule-to-close timeout.
+func (r *rollout) verify(ctx workflow.Context, in activities.VerifyInput, timeout time.Duration, summary string) error {
+	deadline := workflow.Now(ctx).Add(timeout)
+	err := temporal.NewApplicationError(fmt.Sprintf("%s: not verified within %s", in.Object, timeout), activities.ErrNotVisible)
+	for {
+		// Time left is checked before every activity and timer: a server
+		// fires a timeout a little before or after the workflow's own
+		// clock reaches it, and a zero or negative timeout fails the
+		// workflow task instead of this rollout's step.
+		left := deadline.Sub(workflow.Now(ctx))
+		if left < minTimeout {
+			return err
+		}
+		// Short rounds of checks with a pause between, rather than one
+		// activity for the whole timeout: the workflow looks up between
+		// rounds, and a slow status costs a timer, not a stuck worker slot.
+		burst := min(left, verifyBurst)
+		if err = workflow.ExecuteActivity(verifyOptions(ctx, burst, summary), a.VerifyTraffic, in).Get(ctx, nil); err == nil {
+			return nil
+		}
+		left = deadline.Sub(workflow.Now(ctx))
+		if left < minTimeout {
+			return err
+		}
+		_ = workflow.NewTimerWithOptions(ctx, min(left, verifyBurst), workflow.TimerOptions{Summary: "wait for status: " + summary}).Get(ctx, nil)
+	}
+}
+
+// verifyBurst bounds one round of quick status checks.
+const verifyBurst = 5 * time.Second
