@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"knative.dev/pkg/apis"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/events"
@@ -49,14 +50,16 @@ func crashWorker(t *testing.T, down time.Duration) {
 	}
 }
 
-// sendRevisionUpdate posts the live Revision to the receiver as
-// ApiServerSource's Resource-mode update event, and returns the answer.
-func sendRevisionUpdate(t *testing.T, name string) (int, string) {
+// sendRevisionUpdate posts the live Revision, changed by edit, to the
+// receiver as ApiServerSource's Resource-mode update event, and returns the
+// answer.
+func sendRevisionUpdate(t *testing.T, name string, edit func(*servingv1.Revision)) (int, string) {
 	t.Helper()
 	rev, err := stk.Serving.ServingV1().Revisions(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	edit(rev)
 	rev.APIVersion, rev.Kind = "serving.knative.dev/v1", "Revision"
 	body, err := json.Marshal(rev)
 	if err != nil {
