@@ -140,7 +140,7 @@ func TestSetTrafficRefusesBadLists(t *testing.T) {
 		"not ready revision": {[]servingv1.TrafficTarget{tgt("hello-00001", 50, ""), tgt("hello-00003", 50, "")}, "hello-00003, which is not Ready"},
 		"zero-percent not ready tag freezes the route too": {[]servingv1.TrafficTarget{tgt("hello-00001", 100, ""), tgt("hello-00003", 0, "next")}, "not Ready"},
 		"missing revision": {[]servingv1.TrafficTarget{tgt("hello-00009", 100, "")}, "which is not found"},
-		"bad sum":          {[]servingv1.TrafficTarget{tgt("hello-00001", 50, "")}, "must sum to 100"},
+		"bad sum":          {[]servingv1.TrafficTarget{tgt("hello-00001", 50, "")}, "Traffic targets sum to 50, want 100"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := f.setTraffic(SetTrafficInput{Object: helloRef, Expected: live, Desired: tc.desired})

@@ -1,66 +1,29 @@
 package activities
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/util/validation"
+	"knative.dev/pkg/apis"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 )
 
-// ValidateTraffic checks a traffic list the way Knative's admission webhook
-// would. sluice must not rely on the webhook: without it (or on an API server
-// where it is not installed) a broken list is stored, and Knative freezes the
-// whole Route on it. kind is the object the list is written to: KindService
-// (which may not name Configurations) or KindRoute.
+// ValidateTraffic checks a traffic list with Knative's own validation, in
+// the context its admission webhook gives a Service's or a Route's spec.
+// sluice must not rely on the webhook: without it (or on an API server where
+// it is not installed) a broken list is stored, and Knative freezes the whole
+// Route on it. kind is the object the list is written to: KindService (which
+// may not name Configurations) or KindRoute.
 func ValidateTraffic(kind string, traffic []servingv1.TrafficTarget) error {
-	if len(traffic) == 0 {
-		return errors.New("spec.traffic: at least one target is required")
+	ctx := apis.WithinSpec(context.Background())
+	if kind == KindService {
+		ctx = servingv1.WithDefaultConfigurationName(ctx)
 	}
-	var errs []error
-	tags := map[string]int{}
-	var sum int64
-	for i, t := range traffic {
-		path := fmt.Sprintf("spec.traffic[%d]", i)
-		if t.Percent != nil {
-			if *t.Percent < 0 || *t.Percent > 100 {
-				errs = append(errs, fmt.Errorf("%s.percent: must be between 0 and 100, got %d", path, *t.Percent))
-			}
-			sum += *t.Percent
-		}
-		if t.Tag != "" {
-			if msgs := validation.IsDNS1035Label(t.Tag); len(msgs) > 0 {
-				errs = append(errs, fmt.Errorf("%s.tag: %q is not a valid tag: %s", path, t.Tag, strings.Join(msgs, "; ")))
-			}
-			if j, dup := tags[t.Tag]; dup {
-				errs = append(errs, fmt.Errorf("%s.tag: %q is already used by spec.traffic[%d]; tags must be unique", path, t.Tag, j))
-			}
-			tags[t.Tag] = i
-		}
-		latest := t.LatestRevision != nil && *t.LatestRevision
-		switch {
-		case latest && t.RevisionName != "":
-			errs = append(errs, fmt.Errorf("%s.revisionName: must be empty when latestRevision is true, got %q", path, t.RevisionName))
-		case t.LatestRevision != nil && !latest && t.RevisionName == "":
-			errs = append(errs, fmt.Errorf("%s.revisionName: is required when latestRevision is false", path))
-		case !latest && t.RevisionName == "" && t.ConfigurationName == "":
-			errs = append(errs, fmt.Errorf("%s: names no revision; set revisionName or latestRevision", path))
-		}
-		if t.RevisionName != "" && t.ConfigurationName != "" {
-			errs = append(errs, fmt.Errorf("%s: set revisionName or configurationName, not both", path))
-		}
-		if kind == KindService && t.ConfigurationName != "" {
-			errs = append(errs, fmt.Errorf("%s.configurationName: a Service's traffic may not name a Configuration, got %q", path, t.ConfigurationName))
-		}
-		if kind == KindRoute && latest && t.ConfigurationName == "" {
-			errs = append(errs, fmt.Errorf("%s.configurationName: a Route target with latestRevision needs a configurationName", path))
-		}
+	if err := (&servingv1.RouteSpec{Traffic: traffic}).Validate(ctx).ViaField("spec"); err != nil {
+		return err
 	}
-	if sum != 100 {
-		errs = append(errs, fmt.Errorf("spec.traffic: percents must sum to 100, got %d", sum))
-	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // SameTraffic reports whether two traffic lists route the same way: same

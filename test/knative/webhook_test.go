@@ -46,8 +46,9 @@ func refusedByKnative(err error) bool {
 	return err != nil && strings.Contains(err.Error(), `admission webhook "validation.webhook.serving.knative.dev" denied the request`)
 }
 
-// sluice checks every traffic list before it writes it, with rules meant to
-// be Knative's: on these lists, Knative's webhook and sluice must agree.
+// sluice checks every traffic list before it writes it with Knative's own
+// validation, in the context it chooses (a Service's spec): on these lists,
+// Knative's webhook and sluice must agree.
 func TestSluiceAndKnativeAgreeOnTrafficLists(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
@@ -66,6 +67,7 @@ func TestSluiceAndKnativeAgreeOnTrafficLists(t *testing.T) {
 		{"latestRevision with a revisionName", traffic(servingv1.TrafficTarget{LatestRevision: ptrTo(true), RevisionName: "hello-00001", Percent: pct(100)})},
 		{"latestRevision false without a revisionName", traffic(servingv1.TrafficTarget{LatestRevision: ptrTo(false), Percent: pct(100)})},
 		{"a configurationName in a Service", traffic(servingv1.TrafficTarget{ConfigurationName: "hello", Percent: pct(100)})},
+		{"a target that names nothing", traffic(servingv1.TrafficTarget{Percent: pct(100)})},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
