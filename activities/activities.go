@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"knative.dev/pkg/apis"
 	"knative.dev/serving/pkg/apis/serving"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	servingclient "knative.dev/serving/pkg/client/clientset/versioned"
@@ -18,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
+	"github.com/sluicehq/sluice/knative"
 )
 
 // fieldManager names sluice in the managed fields of what it writes.
@@ -112,58 +111,8 @@ func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolv
 	res.CandidateGeneration = revisionGeneration(cand)
 	res.Routed = routed(res.Traffic, status, current)
 	res.Events = a.Events != nil
-	res.Stable = stableRevision(res.Traffic, in.Candidate, revs)
+	res.Stable = knative.Stable(res.Traffic, in.Candidate, revs)
 	return res, nil
-}
-
-// stableRevision picks the Revision that serves the most traffic besides the
-// candidate. A latestRevision target stands for the newest Ready Revision older
-// than the candidate: reading the Route's status instead would race with
-// Knative, which may already have moved it to the candidate.
-func stableRevision(traffic []servingv1.TrafficTarget, candidate string, revs map[string]*servingv1.Revision) string {
-	share := map[string]int64{}
-	for _, t := range traffic {
-		name := t.RevisionName
-		if IsLatest(t) {
-			name = newestReadyBefore(revs, candidate)
-		}
-		if name != "" && name != candidate {
-			share[name] += Percent(t)
-		}
-	}
-	best, bestShare := "", int64(-1)
-	names := make([]string, 0, len(share))
-	for n := range share {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		if share[n] > bestShare {
-			best, bestShare = n, share[n]
-		}
-	}
-	if best == "" {
-		best = newestReadyBefore(revs, candidate)
-	}
-	return best
-}
-
-func newestReadyBefore(revs map[string]*servingv1.Revision, candidate string) string {
-	limit := int64(1<<62 - 1)
-	if c, ok := revs[candidate]; ok {
-		limit = revisionGeneration(c)
-	}
-	best, bestGen := "", int64(-1)
-	for name, r := range revs {
-		g := revisionGeneration(r)
-		if name == candidate || g >= limit || !r.Status.GetCondition(apis.ConditionReady).IsTrue() {
-			continue
-		}
-		if g > bestGen || (g == bestGen && name > best) {
-			best, bestGen = name, g
-		}
-	}
-	return best
 }
 
 func (a *Activities) revisionsOf(ctx context.Context, namespace, configuration string) (map[string]*servingv1.Revision, error) {

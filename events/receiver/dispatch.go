@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
@@ -84,7 +85,7 @@ func (r *Receiver) revision(ctx context.Context, a events.Action, principal stri
 		return reply(http.StatusOK, "ignored", "ignored: %s", why)
 	}
 	req := control.StartRequest{Target: target, Offer: offer, Reason: "Started by a " + a.ObjectKind + " event from " + principal + ".",
-		Stable: owner.stable(a.Name), Annotations: owner.annotations}
+		Stable: knative.Stable(owner.traffic, a.Name, nil), Annotations: owner.annotations}
 	if _, err := r.Control.Offer(ctx, req); err != nil {
 		return temporalError(err, "offer "+a.Name+" to the rollout of "+target.String())
 	}
@@ -117,18 +118,6 @@ type owner struct {
 	// configGeneration is the Configuration's generation: the template a
 	// Revision must run to be the newest.
 	configGeneration int64
-}
-
-// stable guesses the stable Revision for the rollout's summary: the one with
-// the most traffic besides the candidate. The workflow decides for itself.
-func (o owner) stable(candidate string) string {
-	best, most := "", int64(-1)
-	for _, t := range o.traffic {
-		if t.RevisionName != "" && t.RevisionName != candidate && t.Percent != nil && *t.Percent > most {
-			best, most = t.RevisionName, *t.Percent
-		}
-	}
-	return best
 }
 
 // optedInTarget finds the rollout target of a Revision — its Service, or its
