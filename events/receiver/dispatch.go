@@ -206,7 +206,7 @@ func alreadyHandled(t activities.TargetRef, o owner, a events.Action) string {
 // hint signals the running rollout of a target; no running rollout means
 // there is nothing to tell.
 func (r *Receiver) hint(ctx context.Context, t activities.TargetRef, signal string, payload any, what string) result {
-	err := r.Control.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(t), "", signal, payload)
+	err := r.Control.Tell(ctx, t, signal, payload)
 	var nf *serviceerror.NotFound
 	switch {
 	case err == nil:
@@ -214,7 +214,7 @@ func (r *Receiver) hint(ctx context.Context, t activities.TargetRef, signal stri
 	case errors.As(err, &nf):
 		return reply(http.StatusOK, "ignored", "ignored: no rollout is running for %s", t)
 	}
-	return temporalError(err, "signal the rollout of "+t.String())
+	return temporalError(err, what)
 }
 
 // command runs a dev.sluice.rollout.* command through the same update

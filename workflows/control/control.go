@@ -236,6 +236,16 @@ func (c *Client) Signal(ctx context.Context, target activities.TargetRef, comman
 	return c.explain(err, target)
 }
 
+// Tell signals the target's running rollout with a message it acts on by
+// itself (a candidate's state, a hint that the target was deleted). The
+// error wraps Temporal's: *serviceerror.NotFound means no rollout runs.
+func (c *Client) Tell(ctx context.Context, target activities.TargetRef, signal string, payload any) error {
+	if err := c.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(target), "", signal, payload); err != nil {
+		return fmt.Errorf("signal %s to the rollout of %s: %w", signal, target, err)
+	}
+	return nil
+}
+
 // Wait blocks until the rollout ends (following continue-as-new) and returns its result.
 func (c *Client) Wait(ctx context.Context, target activities.TargetRef) (workflows.Result, error) {
 	var res workflows.Result
