@@ -134,18 +134,19 @@ func TestSetTrafficRefusesBadLists(t *testing.T) {
 	f := newFixture(t, helloObjects()...)
 	live := f.liveTraffic()
 	for name, tc := range map[string]struct {
-		desired []servingv1.TrafficTarget
-		want    string
+		desired  []servingv1.TrafficTarget
+		wantType string
+		want     string
 	}{
-		"not ready revision": {[]servingv1.TrafficTarget{tgt("hello-00001", 50, ""), tgt("hello-00003", 50, "")}, "hello-00003, which is not Ready"},
-		"zero-percent not ready tag freezes the route too": {[]servingv1.TrafficTarget{tgt("hello-00001", 100, ""), tgt("hello-00003", 0, "next")}, "not Ready"},
-		"missing revision": {[]servingv1.TrafficTarget{tgt("hello-00009", 100, "")}, "which is not found"},
-		"bad sum":          {[]servingv1.TrafficTarget{tgt("hello-00001", 50, "")}, "Traffic targets sum to 50, want 100"},
+		"not ready revision": {[]servingv1.TrafficTarget{tgt("hello-00001", 50, ""), tgt("hello-00003", 50, "")}, ErrRevisionNotReady, "hello-00003, which is not Ready"},
+		"zero-percent not ready tag freezes the route too": {[]servingv1.TrafficTarget{tgt("hello-00001", 100, ""), tgt("hello-00003", 0, "next")}, ErrRevisionNotReady, "not Ready"},
+		"missing revision": {[]servingv1.TrafficTarget{tgt("hello-00009", 100, "")}, ErrRevisionNotReady, "which is not found"},
+		"bad sum":          {[]servingv1.TrafficTarget{tgt("hello-00001", 50, "")}, ErrInvalidTraffic, "Traffic targets sum to 50, want 100"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := f.setTraffic(SetTrafficInput{Object: helloRef, Expected: live, Desired: tc.desired})
-			if errType(err) != ErrInvalidTraffic || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error = %v, want InvalidTraffic containing %q", err, tc.want)
+			if errType(err) != tc.wantType || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v, want %s containing %q", err, tc.wantType, tc.want)
 			}
 		})
 	}

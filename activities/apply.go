@@ -85,7 +85,7 @@ func (a *Activities) checkRevisionsReady(ctx context.Context, namespace string, 
 			}
 			return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 				"refusing to write traffic: spec.traffic[%d] names Revision %s/%s, which is %s", i, namespace, t.RevisionName, why),
-				ErrInvalidTraffic, nil)
+				ErrRevisionNotReady, nil, t.RevisionName)
 		}
 	}
 	return nil

@@ -28,8 +28,11 @@ const (
 	ErrNotOptedIn     = "NotOptedIn"
 	ErrInvalidPolicy  = "InvalidPolicy"
 	ErrInvalidTraffic = "InvalidTraffic"
-	ErrDrift          = "TrafficDrift"
-	ErrNotVisible     = "TrafficNotVisible"
+	// ErrRevisionNotReady: the list names a Revision that is not Ready now;
+	// the error's details name it.
+	ErrRevisionNotReady = "RevisionNotReady"
+	ErrDrift            = "TrafficDrift"
+	ErrNotVisible       = "TrafficNotVisible"
 	// ErrWriteRefused: the API server refused a traffic write for a reason
 	// outside the traffic list (the object's template, a cluster limit,
 	// RBAC). Rolling back would be refused too; the operator must fix it.

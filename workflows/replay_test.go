@@ -12,7 +12,7 @@ import (
 // on a Temporal server (test/integration with SLUICE_RECORD_HISTORY set):
 // gate + promote, abort, rollback on a verify timeout, analysis with
 // checks and webhooks, a hand edit during a hold and its resume, a rollout
-// driven by CloudEvents (its readiness told by a candidate-state signal),
+// driven by CloudEvents (its readiness told by a candidate signal),
 // and a supersede — the run that continues as new and the run it starts.
 // These are the one baseline; a change to the workflow that would break
 // rollouts already running — a command added, removed or reordered without

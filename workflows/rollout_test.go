@@ -231,6 +231,27 @@ func TestReadinessToldByEvent(t *testing.T) {
 	}
 }
 
+// An event says the candidate is Ready, but Knative says otherwise when its
+// traffic is written: the rollout waits for it again instead of rolling back.
+func TestToldReadyButNotReadyAtTheWriteWaitsAgain(t *testing.T) {
+	h := newHarness(t, helloObjects(nil, false)...)
+	h.at(3*time.Second, func() {
+		h.env.SignalWorkflow(SignalCandidate, CandidateSignal{Revision: "hello-00002", State: StateReady, By: "receiver"})
+	})
+	h.at(20*time.Second, func() { _ = h.k.SetRevisionReady(ns, "hello-00002", "True", "", "") })
+	h.run("hello-00002")
+	st := h.status()
+	if res := h.result(); res.Outcome != OutcomeSucceeded {
+		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
+	}
+	if st.ReadinessFrom != ReadinessFromWatch {
+		t.Errorf("readiness from %q, want the watch that saw it Ready after the refused write", st.ReadinessFrom)
+	}
+	if wait := st.Steps[0].StartedAt.Sub(st.StartedAt); wait < 20*time.Second {
+		t.Fatalf("first step started %s after start, before the candidate was Ready (20s)", wait)
+	}
+}
+
 func TestDeletionToldByEventFails(t *testing.T) {
 	h := newHarness(t, helloObjects(nil, false)...)
 	h.at(3*time.Second, func() {

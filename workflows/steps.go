@@ -114,6 +114,13 @@ func (r *rollout) writeTraffic(ctx workflow.Context, desired []servingTraffic, s
 		switch {
 		case appErr != nil && appErr.Type() == activities.ErrDrift:
 			r.pauseForDrift(ctx, errorMessage(err))
+		case appErr != nil && appErr.Type() == activities.ErrRevisionNotReady && r.st.Phase != PhaseRollingBack && notReady(appErr) == r.st.Candidate:
+			// Told Ready (by its event or the watch), the candidate is not
+			// Ready when its traffic is written: Knative re-evaluated it.
+			// Wait for it again rather than roll back a Revision that may
+			// well come back.
+			workflow.GetLogger(ctx).Warn("candidate not Ready at the traffic write; waiting for it again", "candidate", r.st.Candidate, "error", err)
+			r.st.Told, r.st.CandidateReady, r.st.ReadinessFrom, r.st.Phase = nil, false, "", PhaseWaitingReady
 		case appErr != nil && appErr.Type() == activities.ErrTargetNotFound:
 			r.finish(ctx, OutcomeFailed, errorMessage(err))
 		case appErr != nil && appErr.Type() == activities.ErrWriteRefused:
@@ -180,3 +187,12 @@ func (r *rollout) verify(ctx workflow.Context, in activities.VerifyInput, timeou
 
 // verifyBurst bounds one round of quick status checks.
 const verifyBurst = 5 * time.Second
+
+// notReady names the Revision a RevisionNotReady error is about.
+func notReady(err *temporal.ApplicationError) string {
+	var name string
+	if err.HasDetails() && err.Details(&name) == nil {
+		return name
+	}
+	return ""
+}
