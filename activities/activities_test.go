@@ -18,6 +18,7 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/knativefake"
 )
 
@@ -41,7 +42,7 @@ type fixture struct {
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	var s testsuite.WorkflowTestSuite
 	k := knativefake.New(objs...)
-	a := &Activities{Serving: k, Defaults: config.BuiltinDefaults()}
+	a := &Activities{Knative: knative.Client{Serving: k}, Defaults: config.BuiltinDefaults()}
 	env := s.NewTestActivityEnvironment()
 	env.RegisterActivity(a)
 	return &fixture{t: t, k: k, a: a, env: env}
@@ -82,7 +83,7 @@ func errType(err error) string {
 	return ""
 }
 
-var helloRef = ObjectRef{Namespace: ns, Kind: KindService, Name: "hello"}
+var helloRef = knative.ObjectRef{Namespace: ns, Kind: knative.KindService, Name: "hello"}
 
 func TestSetTrafficSendsMergePatchWithResourceVersion(t *testing.T) {
 	f := newFixture(t, helloObjects()...)
@@ -91,8 +92,8 @@ func TestSetTrafficSendsMergePatchWithResourceVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Changed || !SameTraffic(f.liveTraffic(), desired) {
-		t.Fatalf("result %+v, live %s", res, FormatTraffic(f.liveTraffic()))
+	if !res.Changed || !knative.SameTraffic(f.liveTraffic(), desired) {
+		t.Fatalf("result %+v, live %s", res, knative.FormatTraffic(f.liveTraffic()))
 	}
 	var patches []k8stesting.PatchAction
 	for _, act := range f.k.Actions() {
@@ -169,8 +170,8 @@ func TestSetTrafficRereadsOnConflict(t *testing.T) {
 	if _, err := f.setTraffic(SetTrafficInput{Object: helloRef, Expected: f.liveTraffic(), Desired: desired}); err != nil {
 		t.Fatalf("write after a conflict: %v", err)
 	}
-	if !SameTraffic(f.liveTraffic(), desired) {
-		t.Fatalf("live = %s", FormatTraffic(f.liveTraffic()))
+	if !knative.SameTraffic(f.liveTraffic(), desired) {
+		t.Fatalf("live = %s", knative.FormatTraffic(f.liveTraffic()))
 	}
 }
 
@@ -253,8 +254,8 @@ func TestApplyTrafficWritesAndVerifies(t *testing.T) {
 	if res := apply(next, 300*time.Millisecond); !res.Changed || res.Visible {
 		t.Errorf("frozen status: %+v", res)
 	}
-	if got := FormatTraffic(f.liveTraffic()); got != FormatTraffic(next) {
-		t.Errorf("live traffic %s, want %s", got, FormatTraffic(next))
+	if got := knative.FormatTraffic(f.liveTraffic()); got != knative.FormatTraffic(next) {
+		t.Errorf("live traffic %s, want %s", got, knative.FormatTraffic(next))
 	}
 	// A drift is reported as a plain write reports it.
 	_, err := f.env.ExecuteActivity(f.a.ApplyTraffic, ApplyTrafficInput{SetTrafficInput: SetTrafficInput{
@@ -264,7 +265,7 @@ func TestApplyTrafficWritesAndVerifies(t *testing.T) {
 	}
 }
 
-func (f *fixture) resolve(target TargetRef, candidate string) (Resolved, error) {
+func (f *fixture) resolve(target knative.TargetRef, candidate string) (Resolved, error) {
 	v, err := f.env.ExecuteActivity(f.a.ResolveTarget, ResolveInput{Target: target, Candidate: candidate})
 	if err != nil {
 		return Resolved{}, err
@@ -280,7 +281,7 @@ func TestResolveServiceTarget(t *testing.T) {
 		knativefake.Revision(ns, "hello", 2, true),
 	}
 	f := newFixture(t, objs...)
-	res, err := f.resolve(TargetRef{Namespace: ns, Kind: KindService, Name: "hello"}, "hello-00002")
+	res, err := f.resolve(knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: "hello"}, "hello-00002")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,20 +298,20 @@ func TestResolveServiceTarget(t *testing.T) {
 // without the stable Revision.
 func TestResolveServiceWithoutTraffic(t *testing.T) {
 	f := newFixture(t, knativefake.Service(ns, "hello", nil), knativefake.Revision(ns, "hello", 1, true), knativefake.Revision(ns, "hello", 2, true))
-	res, err := f.resolve(TargetRef{Namespace: ns, Kind: KindService, Name: "hello"}, "hello-00002")
+	res, err := f.resolve(knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: "hello"}, "hello-00002")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Stable != "hello-00001" || FormatTraffic(res.Traffic) != FormatTraffic([]servingv1.TrafficTarget{tgt("@latest", 100, "")}) {
-		t.Fatalf("resolved stable %q, traffic %s", res.Stable, FormatTraffic(res.Traffic))
+	if res.Stable != "hello-00001" || knative.FormatTraffic(res.Traffic) != knative.FormatTraffic([]servingv1.TrafficTarget{tgt("@latest", 100, "")}) {
+		t.Fatalf("resolved stable %q, traffic %s", res.Stable, knative.FormatTraffic(res.Traffic))
 	}
 	// The write from that starting point is not mistaken for drift.
 	pinned := []servingv1.TrafficTarget{tgt("hello-00001", 100, "")}
 	if _, err := f.setTraffic(SetTrafficInput{Object: helloRef, Expected: res.Traffic, Desired: pinned}); err != nil {
 		t.Fatal(err)
 	}
-	if got := FormatTraffic(f.liveTraffic()); got != FormatTraffic(pinned) {
-		t.Errorf("live traffic %s, want %s", got, FormatTraffic(pinned))
+	if got := knative.FormatTraffic(f.liveTraffic()); got != knative.FormatTraffic(pinned) {
+		t.Errorf("live traffic %s, want %s", got, knative.FormatTraffic(pinned))
 	}
 }
 
@@ -320,11 +321,11 @@ func TestResolveRouteTarget(t *testing.T) {
 	route := &servingv1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api-route"},
 		Spec: servingv1.RouteSpec{Traffic: []servingv1.TrafficTarget{tgt("api-00001", 100, "")}}}
 	f := newFixture(t, cfg, route, knativefake.Revision(ns, "api", 1, true), knativefake.Revision(ns, "api", 2, false))
-	res, err := f.resolve(TargetRef{Namespace: ns, Kind: KindConfiguration, Name: "api"}, "api-00002")
+	res, err := f.resolve(knative.TargetRef{Namespace: ns, Kind: knative.KindConfiguration, Name: "api"}, "api-00002")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Object != (ObjectRef{Namespace: ns, Kind: KindRoute, Name: "api-route"}) || res.Stable != "api-00001" || res.Configuration != "api" {
+	if res.Object != (knative.ObjectRef{Namespace: ns, Kind: knative.KindRoute, Name: "api-route"}) || res.Stable != "api-00001" || res.Configuration != "api" {
 		t.Fatalf("resolved %+v", res)
 	}
 }
@@ -337,17 +338,17 @@ func TestResolveErrors(t *testing.T) {
 		Annotations: map[string]string{config.AnnotationRollout: "enabled"}}}
 	f := newFixture(t, bad, off, noRoute, knativefake.Service(ns, "hello", nil, tgt("hello-00001", 100, "")), knativefake.Revision(ns, "hello", 1, true))
 	for _, tc := range []struct {
-		target    TargetRef
+		target    knative.TargetRef
 		candidate string
 		errType   string
 		want      string
 	}{
-		{TargetRef{ns, KindService, "gone"}, "gone-00002", ErrTargetNotFound, "Service default/gone not found"},
-		{TargetRef{ns, KindService, "bad"}, "bad-00002", ErrInvalidPolicy, `sluice.dev/steps: weights must increase and end at 100, got "50,20"`},
-		{TargetRef{ns, KindService, "off"}, "off-00002", ErrNotOptedIn, "set the annotation sluice.dev/rollout: enabled"},
-		{TargetRef{ns, KindConfiguration, "api"}, "api-00002", ErrInvalidPolicy, "sluice.dev/route must name the Route"},
-		{TargetRef{ns, KindService, "hello"}, "hello-00007", ErrTargetNotFound, "Revision default/hello-00007 not found"},
-		{TargetRef{ns, "Deployment", "x"}, "x", ErrInvalidPolicy, `unknown target kind "Deployment"`},
+		{knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: "gone"}, "gone-00002", ErrTargetNotFound, "Service default/gone not found"},
+		{knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: "bad"}, "bad-00002", ErrInvalidPolicy, `sluice.dev/steps: weights must increase and end at 100, got "50,20"`},
+		{knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: "off"}, "off-00002", ErrNotOptedIn, "set the annotation sluice.dev/rollout: enabled"},
+		{knative.TargetRef{Namespace: ns, Kind: knative.KindConfiguration, Name: "api"}, "api-00002", ErrInvalidPolicy, "sluice.dev/route must name the Route"},
+		{knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: "hello"}, "hello-00007", ErrTargetNotFound, "Revision default/hello-00007 not found"},
+		{knative.TargetRef{Namespace: ns, Kind: "Deployment", Name: "x"}, "x", ErrInvalidPolicy, `unknown target kind "Deployment"`},
 	} {
 		_, err := f.resolve(tc.target, tc.candidate)
 		if errType(err) != tc.errType || !strings.Contains(err.Error(), tc.want) {
@@ -361,12 +362,12 @@ func TestReadRevision(t *testing.T) {
 	if err := f.k.SetRevisionReady(ns, "hello-00003", "False", "ContainerMissing", "image not found"); err != nil {
 		t.Fatal(err)
 	}
-	read := func(name string) RevisionState {
-		v, err := f.env.ExecuteActivity(f.a.ReadRevision, RevisionRef{Namespace: ns, Name: name})
+	read := func(name string) knative.RevisionState {
+		v, err := f.env.ExecuteActivity(f.a.ReadRevision, knative.RevisionRef{Namespace: ns, Name: name})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var st RevisionState
+		var st knative.RevisionState
 		if err := v.Get(&st); err != nil {
 			t.Fatal(err)
 		}
@@ -385,9 +386,9 @@ func TestReadRevision(t *testing.T) {
 
 func TestAwaitRevision(t *testing.T) {
 	f := newFixture(t, append(helloObjects(), knativefake.Revision(ns, "hello", 4, false))...)
-	await := func(name string, wait time.Duration) RevisionState {
+	await := func(name string, wait time.Duration) knative.RevisionState {
 		t.Helper()
-		st, err := f.a.AwaitRevision(context.Background(), AwaitRevisionInput{RevisionRef: RevisionRef{Namespace: ns, Name: name}, For: wait})
+		st, err := f.a.AwaitRevision(context.Background(), AwaitRevisionInput{RevisionRef: knative.RevisionRef{Namespace: ns, Name: name}, For: wait})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -397,7 +398,7 @@ func TestAwaitRevision(t *testing.T) {
 	// would time out).
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if st, err := f.a.AwaitRevision(ctx, AwaitRevisionInput{RevisionRef: RevisionRef{Namespace: ns, Name: "hello-00002"}, For: time.Minute, Grace: time.Hour}); err != nil || !st.Ready {
+	if st, err := f.a.AwaitRevision(ctx, AwaitRevisionInput{RevisionRef: knative.RevisionRef{Namespace: ns, Name: "hello-00002"}, For: time.Minute, Grace: time.Hour}); err != nil || !st.Ready {
 		t.Errorf("hello-00002: %+v, %v", st, err)
 	}
 	// Not Ready within the wait: its state then.
@@ -419,7 +420,7 @@ func TestAwaitRevision(t *testing.T) {
 		_ = f.k.SetRevisionReady(ns, "hello-00004", "False", "ExitCode1", "boom")
 	}()
 	began := time.Now()
-	st, err := f.a.AwaitRevision(context.Background(), AwaitRevisionInput{RevisionRef: RevisionRef{Namespace: ns, Name: "hello-00004"}, For: time.Minute, Grace: 400 * time.Millisecond})
+	st, err := f.a.AwaitRevision(context.Background(), AwaitRevisionInput{RevisionRef: knative.RevisionRef{Namespace: ns, Name: "hello-00004"}, For: time.Minute, Grace: 400 * time.Millisecond})
 	if err != nil || !st.Failed || st.Message != "boom" {
 		t.Errorf("hello-00004 after it failed: %+v, %v", st, err)
 	}

@@ -2,7 +2,6 @@ package activities
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,43 +10,39 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sluicehq/sluice/knative"
 )
 
-// setTraffic writes Desired as the object's traffic with a JSON merge patch
-// that carries the resourceVersion it was computed from, so a concurrent edit
-// makes the API server answer 409 instead of being overwritten. It is
-// idempotent: if Desired is already live it writes nothing. It also returns
-// the object as it was last seen: the patch's answer, or the read that found
-// Desired live already.
-func (a *Activities) setTraffic(ctx context.Context, in SetTrafficInput) (SetTrafficResult, liveTraffic, error) {
-	if err := ValidateTraffic(in.Object.Kind, in.Desired); err != nil {
-		return SetTrafficResult{}, liveTraffic{}, temporal.NewNonRetryableApplicationError(
+// setTraffic writes Desired as the object's traffic, carrying the
+// resourceVersion it was computed from so a concurrent edit is a 409 rather
+// than overwritten. It is idempotent: if Desired is already live it writes
+// nothing. It also returns the object as it was last seen: the patch's
+// answer, or the read that found Desired live already.
+func (a *Activities) setTraffic(ctx context.Context, in SetTrafficInput) (SetTrafficResult, knative.Live, error) {
+	if err := knative.ValidateTraffic(in.Object.Kind, in.Desired); err != nil {
+		return SetTrafficResult{}, knative.Live{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("refusing to write invalid traffic to %s: %v", in.Object, err), ErrInvalidTraffic, nil)
 	}
 	if err := a.checkRevisionsReady(ctx, in.Object.Namespace, in.Desired); err != nil {
-		return SetTrafficResult{}, liveTraffic{}, err
+		return SetTrafficResult{}, knative.Live{}, err
 	}
 	const attempts = 5
 	for i := 0; i < attempts; i++ {
-		live, err := a.readTraffic(ctx, in.Object)
+		live, err := a.Knative.ReadTraffic(ctx, in.Object)
 		if err != nil {
-			return SetTrafficResult{}, liveTraffic{}, err
+			return SetTrafficResult{}, knative.Live{}, kubeError(err)
 		}
-		if SameTraffic(live.spec, in.Desired) {
-			return SetTrafficResult{Generation: live.generation}, live, nil
+		if knative.SameTraffic(live.Spec, in.Desired) {
+			return SetTrafficResult{Generation: live.Generation}, live, nil
 		}
-		if !in.Force && !SameTraffic(live.spec, in.Expected) {
-			return SetTrafficResult{}, liveTraffic{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+		if !in.Force && !knative.SameTraffic(live.Spec, in.Expected) {
+			return SetTrafficResult{}, knative.Live{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 				"traffic on %s was changed outside sluice: expected %s, found %s; resume to take the live traffic as the new starting point, or abort to roll back",
-				in.Object, FormatTraffic(in.Expected), FormatTraffic(live.spec)), ErrDrift, nil)
+				in.Object, knative.FormatTraffic(in.Expected), knative.FormatTraffic(live.Spec)), ErrDrift, nil)
 		}
-		written, err := a.patchTraffic(ctx, in.Object, live.resourceVersion, in.Desired)
+		written, err := a.Knative.PatchTraffic(ctx, in.Object, live.ResourceVersion, in.Desired)
 		if apierrors.IsConflict(err) {
 			// Knative writes the object's status all the time: a stale
 			// resourceVersion is routine, not drift.
@@ -57,11 +52,11 @@ func (a *Activities) setTraffic(ctx context.Context, in SetTrafficInput) (SetTra
 			continue
 		}
 		if err != nil {
-			return SetTrafficResult{}, liveTraffic{}, writeError(err, in.Object)
+			return SetTrafficResult{}, knative.Live{}, writeError(err, in.Object)
 		}
-		return SetTrafficResult{Generation: written.generation, Changed: true}, written, nil
+		return SetTrafficResult{Generation: written.Generation, Changed: true}, written, nil
 	}
-	return SetTrafficResult{}, liveTraffic{}, fmt.Errorf("write traffic to %s: still conflicting after %d attempts", in.Object, attempts)
+	return SetTrafficResult{}, knative.Live{}, fmt.Errorf("write traffic to %s: still conflicting after %d attempts", in.Object, attempts)
 }
 
 // checkRevisionsReady refuses a list that names a Revision that is not Ready:
@@ -71,7 +66,7 @@ func (a *Activities) checkRevisionsReady(ctx context.Context, namespace string, 
 		if t.RevisionName == "" {
 			continue
 		}
-		st, err := a.ReadRevision(ctx, RevisionRef{Namespace: namespace, Name: t.RevisionName})
+		st, err := a.Knative.ReadRevision(ctx, knative.RevisionRef{Namespace: namespace, Name: t.RevisionName})
 		if err != nil {
 			return err
 		}
@@ -98,9 +93,9 @@ func (a *Activities) checkRevisionsReady(ctx context.Context, namespace string, 
 // time is nearly up, when it fails with a retryable error that says what is
 // missing; the workflow's retry policy and timeout bound the wait.
 func (a *Activities) VerifyTraffic(ctx context.Context, in VerifyInput) error {
-	live, err := a.readTraffic(ctx, in.Object)
+	live, err := a.Knative.ReadTraffic(ctx, in.Object)
 	if err != nil {
-		return err
+		return kubeError(err)
 	}
 	return a.awaitVisible(ctx, in, live, 0)
 }
@@ -121,16 +116,26 @@ func (a *Activities) ApplyTraffic(ctx context.Context, in ApplyTrafficInput) (Ap
 
 // awaitVisible returns nil once the object's status shows the traffic —
 // at once if live shows it, else by watching from live for at most limit
-// (0: until shortly before the activity's deadline) — or the last reason
-// it did not.
-func (a *Activities) awaitVisible(ctx context.Context, in VerifyInput, live liveTraffic, limit time.Duration) error {
-	notYet := notVisible(in, live)
-	if notYet == nil {
-		return nil
+// (0: until shortly before the activity's deadline) — or, as a retryable
+// error, the last reason it did not.
+func (a *Activities) awaitVisible(ctx context.Context, in VerifyInput, live knative.Live, limit time.Duration) error {
+	lacks := live.Lacks(in.Object, in.Desired, in.Generation)
+	if lacks != "" {
+		wctx, cancel := a.watchContext(ctx, limit)
+		defer cancel()
+		_, err := a.Knative.WatchTraffic(wctx, in.Object, live.ResourceVersion, func(l knative.Live, gone bool) bool {
+			if gone {
+				return false
+			}
+			lacks = l.Lacks(in.Object, in.Desired, in.Generation)
+			return lacks == ""
+		})
+		warnNoWatch(ctx, err)
 	}
-	wctx, cancel := a.watchContext(ctx, limit)
-	defer cancel()
-	return a.watchTraffic(wctx, in, live.resourceVersion, notYet)
+	if lacks != "" {
+		return temporal.NewApplicationError(lacks, ErrNotVisible)
+	}
+	return nil
 }
 
 // watchContext bounds a watch by limit (0: none) and by WatchLimit.
@@ -161,104 +166,12 @@ func watchContext(ctx context.Context, limit time.Duration) (context.Context, co
 // watching and answers.
 const watchMargin = 250 * time.Millisecond
 
-// watchTraffic watches the object from resourceVersion until its status shows
-// the traffic (nil) or ctx ends (the last reason it did not).
-func (a *Activities) watchTraffic(ctx context.Context, in VerifyInput, resourceVersion string, notYet error) error {
-	w := watcher{
-		open: func(ctx context.Context, rv string) (watch.Interface, error) {
-			return a.watchObject(ctx, in.Object, rv)
-		},
-		read: func(ctx context.Context) (runtime.Object, error) { return a.readObject(ctx, in.Object) },
-		done: func(_ watch.EventType, obj runtime.Object) bool {
-			live, ok := liveFromObject(obj)
-			if !ok {
-				return false
-			}
-			notYet = notVisible(in, live)
-			return notYet == nil
-		},
-	}
-	if w.until(ctx, resourceVersion) {
-		return nil
-	}
-	return notYet
-}
-
-// readObject reads the Service or Route whose traffic sluice writes.
-func (a *Activities) readObject(ctx context.Context, o ObjectRef) (runtime.Object, error) {
-	if o.Kind == KindRoute {
-		return a.Serving.ServingV1().Routes(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
-	}
-	return a.Serving.ServingV1().Services(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
-}
-
-func (a *Activities) watchObject(ctx context.Context, o ObjectRef, resourceVersion string) (watch.Interface, error) {
-	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", o.Name).String(), ResourceVersion: resourceVersion}
-	if o.Kind == KindRoute {
-		return a.Serving.ServingV1().Routes(o.Namespace).Watch(ctx, opts)
-	}
-	return a.Serving.ServingV1().Services(o.Namespace).Watch(ctx, opts)
-}
-
-// notVisible says what the object's status still lacks, as a retryable
-// error, or nil once it shows the traffic.
-func notVisible(in VerifyInput, live liveTraffic) error {
-	switch {
-	case live.name != "" && live.name != in.Object.Name:
-		return temporal.NewApplicationError(fmt.Sprintf("%s: not reported yet", in.Object), ErrNotVisible)
-	case live.observedGeneration < in.Generation || live.observedGeneration != live.generation:
-		return temporal.NewApplicationError(fmt.Sprintf("%s: status is at generation %d, waiting for %d",
-			in.Object, live.observedGeneration, live.generation), ErrNotVisible)
-	case !live.ready:
-		return temporal.NewApplicationError(fmt.Sprintf("%s: traffic not ready: %s", in.Object, live.notReady), ErrNotVisible)
-	case !StatusShows(in.Desired, live.status):
-		return temporal.NewApplicationError(fmt.Sprintf("%s: status shows %s, waiting for %s",
-			in.Object, FormatTraffic(live.status), FormatTraffic(in.Desired)), ErrNotVisible)
-	}
-	return nil
-}
-
-// patchTraffic sends a JSON merge patch. Custom resources do not support
-// strategic merge patch on a real API server (415), and a merge patch replaces
-// the traffic list whole, which is what sluice means.
-func (a *Activities) patchTraffic(ctx context.Context, o ObjectRef, resourceVersion string, traffic []servingv1.TrafficTarget) (liveTraffic, error) {
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"resourceVersion": resourceVersion},
-		"spec":     map[string]any{"traffic": stripStatus(traffic)},
-	})
-	if err != nil {
-		return liveTraffic{}, fmt.Errorf("encode traffic patch: %w", err)
-	}
-	opts := metav1.PatchOptions{FieldManager: fieldManager}
-	var obj runtime.Object
-	if o.Kind == KindService {
-		obj, err = a.Serving.ServingV1().Services(o.Namespace).Patch(ctx, o.Name, types.MergePatchType, patch, opts)
-	} else {
-		obj, err = a.Serving.ServingV1().Routes(o.Namespace).Patch(ctx, o.Name, types.MergePatchType, patch, opts)
-	}
-	if err != nil {
-		return liveTraffic{}, err
-	}
-	live, _ := liveFromObject(obj)
-	return live, nil
-}
-
-// stripStatus drops the status-only URL so a list copied from status can be written to spec.
-func stripStatus(traffic []servingv1.TrafficTarget) []servingv1.TrafficTarget {
-	out := make([]servingv1.TrafficTarget, len(traffic))
-	for i, t := range traffic {
-		t.URL = nil
-		out[i] = t
-	}
-	return out
-}
-
 // writeError sorts a refused traffic write. sluice validated the list with
 // Knative's rules before writing it, so a refusal that names no traffic
 // field is about something else — the object's template against a cluster
 // limit, RBAC, another admission webhook — which sluice cannot fix by
 // rolling back (that write would be refused too).
-func writeError(err error, o ObjectRef) error {
+func writeError(err error, o knative.ObjectRef) error {
 	switch {
 	case apierrors.IsNotFound(err):
 		return temporal.NewNonRetryableApplicationError(o.String()+" was deleted during the rollout", ErrTargetNotFound, err)

@@ -8,12 +8,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/sluicehq/sluice/knative"
 )
 
 // A refused write is sorted by what was refused: the list sluice wrote
 // (roll back), or something else about the object or the caller (pause).
 func TestWriteErrorSortsRefusals(t *testing.T) {
-	o := ObjectRef{Namespace: "default", Kind: KindService, Name: "hello"}
+	o := knative.ObjectRef{Namespace: "default", Kind: knative.KindService, Name: "hello"}
 	gk := schema.GroupKind{Group: "serving.knative.dev", Kind: "Service"}
 	gr := schema.GroupResource{Group: "serving.knative.dev", Resource: "services"}
 	tests := []struct {

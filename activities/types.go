@@ -1,25 +1,17 @@
-// Package activities holds sluice's side effects: reading Knative objects and
-// writing traffic through the typed Knative Serving clientset. Every activity
-// is idempotent, so Temporal may retry it after a crash at any point.
+// Package activities adapts sluice's side effects to Temporal: each activity
+// calls the knative or analysis package, sorts its errors into the
+// retryable and the non-retryable (typed, for the workflow to branch on),
+// and bounds its watches by its own deadline. Every activity is idempotent,
+// so Temporal may retry it after a crash at any point.
 package activities
 
 import (
-	"strings"
 	"time"
 
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/config"
-)
-
-// Kinds of objects sluice works with.
-const (
-	// KindService is a Knative Service: the target and the traffic object (Service mode).
-	KindService = "Service"
-	// KindConfiguration is a Knative Configuration whose Revisions roll out on a Route (Route mode).
-	KindConfiguration = "Configuration"
-	// KindRoute is the traffic object in Route mode.
-	KindRoute = "Route"
+	"github.com/sluicehq/sluice/knative"
 )
 
 // Error types carried by non-retryable activity errors; the workflow branches on them.
@@ -39,37 +31,15 @@ const (
 	ErrWriteRefused = "WriteRefused"
 )
 
-// TargetRef names the object a service owner opted in: a Service, or a
-// Configuration paired with a Route.
-type TargetRef struct {
-	Namespace string `json:"namespace"`
-	Kind      string `json:"kind"`
-	Name      string `json:"name"`
-}
-
-func (t TargetRef) String() string {
-	return t.Namespace + "/" + strings.ToLower(t.Kind) + "/" + t.Name
-}
-
-// ObjectRef names the object whose traffic sluice writes: the Service itself,
-// or the Route in Route mode.
-type ObjectRef struct {
-	Namespace string `json:"namespace"`
-	Kind      string `json:"kind"`
-	Name      string `json:"name"`
-}
-
-func (o ObjectRef) String() string { return o.Kind + " " + o.Namespace + "/" + o.Name }
-
 // ResolveInput asks for a target's policy and traffic ahead of a rollout of Candidate.
 type ResolveInput struct {
-	Target    TargetRef `json:"target"`
-	Candidate string    `json:"candidate"`
+	Target    knative.TargetRef `json:"target"`
+	Candidate string            `json:"candidate"`
 }
 
 // Resolved is what a rollout needs to know about its target before it starts.
 type Resolved struct {
-	Object        ObjectRef                 `json:"object"`
+	Object        knative.ObjectRef         `json:"object"`
 	Configuration string                    `json:"configuration"`
 	Policy        config.Policy             `json:"policy"`
 	Traffic       []servingv1.TrafficTarget `json:"traffic"`
@@ -86,27 +56,11 @@ type Resolved struct {
 	Events bool `json:"events,omitempty"`
 }
 
-// RevisionRef names one Revision.
-type RevisionRef struct {
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
-}
-
-// MarkInput labels a Revision with how its rollout ended.
+// MarkInput records on Object how the rollout of Revision ended.
 type MarkInput struct {
-	RevisionRef
-	Outcome string `json:"outcome"`
-}
-
-// RevisionState is a Revision's readiness as last read.
-type RevisionState struct {
-	Name       string `json:"name"`
-	Found      bool   `json:"found"`
-	Ready      bool   `json:"ready"`
-	Failed     bool   `json:"failed"`
-	Reason     string `json:"reason,omitempty"`
-	Message    string `json:"message,omitempty"`
-	Generation int64  `json:"generation"`
+	Object   knative.ObjectRef `json:"object"`
+	Revision string            `json:"revision"`
+	Outcome  string            `json:"outcome"`
 }
 
 // AwaitRevisionInput asks for a Revision's state once it is Ready, failed or
@@ -115,7 +69,7 @@ type RevisionState struct {
 // the workflow should learn of it, and the watch is the net for an event
 // that is lost.
 type AwaitRevisionInput struct {
-	RevisionRef
+	knative.RevisionRef
 	For   time.Duration `json:"for"`
 	Grace time.Duration `json:"grace,omitempty"`
 }
@@ -125,7 +79,7 @@ type AwaitRevisionInput struct {
 // someone changed it, and unless Force is set sluice stops instead of
 // overwriting their change.
 type SetTrafficInput struct {
-	Object   ObjectRef                 `json:"object"`
+	Object   knative.ObjectRef         `json:"object"`
 	Expected []servingv1.TrafficTarget `json:"expected"`
 	Desired  []servingv1.TrafficTarget `json:"desired"`
 	Force    bool                      `json:"force,omitempty"`
@@ -140,7 +94,7 @@ type SetTrafficResult struct {
 
 // VerifyInput asks whether Object's status shows Desired at Generation or later.
 type VerifyInput struct {
-	Object     ObjectRef                 `json:"object"`
+	Object     knative.ObjectRef         `json:"object"`
 	Desired    []servingv1.TrafficTarget `json:"desired"`
 	Generation int64                     `json:"generation"`
 }
@@ -168,7 +122,7 @@ type LiveTraffic struct {
 // AwaitTrafficInput asks to be told when Object's spec.traffic is no longer
 // Expected, waiting at most For.
 type AwaitTrafficInput struct {
-	Object   ObjectRef                 `json:"object"`
+	Object   knative.ObjectRef         `json:"object"`
 	Expected []servingv1.TrafficTarget `json:"expected"`
 	For      time.Duration             `json:"for"`
 }

@@ -163,3 +163,18 @@ func TestBuiltinDefaultsAreValid(t *testing.T) {
 		t.Fatalf("built-in defaults are invalid: %v", err)
 	}
 }
+
+func TestEndedOutcome(t *testing.T) {
+	v := Ended("hello-00004", "RolledBack")
+	for _, tc := range []struct{ value, revision, want string }{
+		{v, "hello-00004", "RolledBack"},
+		{v, "hello-00005", ""},
+		{v, "hello-0000", ""},
+		{"", "hello-00004", ""},
+		{"hello-00004", "hello-00004", ""},
+	} {
+		if got := EndedOutcome(tc.value, tc.revision); got != tc.want {
+			t.Errorf("EndedOutcome(%q, %q) = %q, want %q", tc.value, tc.revision, got, tc.want)
+		}
+	}
+}

@@ -1,6 +1,9 @@
 package config
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Annotation keys read from the rollout target. In Service mode they sit on the
 // Knative Service; in Route mode on the Configuration whose Revisions roll out.
@@ -28,10 +31,27 @@ const (
 	AnnotationRoute = Prefix + "route"
 )
 
-// LabelOutcome is the label sluice puts on a candidate Revision whose rollout
-// rolled it back or aborted it (RolledBack, Aborted, Failed): an event about
-// it starts no rollout again; `sluice start` still does, on purpose.
-const LabelOutcome = Prefix + "outcome"
+// AnnotationEnded is the annotation sluice puts on the traffic object (the
+// Service, or the Route in Route mode) when a rollout rolls its candidate
+// back, aborts it or fails: "<revision>=<outcome>". A later event about that
+// Revision starts no rollout again; `sluice start` still does, on purpose.
+// It is not on the Revision: Knative copies a Revision's labels and
+// annotations into its Deployment's pod template, so marking the Revision
+// would restart its pods.
+const AnnotationEnded = Prefix + "ended"
+
+// Ended is the value of AnnotationEnded for a candidate and its outcome.
+func Ended(revision, outcome string) string { return revision + "=" + outcome }
+
+// EndedOutcome is the outcome AnnotationEnded's value gives revision, or ""
+// when it names another Revision.
+func EndedOutcome(value, revision string) string {
+	rev, outcome, ok := strings.Cut(value, "=")
+	if !ok || rev != revision {
+		return ""
+	}
+	return outcome
+}
 
 // Policy is a validated rollout policy: how a candidate Revision takes traffic.
 type Policy struct {

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"knative.dev/pkg/apis"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/knative"
 )
@@ -71,9 +73,6 @@ type Action struct {
 	// Generation is the Revision's configurationGeneration label: which
 	// template of its Configuration it runs.
 	Generation int64 `json:"generation,omitempty"`
-	// Outcome is set on a Revision whose rollout rolled it back or aborted
-	// it (config.LabelOutcome).
-	Outcome string `json:"outcome,omitempty"`
 	// A command event's fields.
 	Command *CommandData `json:"command,omitempty"`
 	// Why the event is ignored.
@@ -127,24 +126,30 @@ type resourceData struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	Metadata   struct {
-		Name      string            `json:"name"`
-		Namespace string            `json:"namespace"`
-		Labels    map[string]string `json:"labels"`
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
 	} `json:"metadata"`
-	Status struct {
-		Conditions []struct {
-			Type    string `json:"type"`
-			Status  string `json:"status"`
-			Reason  string `json:"reason"`
-			Message string `json:"message"`
-		} `json:"conditions"`
-	} `json:"status"`
 }
 
-// SetLabels takes a Revision's owners, generation and outcome from its labels.
-func (a *Action) SetLabels(labels map[string]string) {
-	l := knative.ReadRevisionLabels(labels)
-	a.Configuration, a.Service, a.Generation, a.Outcome = l.Configuration, l.Service, l.Generation, l.Outcome
+// SetRevision takes a Revision's owners and generation from its labels, and its readiness as Knative's own lifecycle helpers judge it
+// (Revision.IsReady and IsFailed, which also ask that the status is
+// current): the one definition of Ready the rollout uses too.
+func (a *Action) SetRevision(r *servingv1.Revision) {
+	l := knative.ReadRevisionLabels(r.Labels)
+	a.Configuration, a.Service, a.Generation = l.Configuration, l.Service, l.Generation
+	st := knative.StateOf(r)
+	switch {
+	case st.Ready:
+		a.Ready = "True"
+	case st.Failed:
+		a.Ready = "False"
+	default:
+		a.Ready = "Unknown"
+		if r.Status.GetCondition(apis.ConditionReady) == nil {
+			a.Ready = ""
+		}
+	}
+	a.ReadyReason, a.ReadyMessage = st.Reason, st.Message
 }
 
 func mapResource(e cloudevents.Event) (Action, error) {
@@ -160,14 +165,13 @@ func mapResource(e cloudevents.Event) (Action, error) {
 		return ignore(a, obj.APIVersion+" "+obj.Kind+" is not a Knative Serving object"), nil
 	}
 	if obj.Kind == "Revision" {
-		a.SetLabels(obj.Metadata.Labels)
+		var rev servingv1.Revision
+		if err := decodeJSON(e, &rev); err != nil {
+			return Action{}, err
+		}
+		a.SetRevision(&rev)
 		if a.Configuration == "" {
 			return ignore(a, "Revision "+a.Name+" has no "+servingGroup+"/configuration label"), nil
-		}
-		for _, c := range obj.Status.Conditions {
-			if c.Type == "Ready" {
-				a.Ready, a.ReadyReason, a.ReadyMessage = c.Status, c.Reason, c.Message
-			}
 		}
 	}
 	return classify(a, e.Type() == TypeResourceAdd), nil

@@ -3,15 +3,22 @@
 package knative
 
 import (
+	"context"
+	"fmt"
 	"strconv"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"knative.dev/pkg/apis"
 	"knative.dev/serving/pkg/apis/serving"
-
-	"github.com/sluicehq/sluice/config"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 )
 
-// RevisionLabels is what a Revision's labels say about it: its owners, which
-// template of its Configuration it runs, and how a rollout of it ended.
+// RevisionLabels is what a Revision's labels say about it: its owners and
+// which template of its Configuration it runs.
 type RevisionLabels struct {
 	Configuration string
 	// Service is empty for a Revision of a Configuration on its own.
@@ -20,12 +27,9 @@ type RevisionLabels struct {
 	// from (0 if the label is missing): the order of a Configuration's
 	// Revisions.
 	Generation int64
-	// Outcome is sluice's label (config.LabelOutcome) on a candidate its
-	// rollout rolled back or aborted; empty otherwise.
-	Outcome string
 }
 
-// ReadRevisionLabels reads the labels Knative and sluice put on a Revision.
+// ReadRevisionLabels reads the labels Knative puts on a Revision.
 func ReadRevisionLabels(labels map[string]string) RevisionLabels {
 	g, err := strconv.ParseInt(labels[serving.ConfigurationGenerationLabelKey], 10, 64)
 	if err != nil {
@@ -35,6 +39,84 @@ func ReadRevisionLabels(labels map[string]string) RevisionLabels {
 		Configuration: labels[serving.ConfigurationLabelKey],
 		Service:       labels[serving.ServiceLabelKey],
 		Generation:    g,
-		Outcome:       labels[config.LabelOutcome],
 	}
+}
+
+// RevisionState is a Revision's readiness as last read.
+type RevisionState struct {
+	Name       string `json:"name"`
+	Found      bool   `json:"found"`
+	Ready      bool   `json:"ready"`
+	Failed     bool   `json:"failed"`
+	Reason     string `json:"reason,omitempty"`
+	Message    string `json:"message,omitempty"`
+	Generation int64  `json:"generation"`
+}
+
+// StateOf reads a Revision's readiness with Knative's own lifecycle helpers.
+func StateOf(r *servingv1.Revision) RevisionState {
+	st := RevisionState{Name: r.Name, Found: true, Generation: ReadRevisionLabels(r.Labels).Generation, Ready: r.IsReady(), Failed: r.IsFailed()}
+	if c := r.Status.GetCondition(apis.ConditionReady); c != nil {
+		st.Reason, st.Message = c.Reason, c.Message
+	}
+	return st
+}
+
+// ReadRevision reports a Revision's readiness. A missing Revision is a
+// state (Found false), not an error.
+func (c Client) ReadRevision(ctx context.Context, ref RevisionRef) (RevisionState, error) {
+	r, err := c.Serving.ServingV1().Revisions(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return RevisionState{Name: ref.Name}, nil
+	}
+	if err != nil {
+		return RevisionState{}, fmt.Errorf("read Revision %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	return StateOf(r), nil
+}
+
+// GetRevision reads a Revision whole.
+func (c Client) GetRevision(ctx context.Context, ref RevisionRef) (*servingv1.Revision, error) {
+	r, err := c.Serving.ServingV1().Revisions(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, readError("Revision "+ref.Namespace+"/"+ref.Name, err)
+	}
+	return r, nil
+}
+
+// AwaitRevision answers with the Revision's state once it is Ready, has
+// failed or is gone — watching it, so that is seen the moment Knative
+// reports it — or with its state when ctx ends. The error is a failed read,
+// or a watch that could not be opened (with the state as first read).
+func (c Client) AwaitRevision(ctx context.Context, ref RevisionRef) (RevisionState, error) {
+	revs := c.Serving.ServingV1().Revisions(ref.Namespace)
+	r, err := revs.Get(ctx, ref.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return RevisionState{Name: ref.Name}, nil
+	}
+	if err != nil {
+		return RevisionState{}, fmt.Errorf("read Revision %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	st := StateOf(r)
+	if st.Ready || st.Failed {
+		return st, nil
+	}
+	w := watcher{
+		open: func(ctx context.Context, rv string) (watch.Interface, error) {
+			return revs.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", ref.Name).String(), ResourceVersion: rv})
+		},
+		read: func(ctx context.Context) (runtime.Object, error) { return revs.Get(ctx, ref.Name, metav1.GetOptions{}) },
+		done: func(typ watch.EventType, obj runtime.Object) bool {
+			if typ == watch.Deleted {
+				st = RevisionState{Name: ref.Name}
+				return true
+			}
+			if rev, ok := obj.(*servingv1.Revision); ok && rev.Name == ref.Name {
+				st = StateOf(rev)
+			}
+			return st.Ready || st.Failed
+		},
+	}
+	_, err = w.until(ctx, r.ResourceVersion)
+	return st, err
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/workflows"
 )
 
@@ -62,7 +63,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	tw := sdkworker.New(w.Temporal, w.Settings.TaskQueue, sdkworker.Options{
 		WorkerStopTimeout: 10 * time.Second,
 	})
-	Register(tw, &activities.Activities{Serving: w.Serving, Defaults: w.Settings.Defaults, Events: w.Events})
+	Register(tw, &activities.Activities{Knative: knative.Client{Serving: w.Serving}, Defaults: w.Settings.Defaults, Events: w.Events})
 
 	ln, err := net.Listen("tcp", w.Settings.HTTPAddr)
 	if err != nil {

@@ -11,10 +11,11 @@ import (
 	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
+	"github.com/sluicehq/sluice/knative"
 )
 
 // AnalysisState is what a rollout has measured of its candidate and what the
-// analysis has decided so far. It is part of State, so the status query and
+// analysis has decided so far. It is part of the rollout's state, so the status query and
 // continue-as-new carry it.
 type AnalysisState struct {
 	// Tallies are the checks, then the hold webhooks, in policy order.
@@ -26,12 +27,7 @@ type AnalysisState struct {
 	// NextAt is when the hold's next round is due.
 	NextAt time.Time `json:"nextAt,omitzero"`
 	// FinalStep is the step (from 1) whose closing round passed.
-	FinalStep int `json:"finalStep,omitempty"`
-	// PausedFinal says the current pause came from a step's closing round,
-	// so resuming accepts that step.
-	PausedFinal bool `json:"pausedFinal,omitempty"`
-	// Paused says the current pause is the analysis's.
-	Paused     bool `json:"paused,omitempty"`
+	FinalStep  int  `json:"finalStep,omitempty"`
 	Started    bool `json:"started,omitempty"`
 	GatePassed bool `json:"gatePassed,omitempty"`
 	Ended      bool `json:"ended,omitempty"`
@@ -132,12 +128,11 @@ func (r *rollout) analyze(ctx workflow.Context, final bool) bool {
 		r.startRollback(OutcomeRolledBack, d.Reason)
 		return false
 	case analysis.Pause:
-		now := workflow.Now(ctx)
-		r.st.Paused, r.st.PauseReason = true, d.Reason
-		an.Paused, an.PausedFinal = true, final
-		if r.st.Phase == PhaseHolding {
-			r.st.HoldLeft = max(r.st.HoldUntil.Sub(now), 0)
+		cause := pausedByAnalysis
+		if final {
+			cause = pausedByFinalRound
 		}
+		r.st.pauseFor(cause, d.Reason, workflow.Now(ctx))
 		r.emit(ctx, events.ProgressPaused, d.Reason, "sluice analysis")
 		return false
 	}
@@ -171,20 +166,20 @@ func (r *rollout) settle(ctx workflow.Context, ps []pending) []analysis.Measurem
 func (r *rollout) callHook(ctx workflow.Context, h config.Webhook) pending {
 	an := r.st.Analysis
 	an.Calls++
-	st := &r.st
-	step := r.shownStep()
+	v := view(&r.st, workflow.Now(ctx))
+	step := v.StepNumber
 	p := analysis.Payload{
-		Name: h.Name, Moment: string(h.At), ID: fmt.Sprintf("%s/%s/%d", st.RolloutID, h.Name, an.Calls), Metadata: h.Metadata,
+		Name: h.Name, Moment: string(h.At), ID: fmt.Sprintf("%s/%s/%d", r.st.RolloutID, h.Name, an.Calls), Metadata: h.Metadata,
 		Rollout: analysis.RolloutInfo{
-			WorkflowID: WorkflowID(st.Target), Namespace: st.Target.Namespace, Kind: st.Target.Kind, Name: st.Target.Name,
-			Candidate: st.Candidate, Stable: st.Stable, Phase: string(st.Phase), Step: step, StepCount: len(st.Steps),
-			Weight: st.Weight, Outcome: string(st.Outcome), Reason: st.Reason,
+			WorkflowID: WorkflowID(v.Target), Namespace: v.Target.Namespace, Kind: v.Target.Kind, Name: v.Target.Name,
+			Candidate: v.Candidate, Stable: v.Stable, Phase: string(v.Phase), Step: step, StepCount: v.StepCount,
+			Weight: v.Weight, Outcome: string(v.Outcome), Reason: v.Reason,
 		},
 	}
 	return pending{
 		future: workflow.ExecuteActivity(webhookOptions(ctx, h, "webhook "+h.Name+" ("+string(h.At)+")"), a.CallWebhook,
 			activities.WebhookInput{Hook: h, Payload: p}),
-		lost: analysis.Measurement{Name: h.Name, Kind: analysis.KindWebhook, Moment: string(h.At), Result: analysis.Failed, Step: step, Weight: st.Weight},
+		lost: analysis.Measurement{Name: h.Name, Kind: analysis.KindWebhook, Moment: string(h.At), Result: analysis.Failed, Step: step, Weight: v.Weight},
 	}
 }
 
@@ -237,25 +232,22 @@ func (r *rollout) endHooks(ctx workflow.Context) {
 	r.callHooks(ctx, config.MomentAfterEnd)
 }
 
-// forgive is called when a person resumes: the pause's cause is accepted.
-func (an *AnalysisState) forgive(now time.Time, interval time.Duration, step int) {
-	if !an.Paused {
-		return
-	}
+// forgive is called when a person resumes a pause the analysis made: its
+// cause is accepted, and after a step's closing round the step may end.
+func (an *AnalysisState) forgive(now time.Time, interval time.Duration, step int, final bool) {
 	for i := range an.Tallies {
 		an.Tallies[i].Forgive()
 	}
-	if an.PausedFinal {
+	if final {
 		an.FinalStep = step
 	}
-	an.Paused, an.PausedFinal = false, false
 	an.NextAt = now.Add(interval)
 }
 
 func (r *rollout) templateVars() config.TemplateVars {
 	st := &r.st
 	v := config.TemplateVars{Namespace: st.Target.Namespace, Configuration: st.Configuration, Candidate: st.Candidate, Stable: st.Stable, Weight: st.Weight}
-	if st.Target.Kind == activities.KindService {
+	if st.Target.Kind == knative.KindService {
 		v.Service = st.Target.Name
 	}
 	return v

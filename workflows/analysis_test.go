@@ -102,8 +102,8 @@ func TestAnalysisFailureRollsBackAtFirstStep(t *testing.T) {
 	wantTraffic(t, h.traffic("hello"),
 		knativefake.Target("hello-00001", 90, ""), knativefake.Target("hello-00000", 10, "legacy"), knativefake.Target("hello-00001", 0, "current"))
 	st := h.status()
-	if st.Step != 0 || st.Analysis.Rounds != 2 || len(st.Analysis.Recent) != 2 || st.Analysis.Recent[1].Result != analysis.Failed {
-		t.Fatalf("status = step %d %+v", st.Step, st.Analysis)
+	if st.StepNumber != 1 || st.Analysis.Rounds != 2 || len(st.Analysis.Recent) != 2 || st.Analysis.Recent[1].Result != analysis.Failed {
+		t.Fatalf("status = step %d %+v", st.StepNumber, st.Analysis)
 	}
 }
 

@@ -142,17 +142,17 @@ func (r *rollout) validate(name string, cmd Command) error {
 	if st.Phase.Done() {
 		return fmt.Errorf("%s rejected: the rollout of %s has finished (%s: %s)", name, st.Candidate, st.Outcome, st.Reason)
 	}
-	if st.Phase == PhaseRollingBack && !(name == CommandResume && st.Paused) {
-		if st.Paused {
-			return fmt.Errorf("%s rejected: the rollback is paused (%s); resume it once that is fixed", name, st.PauseReason)
+	if st.Phase == PhaseRollingBack && !(name == CommandResume && st.paused()) {
+		if st.paused() {
+			return fmt.Errorf("%s rejected: the rollback is paused (%s); resume it once that is fixed", name, st.Pause.Reason)
 		}
 		return fmt.Errorf("%s rejected: the rollout is rolling back (%s)", name, st.Reason)
 	}
 	switch name {
 	case CommandPromote:
 		switch {
-		case st.Paused:
-			return fmt.Errorf("promote rejected: the rollout is paused (%s); resume it first", st.PauseReason)
+		case st.paused():
+			return fmt.Errorf("promote rejected: the rollout is paused (%s); resume it first", st.Pause.Reason)
 		case st.Phase == PhaseResolving || st.Phase == PhaseWaitingReady:
 			return fmt.Errorf("promote rejected: candidate %s is not Ready yet; promote --full to go to 100%% once it is, or abort", st.Candidate)
 		case st.PromoteRequested:
@@ -165,11 +165,11 @@ func (r *rollout) validate(name string, cmd Command) error {
 			return fmt.Errorf("promote-full rejected: already promoting to 100%%")
 		}
 	case CommandPause:
-		if st.Paused {
-			return fmt.Errorf("pause rejected: already paused (%s)", st.PauseReason)
+		if st.paused() {
+			return fmt.Errorf("pause rejected: already paused (%s)", st.Pause.Reason)
 		}
 	case CommandResume:
-		if !st.Paused {
+		if !st.paused() {
 			return fmt.Errorf("resume rejected: the rollout is not paused (phase %s)", st.Phase)
 		}
 	case CommandAbort:
@@ -192,25 +192,22 @@ func (r *rollout) apply(ctx workflow.Context, name string, cmd Command, via stri
 		st.PromoteRequested = true
 		r.emit(ctx, events.ProgressPromoted, cmd.Reason, cmd.By)
 		if st.Phase == PhaseGate {
-			return fmt.Sprintf("promoted %s: passed the gate before step %d of %d (%d%%)", st.Candidate, st.Step+1, len(st.Steps), st.Steps[st.Step].Weight)
+			return fmt.Sprintf("promoted %s: passed the gate before step %d of %d (%d%%)", st.Candidate, st.Step+1, len(st.Policy.Steps), st.Policy.Steps[st.Step].Weight)
 		}
-		return fmt.Sprintf("promoted %s: ended the hold of step %d of %d (%d%%)", st.Candidate, st.Step+1, len(st.Steps), st.Weight)
+		return fmt.Sprintf("promoted %s: ended the hold of step %d of %d (%d%%)", st.Candidate, st.Step+1, len(st.Policy.Steps), st.Weight)
 	case CommandPromoteFull:
 		st.PromoteFull = true
-		if st.Paused {
+		if st.paused() {
 			r.resume(now)
 		}
 		r.emit(ctx, events.ProgressPromoted, "to 100%: "+cmd.Reason, cmd.By)
 		return fmt.Sprintf("promoting %s to 100%%", st.Candidate)
 	case CommandPause:
-		st.Paused = true
-		st.PauseReason = "paused by " + cmd.By
+		reason := "paused by " + cmd.By
 		if cmd.Reason != "" {
-			st.PauseReason += ": " + cmd.Reason
+			reason += ": " + cmd.Reason
 		}
-		if st.Phase == PhaseHolding {
-			st.HoldLeft = max(st.HoldUntil.Sub(now), 0)
-		}
+		st.pauseFor(pausedByCommand, reason, now)
 		r.emit(ctx, events.ProgressPaused, cmd.Reason, cmd.By)
 		return fmt.Sprintf("paused the rollout of %s at %d%%", st.Candidate, st.Weight)
 	case CommandResume:
@@ -229,13 +226,17 @@ func (r *rollout) apply(ctx workflow.Context, name string, cmd Command, via stri
 // operator has looked at it and chosen to go on.
 func (r *rollout) resume(now time.Time) {
 	st := &r.st
+	p := st.Pause
+	if p == nil {
+		return
+	}
 	if st.Phase == PhaseHolding {
-		st.HoldUntil = now.Add(st.HoldLeft)
+		st.HoldUntil = now.Add(p.HoldLeft)
 	}
-	st.HoldLeft = 0
-	if st.Analysis != nil && st.Policy.Analysis != nil {
-		st.Analysis.forgive(now, st.Policy.Analysis.Interval, st.Step+1)
+	analysed := p.Cause == pausedByAnalysis || p.Cause == pausedByFinalRound
+	if analysed && st.Analysis != nil && st.Policy.Analysis != nil {
+		st.Analysis.forgive(now, st.Policy.Analysis.Interval, st.Step+1, p.Cause == pausedByFinalRound)
 	}
-	st.Rebase = st.Rebase || st.Drifted
-	st.Paused, st.Drifted, st.PauseReason = false, false, ""
+	st.Rebase = st.Rebase || p.Cause == pausedByDrift
+	st.Pause = nil
 }

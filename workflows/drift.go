@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/events"
+	"github.com/sluicehq/sluice/knative"
 )
 
 // Traffic changed outside sluice ("drift") is noticed two ways: a write whose
@@ -62,7 +63,7 @@ func (r *rollout) settleWatch(ctx workflow.Context) {
 		return
 	}
 	if !w.fut.IsReady() {
-		if r.st.Phase != PhaseHolding || r.st.Paused || r.interrupted() {
+		if r.st.Phase != PhaseHolding || r.st.paused() || r.interrupted() {
 			w.cancel()
 			r.watch = nil
 		}
@@ -79,10 +80,10 @@ func (r *rollout) settleWatch(ctx workflow.Context) {
 	case err != nil:
 		workflow.GetLogger(ctx).Warn("traffic watch failed; it starts again later", "error", err)
 		r.watchAfter = now.Add(driftRetry)
-	case change.Changed && r.st.Phase == PhaseHolding && !r.st.Paused:
+	case change.Changed && r.st.Phase == PhaseHolding && !r.st.paused():
 		r.pauseForDrift(ctx, fmt.Sprintf(
 			"traffic on %s was changed outside sluice during the hold: expected %s, found %s; resume to take the live traffic as the new starting point, or abort to roll back",
-			r.st.Object, activities.FormatTraffic(r.st.Live), activities.FormatTraffic(change.Found)))
+			r.st.Object, knative.FormatTraffic(r.st.Live), knative.FormatTraffic(change.Found)))
 	case now.Sub(w.started) < driftSpan-minTimeout:
 		r.watchAfter = now.Add(driftRetry) // it could not watch: try again later
 	}
@@ -90,11 +91,8 @@ func (r *rollout) settleWatch(ctx workflow.Context) {
 
 // pauseForDrift pauses the rollout because someone else changed its traffic.
 func (r *rollout) pauseForDrift(ctx workflow.Context, reason string) {
-	if r.st.Phase == PhaseHolding {
-		r.st.HoldLeft = max(r.st.HoldUntil.Sub(workflow.Now(ctx)), 0)
-	}
-	r.st.Paused, r.st.Drifted, r.st.PauseReason = true, true, reason
-	r.emit(ctx, events.ProgressPaused, r.st.PauseReason, "")
+	r.st.pauseFor(pausedByDrift, reason, workflow.Now(ctx))
+	r.emit(ctx, events.ProgressPaused, reason, "")
 }
 
 // rebase makes the live traffic the rollout's new starting point, after an
@@ -111,7 +109,8 @@ func (r *rollout) rebase(ctx workflow.Context) {
 			r.finish(ctx, OutcomeFailed, errorMessage(err))
 			return
 		}
-		r.st.Paused, r.st.PauseReason = true, "cannot read the live traffic to resume from: "+errorMessage(err)+"; resume to try again"
+		// Rebase stays set: resuming tries again.
+		r.st.pauseFor(pausedByError, "cannot read the live traffic to resume from: "+errorMessage(err)+"; resume to try again", workflow.Now(ctx))
 		return
 	}
 	r.st.Rebase = false
@@ -124,9 +123,9 @@ func (r *rollout) rebase(ctx workflow.Context) {
 	r.st.Baseline = trafficAt(base, r.st.Stable, r.st.Candidate, 0)
 	r.st.Original = cloneTraffic(r.st.Baseline)
 	r.st.PromoteRequested = false
-	r.st.HoldUntil, r.st.HoldLeft = time.Time{}, 0
-	for i := range r.st.Steps {
-		r.st.Steps[i].Skipped = false
+	r.st.HoldUntil = time.Time{}
+	for i := range r.st.StepRuns {
+		r.st.StepRuns[i].Skipped = false
 	}
 	r.st.Phase = PhaseStepping
 	r.st.Step = 0
@@ -139,9 +138,9 @@ func (r *rollout) rebase(ctx workflow.Context) {
 
 // latestPinnedNote tells the user that a rollback left a target that
 // followed the latest Revision pinned by name, and how to undo that.
-func latestPinnedNote(t activities.TargetRef, o activities.ObjectRef, stable, candidate string) string {
+func latestPinnedNote(t knative.TargetRef, o knative.ObjectRef, stable, candidate string) string {
 	how := fmt.Sprintf("kn service update %s -n %s --traffic @latest=100", o.Name, o.Namespace)
-	if o.Kind == activities.KindRoute {
+	if o.Kind == knative.KindRoute {
 		how = fmt.Sprintf(`kubectl patch route %s -n %s --type merge -p '{"spec":{"traffic":[{"configurationName":"%s","latestRevision":true,"percent":100}]}}'`,
 			o.Name, o.Namespace, t.Name)
 	}

@@ -8,15 +8,18 @@ import (
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/knative"
 )
 
-// markCandidate labels the candidate with the rollout's outcome, so a
-// re-sent event of it does not start it again. A candidate that cannot be
-// labelled is named in the reason: the rollout has ended all the same.
+// markCandidate records the rollout's outcome on the traffic object, so a
+// later event of the candidate does not start it again. A mark that cannot
+// be written is named in the reason: the rollout has ended all the same.
 func (r *rollout) markCandidate(ctx workflow.Context) {
-	in := activities.MarkInput{RevisionRef: activities.RevisionRef{Namespace: r.st.Target.Namespace, Name: r.st.Candidate}, Outcome: string(r.st.Outcome)}
-	if err := workflow.ExecuteActivity(readOptions(ctx, "label "+r.st.Candidate+" "+string(r.st.Outcome)), a.MarkRevision, in).Get(ctx, nil); err != nil {
-		r.st.Reason += fmt.Sprintf("; %s could not be labelled %s=%s (%s), so a re-sent event of it may start its rollout again", r.st.Candidate, config.LabelOutcome, r.st.Outcome, errorMessage(err))
+	in := activities.MarkInput{Object: r.st.Object, Revision: r.st.Candidate, Outcome: string(r.st.Outcome)}
+	value := config.Ended(r.st.Candidate, string(r.st.Outcome))
+	if err := workflow.ExecuteActivity(readOptions(ctx, "mark "+r.st.Object.String()+" "+value), a.MarkEnded, in).Get(ctx, nil); err != nil {
+		r.st.Reason += fmt.Sprintf("; %s could not be annotated %s=%s (%s), so a later event of %s may start its rollout again",
+			r.st.Object, config.AnnotationEnded, value, errorMessage(err), r.st.Candidate)
 	}
 }
 
@@ -25,7 +28,7 @@ func (r *rollout) markCandidate(ctx workflow.Context) {
 func (r *rollout) startRollback(outcome Outcome, reason string) {
 	r.st.Ending, r.st.Reason = outcome, reason
 	r.st.Phase = PhaseRollingBack
-	r.st.Paused, r.st.Drifted, r.st.PauseReason = false, false, ""
+	r.st.Pause = nil
 }
 
 func (r *rollout) rollback(ctx workflow.Context) {
@@ -53,9 +56,9 @@ func (r *rollout) rollback(ctx workflow.Context) {
 // than its candidate: an old Revision's late event must not start a rollout
 // backwards.
 func (r *rollout) newer(ctx workflow.Context, revision string) bool {
-	var rev activities.RevisionState
+	var rev knative.RevisionState
 	err := workflow.ExecuteActivity(readOptions(ctx, "read "+revision), a.ReadRevision,
-		activities.RevisionRef{Namespace: r.st.Target.Namespace, Name: revision}).Get(ctx, &rev)
+		knative.RevisionRef{Namespace: r.st.Target.Namespace, Name: revision}).Get(ctx, &rev)
 	return err == nil && rev.Found && rev.Generation > r.st.CandidateGeneration
 }
 
@@ -65,9 +68,9 @@ func (r *rollout) newer(ctx workflow.Context, revision string) bool {
 func (r *rollout) supersede(ctx workflow.Context) error {
 	next := r.st.PendingCandidate
 	r.st.PendingCandidate = ""
-	var rev activities.RevisionState
+	var rev knative.RevisionState
 	err := workflow.ExecuteActivity(readOptions(ctx, "read "+next), a.ReadRevision,
-		activities.RevisionRef{Namespace: r.st.Target.Namespace, Name: next}).Get(ctx, &rev)
+		knative.RevisionRef{Namespace: r.st.Target.Namespace, Name: next}).Get(ctx, &rev)
 	if err != nil || !rev.Found || rev.Generation <= r.st.CandidateGeneration {
 		workflow.GetLogger(ctx).Info("ignoring candidate that is not newer", "candidate", next, "current", r.st.Candidate)
 		return nil
@@ -83,7 +86,7 @@ func (r *rollout) supersede(ctx workflow.Context) error {
 		return err
 	}
 	r.drainSignals(ctx)
-	carry := State{
+	carry := state{
 		Target: r.st.Target, Candidate: next, Phase: PhaseResolving, StartedAt: workflow.Now(ctx),
 		Original: r.st.Original, Baseline: r.st.Baseline, Live: r.st.Live, Stable: r.st.Stable,
 		Commands: r.st.Commands, Superseded: append(r.st.Superseded, r.st.Candidate), Runs: r.st.Runs,
@@ -103,7 +106,7 @@ func (r *rollout) finish(ctx workflow.Context, outcome Outcome, reason string) {
 
 func (r *rollout) end(ctx workflow.Context, phase Phase) {
 	r.st.Phase = phase
-	r.st.Paused = false
+	r.st.Pause = nil
 	r.st.EndedAt = workflow.Now(ctx)
 	r.st.HoldUntil = time.Time{}
 	by := ""

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/knative"
 )
 
 // WorkflowName is the registered name of the Rollout workflow.
@@ -43,18 +43,18 @@ const (
 
 // WorkflowID is the one workflow ID per target: at most one rollout of a
 // target runs at a time.
-func WorkflowID(t activities.TargetRef) string {
+func WorkflowID(t knative.TargetRef) string {
 	return "rollout/" + t.Namespace + "/" + strings.ToLower(t.Kind) + "/" + t.Name
 }
 
 // Input starts a rollout of Candidate on Target. Carry is set only when the
 // workflow continues as new: it holds the state to resume from.
 type Input struct {
-	Target    activities.TargetRef `json:"target"`
-	Candidate string               `json:"candidate"`
+	Target    knative.TargetRef `json:"target"`
+	Candidate string            `json:"candidate"`
 	// RequestedBy names who or what asked for the rollout (a user, an event source).
 	RequestedBy string `json:"requestedBy,omitempty"`
-	Carry       *State `json:"carry,omitempty"`
+	Carry       *state `json:"carry,omitempty"`
 }
 
 // Command is the payload of every steering command: who sent it and why.
@@ -86,14 +86,14 @@ const (
 	StateDeleted = "Deleted"
 )
 
-func (c CandidateSignal) revisionState() activities.RevisionState {
-	return activities.RevisionState{
+func (c CandidateSignal) revisionState() knative.RevisionState {
+	return knative.RevisionState{
 		Found: c.State != StateDeleted, Ready: c.State == StateReady, Failed: c.State == StateFailed,
 		Reason: c.Reason, Message: c.Message,
 	}
 }
 
-// Where a rollout learnt its candidate's readiness (State.ReadinessFrom).
+// Where a rollout learnt its candidate's readiness (Status.ReadinessFrom).
 const (
 	ReadinessFromEvent = "event"
 	ReadinessFromWatch = "watch"
@@ -101,7 +101,7 @@ const (
 
 // ReadinessSource says in words who told the rollout its candidate's state,
 // for the status and the UI; "" before anything did.
-func (s *State) ReadinessSource() string {
+func (s *Status) ReadinessSource() string {
 	switch s.ReadinessFrom {
 	case ReadinessFromEvent:
 		if s.Told != nil && s.Told.By != "" {

@@ -3,7 +3,7 @@ package workflows
 import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
-	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/knative"
 )
 
 // pinLatest replaces every latestRevision target that carries traffic with
@@ -18,7 +18,7 @@ import (
 func pinLatest(traffic []servingv1.TrafficTarget, resolved []string, to string) []servingv1.TrafficTarget {
 	out := cloneTraffic(traffic)
 	for i := range out {
-		if !activities.IsLatest(out[i]) || activities.Percent(out[i]) == 0 {
+		if !knative.IsLatest(out[i]) || knative.Percent(out[i]) == 0 {
 			continue
 		}
 		name := to
@@ -43,9 +43,9 @@ func candidateShare(traffic []servingv1.TrafficTarget, stable, candidate string)
 	for _, t := range traffic {
 		switch {
 		case t.RevisionName == candidate:
-			c += activities.Percent(t)
-		case t.RevisionName == stable || (stable == "" && activities.IsLatest(t)):
-			s += activities.Percent(t)
+			c += knative.Percent(t)
+		case t.RevisionName == stable || (stable == "" && knative.IsLatest(t)):
+			s += knative.Percent(t)
 		}
 	}
 	if s+c == 0 {
@@ -69,7 +69,7 @@ func candidateShare(traffic []servingv1.TrafficTarget, stable, candidate string)
 func trafficAt(base []servingv1.TrafficTarget, stable, candidate string, weight int64) []servingv1.TrafficTarget {
 	isStable := func(t servingv1.TrafficTarget) bool {
 		if stable == "" {
-			return activities.IsLatest(t)
+			return knative.IsLatest(t)
 		}
 		return t.RevisionName == stable
 	}
@@ -77,10 +77,10 @@ func trafficAt(base []servingv1.TrafficTarget, stable, candidate string, weight 
 	for _, t := range base {
 		switch {
 		case t.RevisionName == candidate:
-			cand += activities.Percent(t)
-			pool += activities.Percent(t)
+			cand += knative.Percent(t)
+			pool += knative.Percent(t)
 		case isStable(t):
-			pool += activities.Percent(t)
+			pool += knative.Percent(t)
 		}
 	}
 	// Round to the nearest percent, so a small first step on a partial
@@ -97,11 +97,11 @@ func trafficAt(base []servingv1.TrafficTarget, stable, candidate string, weight 
 	left := move
 	for _, t := range base {
 		t = copyTarget(t)
-		if from(t) && left > 0 && activities.Percent(t) > 0 {
-			take := min(left, activities.Percent(t))
-			t.Percent = ptr(activities.Percent(t) - take)
+		if from(t) && left > 0 && knative.Percent(t) > 0 {
+			take := min(left, knative.Percent(t))
+			t.Percent = ptr(knative.Percent(t) - take)
 			left -= take
-			if activities.Percent(t) == 0 && t.Tag == "" {
+			if knative.Percent(t) == 0 && t.Tag == "" {
 				continue // an untagged target at 0% routes nothing
 			}
 		}
@@ -113,8 +113,8 @@ func trafficAt(base []servingv1.TrafficTarget, stable, candidate string, weight 
 	// The moved share goes to the first untagged target of its Revision,
 	// or to a new one at the end.
 	for i := range out {
-		if to(out[i]) && out[i].Tag == "" && !(stable == "" && activities.IsLatest(out[i])) {
-			out[i].Percent = ptr(activities.Percent(out[i]) + move)
+		if to(out[i]) && out[i].Tag == "" && !(stable == "" && knative.IsLatest(out[i])) {
+			out[i].Percent = ptr(knative.Percent(out[i]) + move)
 			return out
 		}
 	}
@@ -127,7 +127,7 @@ func trafficAt(base []servingv1.TrafficTarget, stable, candidate string, weight 
 // latestRevision target in it would now resolve to a Ready candidate — then
 // that target is pinned to the stable Revision, or the rollback would send
 // the whole share to the Revision being rolled back.
-func rollbackTraffic(st *State) []servingv1.TrafficTarget {
+func rollbackTraffic(st *state) []servingv1.TrafficTarget {
 	if st.CandidateReady {
 		return pinLatest(st.Original, nil, st.Stable)
 	}
@@ -138,7 +138,7 @@ func rollbackTraffic(st *State) []servingv1.TrafficTarget {
 // original by name: the target no longer follows the latest Revision.
 func pinsLatest(original, restored []servingv1.TrafficTarget) bool {
 	for i, t := range original {
-		if activities.IsLatest(t) && i < len(restored) && !activities.IsLatest(restored[i]) {
+		if knative.IsLatest(t) && i < len(restored) && !knative.IsLatest(restored[i]) {
 			return true
 		}
 	}

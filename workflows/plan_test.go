@@ -6,8 +6,9 @@ import (
 
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
-	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/knative"
 )
 
 func TestTrafficAt(t *testing.T) {
@@ -47,11 +48,11 @@ func TestTrafficAt(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := trafficAt(tt.baseline, tt.stable, "c", tt.weight)
-			if s := activities.FormatTraffic(got); s != tt.want {
+			if s := knative.FormatTraffic(got); s != tt.want {
 				t.Fatalf("trafficAt = %s\nwant        %s", s, tt.want)
 			}
-			if err := activities.ValidateTraffic(activities.KindService, got); err != nil {
-				t.Fatalf("trafficAt produced an invalid list %s: %v", activities.FormatTraffic(got), err)
+			if err := knative.ValidateTraffic(knative.KindService, got); err != nil {
+				t.Fatalf("trafficAt produced an invalid list %s: %v", knative.FormatTraffic(got), err)
 			}
 		})
 	}
@@ -68,16 +69,16 @@ func TestTrafficAtNeverChangesBaseline(t *testing.T) {
 func TestPinAndRollbackTraffic(t *testing.T) {
 	orig := []servingv1.TrafficTarget{tgt("@latest", 90, ""), tgt("old", 10, "legacy")}
 	pinned := pinLatest(orig, nil, "s")
-	if got := activities.FormatTraffic(pinned); got != "s=90%, old=10% (tag legacy)" {
+	if got := knative.FormatTraffic(pinned); got != "s=90%, old=10% (tag legacy)" {
 		t.Fatalf("pinLatest = %s", got)
 	}
-	st := &State{Original: orig, Stable: "s"}
-	if got := rollbackTraffic(st); !activities.SameTraffic(got, orig) {
-		t.Fatalf("rollback before the candidate is Ready must restore the exact list, got %s", activities.FormatTraffic(got))
+	st := &state{Original: orig, Stable: "s"}
+	if got := rollbackTraffic(st); !knative.SameTraffic(got, orig) {
+		t.Fatalf("rollback before the candidate is Ready must restore the exact list, got %s", knative.FormatTraffic(got))
 	}
 	st.CandidateReady = true
-	if got := rollbackTraffic(st); !activities.SameTraffic(got, pinned) {
-		t.Fatalf("rollback with a Ready candidate must pin latestRevision, got %s", activities.FormatTraffic(got))
+	if got := rollbackTraffic(st); !knative.SameTraffic(got, pinned) {
+		t.Fatalf("rollback with a Ready candidate must pin latestRevision, got %s", knative.FormatTraffic(got))
 	}
 }
 
@@ -93,7 +94,7 @@ func TestPinLatest(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := activities.FormatTraffic(pinLatest(orig, tt.routed, "s")); got != tt.want {
+			if got := knative.FormatTraffic(pinLatest(orig, tt.routed, "s")); got != tt.want {
 				t.Fatalf("pinLatest = %s, want %s", got, tt.want)
 			}
 		})
@@ -106,17 +107,18 @@ func TestPinLatest(t *testing.T) {
 func TestDetailsMarkdown(t *testing.T) {
 	now := time.Date(2026, 11, 29, 10, 0, 30, 0, time.UTC)
 	p := func(n int64) *int64 { return &n }
-	r := &rollout{st: State{
-		Target: activities.TargetRef{Namespace: "default", Kind: "Service", Name: "hello"}, Phase: PhaseHolding,
+	r := &rollout{st: state{
+		Target: knative.TargetRef{Namespace: "default", Kind: "Service", Name: "hello"}, Phase: PhaseHolding,
 		Stable: "hello-00001", Candidate: "hello-00002", Step: 0, HoldUntil: now.Add(90 * time.Second),
-		Live:  []servingv1.TrafficTarget{{RevisionName: "hello-00001", Percent: p(75)}, {RevisionName: "hello-00002", Percent: p(25)}},
-		Steps: []StepStatus{{Weight: 25, Hold: 2 * time.Minute, StartedAt: now.Add(-30 * time.Second)}, {Weight: 100, Gate: true}},
+		Live:     []servingv1.TrafficTarget{{RevisionName: "hello-00001", Percent: p(75)}, {RevisionName: "hello-00002", Percent: p(25)}},
+		Policy:   config.Policy{Steps: []config.Step{{Weight: 25, Hold: 2 * time.Minute}, {Weight: 100, Gate: true}}},
+		StepRuns: []stepRun{{StartedAt: now.Add(-30 * time.Second)}, {}},
 	}}
 	want := "**Holding** · hello-00001=75%, hello-00002=25% · hold ends at 10:02:00 UTC\n\n" +
 		"| step | weight | hold | gate | started | ended |\n|---|---|---|---|---|---|\n" +
 		"| 1 ◀ | 25% | 2m0s |  | 10:00:00 |  |\n" +
 		"| 2 | 100% | 0s | manual |  |  |\n"
-	if got := r.details(now); got != want {
+	if got := details(view(&r.st, now)); got != want {
 		t.Fatalf("details:\n%s\nwant:\n%s", got, want)
 	}
 	// With analysis, one line of checks comes before the steps.
@@ -131,7 +133,7 @@ func TestDetailsMarkdown(t *testing.T) {
 		"| step | weight | hold | gate | started | ended |\n|---|---|---|---|---|---|\n" +
 		"| 1 ◀ | 25% | 2m0s |  | 10:00:00 |  |\n" +
 		"| 2 | 100% | 0s | manual |  |  |\n"
-	if got := r.details(now); got != want {
+	if got := details(view(&r.st, now)); got != want {
 		t.Fatalf("details with analysis:\n%s\nwant:\n%s", got, want)
 	}
 }

@@ -5,8 +5,8 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/events"
+	"github.com/sluicehq/sluice/knative"
 )
 
 // emit queues a progress event. One sender goroutine beside the main loop
@@ -19,16 +19,16 @@ func (r *rollout) emit(ctx workflow.Context, typ, reason, by string) {
 		return
 	}
 	r.st.Seq++
-	step := r.shownStep()
+	v := view(&r.st, workflow.Now(ctx))
 	p := events.Progress{
 		ID:   fmt.Sprintf("%s-%d", r.st.RolloutID, r.st.Seq),
 		Type: typ,
-		Time: workflow.Now(ctx),
+		Time: v.AsOf,
 		Data: events.ProgressData{
-			Namespace: r.st.Target.Namespace, Kind: r.st.Target.Kind, Name: r.st.Target.Name,
-			WorkflowID: WorkflowID(r.st.Target), Candidate: r.st.Candidate, Stable: r.st.Stable,
-			Phase: string(r.st.Phase), Step: step, StepCount: len(r.st.Steps), Weight: r.st.Weight,
-			Traffic: activities.FormatTraffic(r.st.Live), Reason: reason, By: by, Sequence: r.st.Seq,
+			Namespace: v.Target.Namespace, Kind: v.Target.Kind, Name: v.Target.Name,
+			WorkflowID: WorkflowID(v.Target), Candidate: v.Candidate, Stable: v.Stable,
+			Phase: string(v.Phase), Step: v.StepNumber, StepCount: v.StepCount, Weight: v.Weight,
+			Traffic: knative.FormatTraffic(v.Live), Reason: reason, By: by, Sequence: r.st.Seq,
 		},
 	}
 	if by == "" {
@@ -39,15 +39,6 @@ func (r *rollout) emit(ctx workflow.Context, typ, reason, by string) {
 		r.senderStarted = true
 		workflow.Go(ctx, r.sendProgress)
 	}
-}
-
-// shownStep is the step (from 1) events and webhooks name: 0 until the
-// candidate has traffic.
-func (r *rollout) shownStep() int {
-	if r.st.Weight > 0 || r.st.Phase == PhaseHolding {
-		return r.st.Step + 1
-	}
-	return 0
 }
 
 // sendProgress sends queued progress events one at a time, in order.

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/eventsink"
 )
 
@@ -34,7 +35,7 @@ func (h *harness) withSink(t *testing.T) *eventsink.Sink {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.env.RegisterActivity(&activities.Activities{Serving: h.k, Defaults: config.BuiltinDefaults(), WatchLimit: testWatch, Events: sender})
+	h.env.RegisterActivity(&activities.Activities{Knative: knative.Client{Serving: h.k}, Defaults: config.BuiltinDefaults(), WatchLimit: testWatch, Events: sender})
 	return s
 }
 

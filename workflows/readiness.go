@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/knative"
 )
 
 // ReadinessPoll is how long the workflow waits before it watches the
@@ -19,10 +20,10 @@ const ReadinessPoll = 10 * time.Second
 // the first step, or rolls back if it failed, vanished or took too long.
 func (r *rollout) waitReady(ctx workflow.Context) {
 	var (
-		rev activities.RevisionState
+		rev knative.RevisionState
 		err error
 	)
-	ref := activities.RevisionRef{Namespace: r.st.Target.Namespace, Name: r.st.Candidate}
+	ref := knative.RevisionRef{Namespace: r.st.Target.Namespace, Name: r.st.Candidate}
 	asked := workflow.Now(ctx)
 	from := ReadinessFromEvent
 	if told := r.st.Told; told != nil {
@@ -71,16 +72,16 @@ func (r *rollout) waitReady(ctx workflow.Context) {
 // deadline). The rollout stays responsive meanwhile: the candidate's own
 // event, an abort, a pause, a newer candidate or a deleted target cancels
 // the wait (ok is false). The watch is the net for events that are lost.
-func (r *rollout) awaitRevision(ctx workflow.Context, ref activities.RevisionRef) (rev activities.RevisionState, err error, ok bool) {
+func (r *rollout) awaitRevision(ctx workflow.Context, ref knative.RevisionRef) (rev knative.RevisionState, err error, ok bool) {
 	wait := min(max(r.st.ReadyDeadline.Sub(workflow.Now(ctx)), time.Second), readinessSpan)
 	r.publish(ctx)
 	actx, cancel := workflow.WithCancel(ctx)
 	defer cancel()
 	fut := workflow.ExecuteActivity(awaitOptions(actx, wait, "wait for "+ref.Name+" to be Ready"), a.AwaitRevision,
 		activities.AwaitRevisionInput{RevisionRef: ref, For: wait, Grace: eventGrace})
-	paused := r.st.Paused
+	paused := r.st.paused()
 	_ = workflow.Await(ctx, func() bool {
-		return fut.IsReady() || r.st.Told != nil || r.interrupted() || r.st.Paused != paused || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
+		return fut.IsReady() || r.st.Told != nil || r.interrupted() || r.st.paused() != paused || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
 	})
 	if !fut.IsReady() {
 		return rev, nil, false

@@ -29,7 +29,7 @@ func Rollout(ctx workflow.Context, in Input) (Result, error) {
 		r.st = *in.Carry
 		r.st.Runs++
 	} else {
-		r.st = State{Target: in.Target, Candidate: in.Candidate, Phase: PhaseResolving, StartedAt: workflow.Now(ctx), Runs: 1}
+		r.st = state{Target: in.Target, Candidate: in.Candidate, Phase: PhaseResolving, StartedAt: workflow.Now(ctx), Runs: 1}
 		if in.RequestedBy != "" {
 			r.st.Commands = append(r.st.Commands, CommandRecord{Name: "start", By: in.RequestedBy, At: workflow.Now(ctx), Via: "start"})
 		}
@@ -44,7 +44,7 @@ func Rollout(ctx workflow.Context, in Input) (Result, error) {
 }
 
 type rollout struct {
-	st State
+	st state
 	// outbox holds progress events not yet sent; the first is being sent.
 	outbox        []events.Progress
 	senderStarted bool
@@ -67,11 +67,10 @@ func (r *rollout) run(ctx workflow.Context) (Result, error) {
 		r.settleWatch(ctx)
 		now := workflow.Now(ctx)
 		switch {
-		case r.st.Phase == PhaseRollingBack && r.st.Paused:
+		case r.st.Phase == PhaseRollingBack && r.st.paused():
 			// A rollback write refused for a reason outside the traffic
 			// list: the operator fixes the object and resumes.
-			paused := true
-			_ = workflow.Await(ctx, func() bool { return r.st.Paused != paused })
+			_ = workflow.Await(ctx, func() bool { return !r.st.paused() })
 		case r.st.Phase == PhaseRollingBack:
 			r.rollback(ctx)
 		case r.st.Abort != nil:
@@ -84,8 +83,8 @@ func (r *rollout) run(ctx workflow.Context) (Result, error) {
 			}
 		case r.st.Phase != PhaseResolving && r.st.Deadline.Sub(now) < minTimeout:
 			r.startRollback(OutcomeRolledBack, fmt.Sprintf("rollout deadline of %s passed before the candidate reached 100%%", r.st.Policy.Deadline))
-		case r.st.Paused:
-			r.awaitInterrupt(ctx, func() bool { return !r.st.Paused }, "paused")
+		case r.st.paused():
+			r.awaitInterrupt(ctx, func() bool { return !r.st.paused() }, "paused")
 		case r.st.Rebase:
 			r.rebase(ctx)
 		default:
@@ -143,10 +142,7 @@ func (r *rollout) resolve(ctx workflow.Context) {
 		// The target's first Revision: there is no traffic to shift from.
 		r.st.Policy.Steps = []config.Step{{Weight: 100}}
 	}
-	r.st.Steps = make([]StepStatus, len(r.st.Policy.Steps))
-	for i, s := range r.st.Policy.Steps {
-		r.st.Steps[i] = StepStatus{Weight: s.Weight, Hold: s.Hold, Gate: s.Gate}
-	}
+	r.st.StepRuns = make([]stepRun, len(r.st.Policy.Steps))
 	r.st.Step, r.st.Weight = 0, 0
 	r.st.ReadyDeadline = now.Add(r.st.Policy.ProgressDeadline)
 	r.st.Deadline = now.Add(r.st.Policy.Deadline)
@@ -172,15 +168,15 @@ func (r *rollout) resolve(ctx workflow.Context) {
 // rollout has nothing left to do and succeeds, saying why.
 func (r *rollout) startFrom(ctx workflow.Context, w int64, why string) {
 	r.st.Weight = w
-	next := len(r.st.Steps)
-	for i := range r.st.Steps {
-		if r.st.Steps[i].Weight > w {
+	next := len(r.st.Policy.Steps)
+	for i, step := range r.st.Policy.Steps {
+		if step.Weight > w {
 			next = i
 			break
 		}
-		r.st.Steps[i].Skipped = true
+		r.st.StepRuns[i].Skipped = true
 	}
-	if next == len(r.st.Steps) {
+	if next == len(r.st.Policy.Steps) {
 		r.finish(ctx, OutcomeSucceeded, why+": it has 100% of "+r.st.Stable+"'s traffic; nothing was left to roll out")
 		return
 	}
@@ -217,9 +213,9 @@ func (r *rollout) awaitInterrupt(ctx workflow.Context, cond func() bool, why str
 // a pause or a suggestion to continue as new.
 func (r *rollout) awaitFor(ctx workflow.Context, d time.Duration, summary string, cond func() bool) {
 	r.publish(ctx)
-	paused := r.st.Paused
+	paused := r.st.paused()
 	wake := func() bool {
-		return cond() || r.interrupted() || r.st.Paused != paused || workflow.GetInfo(ctx).GetContinueAsNewSuggested() ||
+		return cond() || r.interrupted() || r.st.paused() != paused || workflow.GetInfo(ctx).GetContinueAsNewSuggested() ||
 			(r.watch != nil && r.watch.fut.IsReady())
 	}
 	if d <= 0 {

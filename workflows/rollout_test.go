@@ -21,12 +21,13 @@ import (
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/knativefake"
 )
 
 const ns = "default"
 
-var helloTarget = activities.TargetRef{Namespace: ns, Kind: activities.KindService, Name: "hello"}
+var helloTarget = knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: "hello"}
 
 // harness runs the Rollout workflow in Temporal's test environment (its
 // clock skips ahead over timers) with the real activities over a fake
@@ -54,7 +55,7 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: 10 * time.Second})
 	k := knativefake.New(objs...)
 	env.RegisterWorkflowWithOptions(Rollout, workflow.RegisterOptions{Name: WorkflowName})
-	env.RegisterActivity(&activities.Activities{Serving: k, Defaults: config.BuiltinDefaults(), WatchLimit: testWatch})
+	env.RegisterActivity(&activities.Activities{Knative: knative.Client{Serving: k}, Defaults: config.BuiltinDefaults(), WatchLimit: testWatch})
 	h := &harness{t: t, env: env, k: k, attrs: map[string]any{}}
 	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
 		for k, v := range args.Get(0).(temporal.SearchAttributes).GetUntypedValues() {
@@ -145,20 +146,31 @@ func (h *harness) traffic(name string) []servingv1.TrafficTarget {
 	return svc.Spec.Traffic
 }
 
-// outcomeLabel is the sluice.dev/outcome label on a Revision, "" if none.
-func (h *harness) outcomeLabel(name string) string {
+// endedMark is the outcome the Service's sluice.dev/ended annotation gives
+// a Revision, "" if none; the Revision itself must carry no sluice label
+// (Knative would copy it into its pods).
+func (h *harness) endedMark(service, revision string) string {
 	h.t.Helper()
-	rev, err := h.k.ServingV1().Revisions(ns).Get(context.Background(), name, metav1.GetOptions{})
+	svc, err := h.k.ServingV1().Services(ns).Get(context.Background(), service, metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatalf("get service: %v", err)
+	}
+	rev, err := h.k.ServingV1().Revisions(ns).Get(context.Background(), revision, metav1.GetOptions{})
 	if err != nil {
 		h.t.Fatalf("get revision: %v", err)
 	}
-	return rev.Labels[config.LabelOutcome]
+	for k := range rev.Labels {
+		if strings.HasPrefix(k, config.Prefix) {
+			h.t.Errorf("Revision %s carries the label %s", revision, k)
+		}
+	}
+	return config.EndedOutcome(svc.Annotations[config.AnnotationEnded], revision)
 }
 
 func wantTraffic(t *testing.T, got []servingv1.TrafficTarget, want ...servingv1.TrafficTarget) {
 	t.Helper()
-	if !activities.SameTraffic(got, want) {
-		t.Fatalf("traffic = %s\nwant      %s", activities.FormatTraffic(got), activities.FormatTraffic(want))
+	if !knative.SameTraffic(got, want) {
+		t.Fatalf("traffic = %s\nwant      %s", knative.FormatTraffic(got), knative.FormatTraffic(want))
 	}
 }
 
@@ -168,14 +180,14 @@ func TestHappyPathWalksEveryStep(t *testing.T) {
 	h := newHarness(t, helloObjects(nil, true)...)
 	var seen []string
 	for _, d := range []time.Duration{30 * time.Second, 90 * time.Second} {
-		h.at(d, func() { seen = append(seen, activities.FormatTraffic(h.traffic("hello"))) })
+		h.at(d, func() { seen = append(seen, knative.FormatTraffic(h.traffic("hello"))) })
 	}
 	h.run("hello-00002")
 	res := h.result()
 	if res.Outcome != OutcomeSucceeded || res.Stable != "hello-00001" {
 		t.Fatalf("result = %+v", res)
 	}
-	seen = append(seen, activities.FormatTraffic(h.traffic("hello")))
+	seen = append(seen, knative.FormatTraffic(h.traffic("hello")))
 	want := []string{
 		"hello-00001=67%, hello-00000=10% (tag legacy), hello-00001=0% (tag current), hello-00002=23%",
 		"hello-00001=45%, hello-00000=10% (tag legacy), hello-00001=0% (tag current), hello-00002=45%",
@@ -223,8 +235,8 @@ func TestReadinessToldByEvent(t *testing.T) {
 	if st.ReadinessFrom != ReadinessFromEvent {
 		t.Errorf("readiness told by %q, want %q", st.ReadinessFrom, ReadinessFromEvent)
 	}
-	if got := h.outcomeLabel("hello-00002"); got != "" {
-		t.Errorf("a candidate that succeeded is labelled %s=%q", config.LabelOutcome, got)
+	if got := h.endedMark("hello", "hello-00002"); got != "" {
+		t.Errorf("a candidate that succeeded is marked %s: %q", config.AnnotationEnded, got)
 	}
 	if wait := st.Steps[0].StartedAt.Sub(st.StartedAt); wait < 3*time.Second || wait >= 4*time.Second {
 		t.Fatalf("first step started %s after start, want at the signal (3s)", wait)
@@ -329,8 +341,8 @@ func TestVerifyTimeoutRollsBack(t *testing.T) {
 	if res.Outcome != OutcomeRolledBack || !strings.Contains(res.Reason, "verify timeout of 30s") {
 		t.Fatalf("result = %+v", res)
 	}
-	if got := h.outcomeLabel("hello-00002"); got != string(OutcomeRolledBack) {
-		t.Errorf("candidate labelled %s=%q, want RolledBack", config.LabelOutcome, got)
+	if got := h.endedMark("hello", "hello-00002"); got != string(OutcomeRolledBack) {
+		t.Errorf("candidate marked %s: %q, want RolledBack", config.AnnotationEnded, got)
 	}
 	wantTraffic(t, h.traffic("hello"), tgt("hello-00001", 90, ""), tgt("hello-00000", 10, "legacy"), tgt("hello-00001", 0, "current"))
 }
@@ -350,8 +362,8 @@ func TestAbortRestoresExactTraffic(t *testing.T) {
 	if res.Outcome != OutcomeAborted || res.Reason != "aborted by alice: p99 latency doubled" {
 		t.Fatalf("result = %+v", res)
 	}
-	if got := h.outcomeLabel("hello-00002"); got != string(OutcomeAborted) {
-		t.Errorf("candidate labelled %s=%q, want Aborted", config.LabelOutcome, got)
+	if got := h.endedMark("hello", "hello-00002"); got != string(OutcomeAborted) {
+		t.Errorf("candidate marked %s: %q, want Aborted", config.AnnotationEnded, got)
 	}
 	wantTraffic(t, h.traffic("hello"), tgt("hello-00001", 90, ""), tgt("hello-00000", 10, "legacy"), tgt("hello-00001", 0, "current"))
 	st := h.status()
@@ -379,7 +391,7 @@ func TestRollbackPinsLatestRevision(t *testing.T) {
 		t.Fatalf("result = %+v, want Aborted with a note on the pinned latestRevision target", res)
 	}
 	if b := h.status().Baseline; len(b) != 1 || b[0].RevisionName != "hello-00001" {
-		t.Fatalf("baseline = %s, want latestRevision pinned to hello-00001", activities.FormatTraffic(b))
+		t.Fatalf("baseline = %s, want latestRevision pinned to hello-00001", knative.FormatTraffic(b))
 	}
 	// latestRevision would now resolve to the Ready candidate: the rollback
 	// pins it to the stable Revision instead.
@@ -427,7 +439,8 @@ func TestPromoteRejectedBeforeReadyAndAfterEnd(t *testing.T) {
 	if !early.rejectedWith("not Ready yet") {
 		t.Fatalf("promote while waiting for readiness: %+v", early)
 	}
-	r := &rollout{st: h.status().State}
+	end := h.status()
+	r := &rollout{st: state{Phase: end.Phase, Candidate: end.Candidate, Outcome: end.Outcome, Reason: end.Reason}}
 	if err := r.validate(CommandPromote, Command{By: "dan"}); err == nil || !strings.Contains(err.Error(), "has finished") {
 		t.Fatalf("promote after the end: %v", err)
 	}
@@ -509,8 +522,8 @@ func TestDriftDuringHoldPausesThenResumeGoesOnFromLiveTraffic(t *testing.T) {
 	}
 	// 30 of the 90 the two Revisions hold is 33%: the next step is 50%, the
 	// operator's targets and tags kept.
-	if resumed.Weight != 50 || resumed.Step != 1 || !resumed.Steps[0].Skipped {
-		t.Fatalf("after resume: weight %d step %d steps %+v", resumed.Weight, resumed.Step, resumed.Steps)
+	if resumed.Weight != 50 || resumed.StepNumber != 2 || !resumed.Steps[0].Skipped {
+		t.Fatalf("after resume: weight %d step %d steps %+v", resumed.Weight, resumed.StepNumber, resumed.Steps)
 	}
 	wantTraffic(t, mid, tgt("hello-00001", 45, ""), tgt("hello-00000", 10, "legacy"), tgt("hello-00001", 0, "current"),
 		tgt("hello-00001", 0, "debug"), tgt("hello-00002", 45, ""))
@@ -584,7 +597,7 @@ func TestSupersedeReturnsTrafficAndContinuesWithNewer(t *testing.T) {
 	// still restores the original traffic on abort.
 	h2 := newHarness(t, objs...)
 	h2.k = h.k
-	h2.env.RegisterActivity(&activities.Activities{Serving: h.k, Defaults: config.BuiltinDefaults(), WatchLimit: testWatch})
+	h2.env.RegisterActivity(&activities.Activities{Knative: knative.Client{Serving: h.k}, Defaults: config.BuiltinDefaults(), WatchLimit: testWatch})
 	h2.env.ExecuteWorkflow(Rollout, next)
 	var res Result
 	if err := h2.env.GetWorkflowResult(&res); err != nil || res.Outcome != OutcomeSucceeded || res.Candidate != "hello-00003" {
@@ -608,12 +621,12 @@ func TestContinueAsNewCarriesState(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := next.Carry
-	if c == nil || c.Step != 1 || c.Weight != 50 || !c.Paused || c.Runs != 1 || len(c.Commands) != 2 {
+	if c == nil || c.Step != 1 || c.Weight != 50 || !c.paused() || c.Runs != 1 || len(c.Commands) != 2 {
 		t.Fatalf("carried state: %+v", c)
 	}
 
 	h2 := newHarness(t)
-	h2.env.RegisterActivity(&activities.Activities{Serving: h.k, Defaults: config.BuiltinDefaults(), WatchLimit: testWatch})
+	h2.env.RegisterActivity(&activities.Activities{Knative: knative.Client{Serving: h.k}, Defaults: config.BuiltinDefaults(), WatchLimit: testWatch})
 	h2.env.RegisterDelayedCallback(func() { h2.update(CommandResume, Command{By: "hal"}) }, time.Minute)
 	h2.env.ExecuteWorkflow(Rollout, next)
 	var res Result
@@ -699,9 +712,9 @@ func TestRouteModeRollsOutOnTheRoute(t *testing.T) {
 	var mid string
 	h.at(15*time.Second, func() {
 		r, _ := h.k.ServingV1().Routes(ns).Get(context.Background(), "api-route", metav1.GetOptions{})
-		mid = activities.FormatTraffic(r.Spec.Traffic)
+		mid = knative.FormatTraffic(r.Spec.Traffic)
 	})
-	h.env.ExecuteWorkflow(Rollout, Input{Target: activities.TargetRef{Namespace: ns, Kind: activities.KindConfiguration, Name: "api"}, Candidate: "api-00002"})
+	h.env.ExecuteWorkflow(Rollout, Input{Target: knative.TargetRef{Namespace: ns, Kind: knative.KindConfiguration, Name: "api"}, Candidate: "api-00002"})
 	if res := h.result(); res.Outcome != OutcomeSucceeded || res.Stable != "api-00001" {
 		t.Fatalf("result %+v", res)
 	}
@@ -709,7 +722,7 @@ func TestRouteModeRollsOutOnTheRoute(t *testing.T) {
 		t.Fatalf("route traffic at 50%%: %s", mid)
 	}
 	r, _ := h.k.ServingV1().Routes(ns).Get(context.Background(), "api-route", metav1.GetOptions{})
-	if got := activities.FormatTraffic(r.Spec.Traffic); got != "api-00001=0% (tag pinned), api-00002=100%" {
+	if got := knative.FormatTraffic(r.Spec.Traffic); got != "api-00001=0% (tag pinned), api-00002=100%" {
 		t.Fatalf("final route traffic: %s", got)
 	}
 	if h.k.WriteCount("api-route") != 3 {

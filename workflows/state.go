@@ -5,8 +5,8 @@ import (
 
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
-	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/knative"
 )
 
 // Phase is where a rollout stands.
@@ -25,7 +25,7 @@ const (
 	PhaseSuperseded   Phase = "Superseded"
 	PhaseFailed       Phase = "Failed"
 	// PhasePaused is reported while the rollout is paused; the phase it will
-	// resume in stays in State.Phase.
+	// resume in stays in Status.Phase.
 	PhasePaused Phase = "Paused"
 )
 
@@ -38,15 +38,16 @@ func (p Phase) Done() bool {
 	return false
 }
 
-// State is everything a rollout knows. It is the status query's answer and is
-// carried whole through continue-as-new, so it must hold every decision the
-// workflow has made.
-type State struct {
-	Target        activities.TargetRef `json:"target"`
-	Object        activities.ObjectRef `json:"object"`
-	Configuration string               `json:"configuration,omitempty"`
-	Policy        config.Policy        `json:"policy"`
-	Phase         Phase                `json:"phase"`
+// state is everything a rollout knows: every decision it has made, carried
+// whole through continue-as-new. It is private; what a reader sees is
+// Status, built from it by view.
+type state struct {
+	Target        knative.TargetRef `json:"target"`
+	Object        knative.ObjectRef `json:"object"`
+	Configuration string            `json:"configuration,omitempty"`
+	// Policy is the target's policy as resolved; its Steps are the plan.
+	Policy config.Policy `json:"policy"`
+	Phase  Phase         `json:"phase"`
 
 	Candidate           string `json:"candidate"`
 	CandidateGeneration int64  `json:"candidateGeneration,omitempty"`
@@ -67,19 +68,17 @@ type State struct {
 	// Weight is the candidate's current share of the stable traffic, in percent.
 	Weight int64 `json:"weight"`
 
-	Step  int          `json:"step"`
-	Steps []StepStatus `json:"steps"`
+	// Step indexes Policy.Steps; Runs says how each step went.
+	Step     int       `json:"step"`
+	StepRuns []stepRun `json:"stepRuns"`
 
-	StartedAt     time.Time     `json:"startedAt"`
-	ReadyDeadline time.Time     `json:"readyDeadline"`
-	Deadline      time.Time     `json:"deadline"`
-	HoldUntil     time.Time     `json:"holdUntil,omitzero"`
-	HoldLeft      time.Duration `json:"holdLeft,omitempty"` // frozen while paused
+	StartedAt     time.Time `json:"startedAt"`
+	ReadyDeadline time.Time `json:"readyDeadline"`
+	Deadline      time.Time `json:"deadline"`
+	HoldUntil     time.Time `json:"holdUntil,omitzero"`
 
-	Paused      bool   `json:"paused"`
-	PauseReason string `json:"pauseReason,omitempty"`
-	// Drifted is set while paused because traffic was changed outside sluice.
-	Drifted bool `json:"drifted,omitempty"`
+	// Pause is set while the rollout waits for a person.
+	Pause *pause `json:"pause,omitempty"`
 	// Rebase makes the next step start from the live traffic: set when an
 	// operator resumes after drift.
 	Rebase bool `json:"rebase,omitempty"`
@@ -121,6 +120,63 @@ type State struct {
 	Runs int `json:"runs"`
 }
 
+// stepRun is what happened at one step of the plan.
+type stepRun struct {
+	GatePassed bool `json:"gatePassed,omitempty"`
+	// Skipped is set for a step the candidate's live share was already
+	// past when the rollout started or rebased.
+	Skipped   bool      `json:"skipped,omitempty"`
+	StartedAt time.Time `json:"startedAt,omitzero"`
+	EndedAt   time.Time `json:"endedAt,omitzero"`
+}
+
+// pauseCause is what paused a rollout, which decides what resuming does.
+type pauseCause string
+
+const (
+	pausedByCommand  pauseCause = "command"
+	pausedByDrift    pauseCause = "drift"    // resuming rebases on the live traffic
+	pausedByAnalysis pauseCause = "analysis" // resuming forgives the failed checks
+	// pausedByFinalRound: a step's closing round paused; resuming also
+	// lets the step end.
+	pausedByFinalRound pauseCause = "analysis-final"
+	// pausedByError: a write the API server refused, or a read that failed
+	// where the rollout cannot go on without it.
+	pausedByError pauseCause = "error"
+)
+
+// pause is why a rollout waits for a person, and what resuming restores.
+type pause struct {
+	Cause  pauseCause `json:"cause"`
+	Reason string     `json:"reason"`
+	// HoldLeft is the hold's time left when it paused: a hold does not
+	// run while paused.
+	HoldLeft time.Duration `json:"holdLeft,omitempty"`
+}
+
+// paused reports whether the rollout waits for a person.
+func (s *state) paused() bool { return s.Pause != nil }
+
+// pauseFor pauses the rollout, freezing the time its hold has left.
+func (s *state) pauseFor(cause pauseCause, reason string, now time.Time) {
+	p := &pause{Cause: cause, Reason: reason}
+	if s.Phase == PhaseHolding {
+		p.HoldLeft = max(s.HoldUntil.Sub(now), 0)
+	}
+	s.Pause = p
+}
+
+// stepPlan is step i of the plan with how it went.
+func (s *state) stepPlan(i int) StepStatus {
+	p := s.Policy.Steps[i]
+	v := StepStatus{Weight: p.Weight, Hold: p.Hold, Gate: p.Gate}
+	if i < len(s.StepRuns) {
+		run := s.StepRuns[i]
+		v.GatePassed, v.Skipped, v.StartedAt, v.EndedAt = run.GatePassed, run.Skipped, run.StartedAt, run.EndedAt
+	}
+	return v
+}
+
 // StepStatus is one step of the plan and how it went.
 type StepStatus struct {
 	Weight     int64         `json:"weight"`
@@ -144,17 +200,71 @@ type CommandRecord struct {
 	Rejected string    `json:"rejected,omitempty"`
 }
 
-// Status is the answer to the status query: the state plus figures derived at
-// the time of asking.
+// Status is a rollout as a person or a program reads it: the status query's
+// answer (`sluice status -o json` prints it), and the source of the search
+// attributes, the Temporal UI's details and the progress events, so all of
+// them say the same. docs/operations.md describes every field.
 type Status struct {
-	State
-	// Shown is the phase to show a person: Paused while paused.
-	Shown Phase `json:"shown"`
-	// StepNumber counts from 1; zero before the first step.
-	StepNumber int           `json:"stepNumber"`
-	StepCount  int           `json:"stepCount"`
+	Target        knative.TargetRef `json:"target"`
+	Object        knative.ObjectRef `json:"object"`
+	Configuration string            `json:"configuration,omitempty"`
+	Policy        config.Policy     `json:"policy"`
+
+	// Phase is where the rollout stands (while paused, where it will
+	// resume); Shown is what to show a person: Paused while paused.
+	Phase  Phase `json:"phase"`
+	Shown  Phase `json:"shown"`
+	Paused bool  `json:"paused"`
+	// PauseReason says why it is paused and what resuming does; Drifted
+	// says the pause is for traffic changed outside sluice.
+	PauseReason string `json:"pauseReason,omitempty"`
+	Drifted     bool   `json:"drifted,omitempty"`
+
+	Candidate           string `json:"candidate"`
+	CandidateGeneration int64  `json:"candidateGeneration,omitempty"`
+	CandidateReady      bool   `json:"candidateReady"`
+	// ReadinessFrom is what told the rollout its candidate was Ready: the
+	// Revision's CloudEvent or the rollout's own watch.
+	ReadinessFrom string `json:"readinessFrom,omitempty"`
+	// Told is what the Revision's CloudEvent said, when one told it.
+	Told             *CandidateSignal `json:"told,omitempty"`
+	Stable           string           `json:"stable,omitempty"`
+	PendingCandidate string           `json:"pendingCandidate,omitempty"`
+	Superseded       []string         `json:"superseded,omitempty"`
+
+	// Original is what a rollback restores; Baseline is Original with
+	// latestRevision targets pinned to Stable, which every step is computed
+	// from; Live is what sluice last wrote (or read before writing); Weight
+	// the candidate's share of it.
+	Original []servingv1.TrafficTarget `json:"original,omitempty"`
+	Baseline []servingv1.TrafficTarget `json:"baseline,omitempty"`
+	Live     []servingv1.TrafficTarget `json:"live,omitempty"`
+	Weight   int64                     `json:"weight"`
+
+	// StepNumber counts from 1: the step under way, or the last one
+	// reached; zero before the first.
+	StepNumber int          `json:"stepNumber"`
+	StepCount  int          `json:"stepCount"`
+	Steps      []StepStatus `json:"steps"`
+
+	StartedAt     time.Time `json:"startedAt"`
+	ReadyDeadline time.Time `json:"readyDeadline"`
+	Deadline      time.Time `json:"deadline"`
+	HoldUntil     time.Time `json:"holdUntil,omitzero"`
+	// HoldLeftAt is the hold's time left as of AsOf (frozen while paused).
 	HoldLeftAt time.Duration `json:"holdRemaining"`
-	AsOf       time.Time     `json:"asOf"`
+
+	Analysis *AnalysisState  `json:"analysis,omitempty"`
+	Commands []CommandRecord `json:"commands,omitempty"`
+
+	// Ending is the outcome a running rollback will end with; Outcome is
+	// set once the rollout has ended, Reason says why.
+	Ending  Outcome   `json:"ending,omitempty"`
+	Outcome Outcome   `json:"outcome,omitempty"`
+	Reason  string    `json:"reason,omitempty"`
+	EndedAt time.Time `json:"endedAt,omitzero"`
+	Runs    int       `json:"runs"`
+	AsOf    time.Time `json:"asOf"`
 
 	// Filled in by the client that read the status, not by the workflow:
 	// Serving is the traffic object's status.traffic as Knative reports it
@@ -171,6 +281,39 @@ type PendingActivity struct {
 	Activity  string `json:"activity"`
 	Attempt   int32  `json:"attempt"`
 	LastError string `json:"lastError,omitempty"`
+}
+
+// view builds the Status of a rollout as of now: the one place that
+// decides what the rollout shows.
+func view(st *state, now time.Time) Status {
+	v := Status{
+		Target: st.Target, Object: st.Object, Configuration: st.Configuration, Policy: st.Policy,
+		Phase: st.Phase, Shown: st.Phase, Paused: st.paused(),
+		Candidate: st.Candidate, CandidateGeneration: st.CandidateGeneration, CandidateReady: st.CandidateReady,
+		ReadinessFrom: st.ReadinessFrom, Told: st.Told, Stable: st.Stable, PendingCandidate: st.PendingCandidate, Superseded: st.Superseded,
+		Original: st.Original, Baseline: st.Baseline, Live: st.Live, Weight: st.Weight,
+		StepCount: len(st.Policy.Steps),
+		StartedAt: st.StartedAt, ReadyDeadline: st.ReadyDeadline, Deadline: st.Deadline, HoldUntil: st.HoldUntil,
+		Analysis: st.Analysis, Commands: st.Commands,
+		Ending: st.Ending, Outcome: st.Outcome, Reason: st.Reason, EndedAt: st.EndedAt, Runs: st.Runs,
+	}
+	if p := st.Pause; p != nil {
+		v.Shown, v.PauseReason, v.Drifted = PhasePaused, p.Reason, p.Cause == pausedByDrift
+	}
+	started := st.Step < len(st.StepRuns) && !st.StepRuns[st.Step].StartedAt.IsZero()
+	switch {
+	case st.Phase == PhaseHolding, st.Phase == PhaseGate, st.Phase == PhaseStepping, st.Weight > 0, started:
+		v.StepNumber = st.Step + 1
+	}
+	v.Steps = make([]StepStatus, len(st.Policy.Steps))
+	for i := range v.Steps {
+		v.Steps[i] = st.stepPlan(i)
+	}
+	if st.Pause != nil && st.Phase == PhaseHolding {
+		v.HoldLeftAt = st.Pause.HoldLeft
+	}
+	v.At(now)
+	return v
 }
 
 // At recomputes what the status says about time at the reader's clock: the

@@ -11,15 +11,16 @@ import (
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
+	"github.com/sluicehq/sluice/knative"
 )
 
 func (r *rollout) applyStep(ctx workflow.Context) {
 	if r.st.PromoteFull {
-		r.st.Step = len(r.st.Steps) - 1
+		r.st.Step = len(r.st.Policy.Steps) - 1
 	}
 	i := r.st.Step
-	step := &r.st.Steps[i]
-	if r.analysing() && i == len(r.st.Steps)-1 && i > 0 && !r.st.Analysis.GatePassed && !r.st.PromoteFull &&
+	step, run := r.st.Policy.Steps[i], &r.st.StepRuns[i]
+	if r.analysing() && i == len(r.st.Policy.Steps)-1 && i > 0 && !r.st.Analysis.GatePassed && !r.st.PromoteFull &&
 		len(r.st.Policy.Analysis.Hooks(config.MomentGate)) > 0 {
 		// A person's promote confirms as well as the gate hooks do.
 		if !r.st.PromoteRequested && !r.gateHooks(ctx) {
@@ -30,25 +31,24 @@ func (r *rollout) applyStep(ctx workflow.Context) {
 		}
 		r.st.Analysis.GatePassed = true
 	}
-	if step.Gate && !step.GatePassed && !r.st.PromoteFull {
+	if step.Gate && !run.GatePassed && !r.st.PromoteFull {
 		r.st.Phase = PhaseGate
 		if !r.st.PromoteRequested {
 			r.awaitInterrupt(ctx, func() bool { return r.st.PromoteRequested || r.st.PromoteFull }, fmt.Sprintf("gate before %d%%", step.Weight))
 			return
 		}
 		r.st.PromoteRequested = false
-		step.GatePassed = true
+		run.GatePassed = true
 	}
 	r.st.Phase = PhaseStepping
 	desired := trafficAt(r.st.Baseline, r.st.Stable, r.st.Candidate, step.Weight)
-	step.StartedAt = workflow.Now(ctx)
+	run.StartedAt = workflow.Now(ctx)
 	if !r.writeTraffic(ctx, desired, fmt.Sprintf("set traffic %d%%", step.Weight)) {
 		return
 	}
 	r.st.Weight = step.Weight
 	r.st.Phase = PhaseHolding
 	r.st.HoldUntil = workflow.Now(ctx).Add(step.Hold)
-	r.st.HoldLeft = 0
 	if r.analysing() {
 		r.st.Analysis.NextAt = workflow.Now(ctx).Add(r.st.Policy.Analysis.Interval)
 	}
@@ -57,8 +57,8 @@ func (r *rollout) applyStep(ctx workflow.Context) {
 
 func (r *rollout) hold(ctx workflow.Context) {
 	i := r.st.Step
-	step := &r.st.Steps[i]
-	last := i == len(r.st.Steps)-1
+	step, run := r.st.Policy.Steps[i], &r.st.StepRuns[i]
+	last := i == len(r.st.Policy.Steps)-1
 	if !last && !r.st.PromoteFull {
 		left := r.st.HoldUntil.Sub(workflow.Now(ctx))
 		summary := fmt.Sprintf("hold %s at %d%%", step.Hold, step.Weight)
@@ -81,7 +81,7 @@ func (r *rollout) hold(ctx workflow.Context) {
 			return
 		}
 	}
-	step.EndedAt = workflow.Now(ctx)
+	run.EndedAt = workflow.Now(ctx)
 	if last {
 		reason := fmt.Sprintf("%s has 100%% of the traffic that %s had", r.st.Candidate, r.st.Stable)
 		if r.st.Stable == "" {
@@ -98,7 +98,7 @@ func (r *rollout) hold(ctx workflow.Context) {
 // is live; if not, it has already decided what happens next (pause on drift,
 // roll back or fail otherwise).
 func (r *rollout) writeTraffic(ctx workflow.Context, desired []servingTraffic, summary string) bool {
-	if activities.SameTraffic(r.st.Live, desired) {
+	if knative.SameTraffic(r.st.Live, desired) {
 		return true
 	}
 	set := activities.SetTrafficInput{
@@ -127,8 +127,9 @@ func (r *rollout) writeTraffic(ctx workflow.Context, desired []servingTraffic, s
 			// Knative refused the write for something sluice's list did not
 			// cause (the object's template, a cluster limit, RBAC): rolling
 			// back would be refused too. The operator fixes it and resumes.
-			r.st.Paused, r.st.PauseReason = true, errorMessage(err)+"; fix it, then resume to retry this write, or abort to roll back"
-			r.emit(ctx, events.ProgressPaused, r.st.PauseReason, "")
+			reason := errorMessage(err) + "; fix it, then resume to retry this write, or abort to roll back"
+			r.st.pauseFor(pausedByError, reason, workflow.Now(ctx))
+			r.emit(ctx, events.ProgressPaused, reason, "")
 		case r.st.Phase == PhaseRollingBack:
 			r.finish(ctx, OutcomeFailed, fmt.Sprintf("rollback failed (%s); traffic may be mixed: %s", r.st.Reason, errorMessage(err)))
 		default:

@@ -15,15 +15,15 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
-	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/knativefake"
 )
 
 // taggedTarget is a rollout target whose traffic has a tag on the stable
 // Revision and a 0% latestRevision target with a tag, in either mode.
 type taggedTarget struct {
-	target  activities.TargetRef
+	target  knative.TargetRef
 	object  string // the traffic object's name
 	rev     func(n int) string
 	objects []runtime.Object
@@ -32,7 +32,7 @@ type taggedTarget struct {
 func tagged(mode string) taggedTarget {
 	latest := servingv1.TrafficTarget{LatestRevision: ptr(true), Percent: ptr(int64(0)), Tag: "latest"}
 	ann := map[string]string{config.AnnotationSteps: "50,100", config.AnnotationHold: "1m", config.AnnotationVerifyTimeout: "30s"}
-	if mode == activities.KindService {
+	if mode == knative.KindService {
 		return taggedTarget{
 			target: helloTarget, object: "hello", rev: func(n int) string { return knativefake.Revision(ns, "hello", n, false).Name },
 			objects: []runtime.Object{
@@ -44,7 +44,7 @@ func tagged(mode string) taggedTarget {
 	ann[config.AnnotationRollout], ann[config.AnnotationRoute] = "enabled", "api-route"
 	latest.ConfigurationName = "api"
 	return taggedTarget{
-		target: activities.TargetRef{Namespace: ns, Kind: activities.KindConfiguration, Name: "api"}, object: "api-route",
+		target: knative.TargetRef{Namespace: ns, Kind: knative.KindConfiguration, Name: "api"}, object: "api-route",
 		rev: func(n int) string { return knativefake.Revision(ns, "api", n, false).Name },
 		objects: []runtime.Object{
 			&servingv1.Configuration{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api", Annotations: ann}},
@@ -57,7 +57,7 @@ func tagged(mode string) taggedTarget {
 
 func (h *harness) objectTraffic(kind, name string) []servingv1.TrafficTarget {
 	h.t.Helper()
-	if kind == activities.KindService {
+	if kind == knative.KindService {
 		return h.traffic(name)
 	}
 	r, err := h.k.ServingV1().Routes(ns).Get(context.Background(), name, metav1.GetOptions{})
@@ -72,7 +72,7 @@ func (h *harness) objectTraffic(kind, name string) []servingv1.TrafficTarget {
 // stays latestRevision: true throughout, so its URL follows the latest
 // Ready Revision instead of being frozen on the old one.
 func TestTagsThroughEveryEnding(t *testing.T) {
-	for _, mode := range []string{activities.KindService, activities.KindConfiguration} {
+	for _, mode := range []string{knative.KindService, knative.KindConfiguration} {
 		for _, ending := range []string{"success", "rollback", "abort", "supersede"} {
 			t.Run(mode+"/"+ending, func(t *testing.T) {
 				tt := tagged(mode)
@@ -127,7 +127,7 @@ func TestFirstRolloutKeepsTaggedLatestTargets(t *testing.T) {
 	}
 	h := newHarness(t, knativefake.Service(ns, "s", nil, latest(100, ""), latest(0, "latest")), knativefake.Revision(ns, "s", 1, false))
 	h.at(5*time.Second, func() { _ = h.k.SetRevisionReady(ns, "s-00001", "True", "", "") })
-	h.env.ExecuteWorkflow(Rollout, Input{Target: activities.TargetRef{Namespace: ns, Kind: activities.KindService, Name: "s"}, Candidate: "s-00001"})
+	h.env.ExecuteWorkflow(Rollout, Input{Target: knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: "s"}, Candidate: "s-00001"})
 	if res := h.result(); res.Outcome != OutcomeSucceeded {
 		t.Fatalf("result %+v", res)
 	}

@@ -10,8 +10,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/knative"
 )
 
 // Search attributes sluice keeps on every rollout, so the Temporal UI and
@@ -47,12 +47,12 @@ func SearchAttributes() map[string]string {
 }
 
 // TargetAttr is the SluiceTarget value of a target: namespace/kind/name.
-func TargetAttr(t activities.TargetRef) string { return t.String() }
+func TargetAttr(t knative.TargetRef) string { return t.String() }
 
 // StaticSummary is the one line the Temporal UI shows for a rollout:
 // "hello: hello-00001 → hello-00002", or "hello: roll out hello-00002" when
 // the starter does not know the stable Revision.
-func StaticSummary(t activities.TargetRef, stable, candidate string) string {
+func StaticSummary(t knative.TargetRef, stable, candidate string) string {
 	if stable == "" {
 		return fmt.Sprintf("%s: roll out %s", t.Name, candidate)
 	}
@@ -60,23 +60,7 @@ func StaticSummary(t activities.TargetRef, stable, candidate string) string {
 }
 
 // status answers the status query.
-func (r *rollout) status(ctx workflow.Context) Status {
-	now := workflow.Now(ctx)
-	s := Status{State: r.st, Shown: r.st.Phase, StepCount: len(r.st.Steps), AsOf: now}
-	if r.st.Paused {
-		s.Shown = PhasePaused
-	}
-	if r.st.Phase == PhaseHolding || r.st.Phase == PhaseGate || r.st.Phase == PhaseStepping || r.st.Weight > 0 {
-		s.StepNumber = r.st.Step + 1
-	}
-	switch {
-	case r.st.Paused && r.st.Phase == PhaseHolding:
-		s.HoldLeftAt = r.st.HoldLeft
-	case r.st.Phase == PhaseHolding && r.st.HoldUntil.After(now):
-		s.HoldLeftAt = r.st.HoldUntil.Sub(now)
-	}
-	return s
-}
+func (r *rollout) status(ctx workflow.Context) Status { return view(&r.st, workflow.Now(ctx)) }
 
 // currentAttributes are sluice's search attributes as the SDK holds them
 // now: it merges every upsert into the workflow's info and carries them
@@ -100,20 +84,8 @@ func currentAttributes(ctx workflow.Context) map[string]string {
 // publish upserts the search attributes that changed and refreshes the
 // current details shown in the UI. Unchanged attributes cost nothing.
 func (r *rollout) publish(ctx workflow.Context) {
-	shown := r.st.Phase
-	if r.st.Paused {
-		shown = PhasePaused
-	}
-	want := map[string]string{
-		AttrTarget.GetName():    TargetAttr(r.st.Target),
-		AttrNamespace.GetName(): r.st.Target.Namespace,
-		AttrPhase.GetName():     string(shown),
-		AttrCandidate.GetName(): r.st.Candidate,
-		AttrStable.GetName():    r.st.Stable,
-		AttrOutcome.GetName():   string(r.st.Outcome),
-		AttrStep.GetName():      strconv.Itoa(r.st.Step + 1),
-		AttrWeight.GetName():    strconv.FormatInt(r.st.Weight, 10),
-	}
+	v := view(&r.st, workflow.Now(ctx))
+	want := attributes(v)
 	names := make([]string, 0, len(want))
 	for n := range want {
 		names = append(names, n)
@@ -134,25 +106,62 @@ func (r *rollout) publish(ctx workflow.Context) {
 			workflow.GetLogger(ctx).Warn("cannot upsert search attributes", "error", err)
 		}
 	}
-	workflow.SetCurrentDetails(ctx, r.details(workflow.Now(ctx)))
+	workflow.SetCurrentDetails(ctx, details(v))
 }
 
-func attrUpdate(name, value string) temporal.SearchAttributeUpdate {
+// attributes are the search attribute values of a status, by name.
+func attributes(v Status) map[string]string {
+	return map[string]string{
+		AttrTarget.GetName():    TargetAttr(v.Target),
+		AttrNamespace.GetName(): v.Target.Namespace,
+		AttrPhase.GetName():     string(v.Shown),
+		AttrCandidate.GetName(): v.Candidate,
+		AttrStable.GetName():    v.Stable,
+		AttrOutcome.GetName():   string(v.Outcome),
+		AttrStep.GetName():      strconv.Itoa(v.StepNumber),
+		AttrWeight.GetName():    strconv.FormatInt(v.Weight, 10),
+	}
+}
+
+// StartAttributes are the search attributes a new rollout of candidate
+// starts with: those its first publish would set, so that publish costs no
+// upsert.
+func StartAttributes(t knative.TargetRef, candidate string) temporal.SearchAttributes {
+	want := attributes(view(&state{Target: t, Candidate: candidate, Phase: PhaseResolving}, time.Time{}))
+	names := make([]string, 0, len(want))
+	for n := range want {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	updates := make([]temporal.SearchAttributeUpdate, 0, len(names))
+	for _, n := range names {
+		updates = append(updates, attrSet(n, want[n]))
+	}
+	return temporal.NewSearchAttributes(updates...)
+}
+
+// attrSet sets an attribute, an empty keyword included: a start's
+// attributes are all present, as every later read expects.
+func attrSet(name, value string) temporal.SearchAttributeUpdate {
 	switch name {
 	case AttrStep.GetName(), AttrWeight.GetName():
 		n, _ := strconv.ParseInt(value, 10, 64)
 		return temporal.NewSearchAttributeKeyInt64(name).ValueSet(n)
 	}
-	if value == "" {
+	return temporal.NewSearchAttributeKeyKeyword(name).ValueSet(value)
+}
+
+func attrUpdate(name, value string) temporal.SearchAttributeUpdate {
+	if value == "" && name != AttrStep.GetName() && name != AttrWeight.GetName() {
 		return temporal.NewSearchAttributeKeyKeyword(name).ValueUnset()
 	}
-	return temporal.NewSearchAttributeKeyKeyword(name).ValueSet(value)
+	return attrSet(name, value)
 }
 
 // details renders the rollout as Markdown for the Temporal UI: a headline and
 // the step table.
-func (r *rollout) details(now time.Time) string {
-	st := &r.st
+func details(st Status) string {
+	now := st.AsOf
 	var b strings.Builder
 	phase := string(st.Phase)
 	if st.Paused {
@@ -160,7 +169,7 @@ func (r *rollout) details(now time.Time) string {
 	}
 	// One short line above the table: the UI gives current details a small
 	// frame, and the summary already names the Revisions.
-	fmt.Fprintf(&b, "**%s** · %s", phase, activities.FormatTraffic(st.Live))
+	fmt.Fprintf(&b, "**%s** · %s", phase, knative.FormatTraffic(st.Live))
 	if st.Phase == PhaseHolding && !st.Paused && st.HoldUntil.After(now) {
 		// A clock time, not a countdown: the details are only refreshed
 		// when the workflow runs, and a countdown would stand still.
@@ -182,7 +191,7 @@ func (r *rollout) details(now time.Time) string {
 	b.WriteString("\n\n| step | weight | hold | gate | started | ended |\n|---|---|---|---|---|---|\n")
 	for i, s := range st.Steps {
 		marker := ""
-		if i == st.Step && !st.Phase.Done() && st.Phase != PhaseWaitingReady && st.Phase != PhaseResolving {
+		if i+1 == st.StepNumber && !st.Phase.Done() && st.Phase != PhaseWaitingReady && st.Phase != PhaseResolving {
 			marker = " ◀"
 		}
 		gate := ""

@@ -11,7 +11,7 @@ import (
 
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
-	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
@@ -84,20 +84,18 @@ func TestRenderStatus(t *testing.T) {
 	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	p := func(n int64) *int64 { return &n }
 	st := workflows.Status{
-		State: workflows.State{
-			Target:    activities.TargetRef{Namespace: "default", Kind: activities.KindService, Name: "hello"},
-			Phase:     workflows.PhaseHolding,
-			Candidate: "hello-00002", CandidateReady: true, Stable: "hello-00001", Weight: 25, Step: 0,
-			Live: []servingv1.TrafficTarget{{RevisionName: "hello-00001", Percent: p(75)}, {RevisionName: "hello-00002", Percent: p(25)}},
-			Steps: []workflows.StepStatus{
-				{Weight: 25, Hold: time.Minute, StartedAt: at},
-				{Weight: 100, Gate: true},
-			},
-			ReadyDeadline: at.Add(10 * time.Minute), Deadline: at.Add(2 * time.Hour),
-			Commands: []workflows.CommandRecord{
-				{Name: "start", By: "ci", At: at, Via: "start"},
-				{Name: "resume", By: "ann", At: at.Add(time.Second), Via: "signal", Rejected: "resume rejected: the rollout is not paused"},
-			},
+		Target:    knative.TargetRef{Namespace: "default", Kind: knative.KindService, Name: "hello"},
+		Phase:     workflows.PhaseHolding,
+		Candidate: "hello-00002", CandidateReady: true, Stable: "hello-00001", Weight: 25,
+		Live: []servingv1.TrafficTarget{{RevisionName: "hello-00001", Percent: p(75)}, {RevisionName: "hello-00002", Percent: p(25)}},
+		Steps: []workflows.StepStatus{
+			{Weight: 25, Hold: time.Minute, StartedAt: at},
+			{Weight: 100, Gate: true},
+		},
+		ReadyDeadline: at.Add(10 * time.Minute), Deadline: at.Add(2 * time.Hour),
+		Commands: []workflows.CommandRecord{
+			{Name: "start", By: "ci", At: at, Via: "start"},
+			{Name: "resume", By: "ann", At: at.Add(time.Second), Via: "signal", Rejected: "resume rejected: the rollout is not paused"},
 		},
 		Shown: workflows.PhaseHolding, StepNumber: 1, StepCount: 2, HoldLeftAt: 42 * time.Second,
 	}
@@ -149,8 +147,8 @@ default/service/hello  hello-00002  hello-00001  Succeeded  3     100%    2026-1
 func TestWatchLine(t *testing.T) {
 	p := func(n int64) *int64 { return &n }
 	st := workflows.Status{
-		State: workflows.State{Candidate: "hello-00002", Phase: workflows.PhaseHolding, Weight: 25, Paused: true, PauseReason: "paused by ann: look",
-			Live: []servingv1.TrafficTarget{{RevisionName: "hello-00001", Percent: p(75)}, {RevisionName: "hello-00002", Percent: p(25)}}},
+		Candidate: "hello-00002", Phase: workflows.PhaseHolding, Weight: 25, Paused: true, PauseReason: "paused by ann: look",
+		Live:  []servingv1.TrafficTarget{{RevisionName: "hello-00001", Percent: p(75)}, {RevisionName: "hello-00002", Percent: p(25)}},
 		Shown: workflows.PhasePaused, StepNumber: 1, StepCount: 4,
 	}
 	if got, want := watchLine(st), "hello-00002 Paused step 1/4 at 25% (paused by ann: look) | hello-00001=75%, hello-00002=25%"; got != want {
@@ -159,7 +157,7 @@ func TestWatchLine(t *testing.T) {
 }
 
 func TestUILink(t *testing.T) {
-	got := uiLink("http://localhost:8233/", "default", activities.TargetRef{Namespace: "shop", Kind: "Service", Name: "hello"})
+	got := uiLink("http://localhost:8233/", "default", knative.TargetRef{Namespace: "shop", Kind: "Service", Name: "hello"})
 	if want := "http://localhost:8233/namespaces/default/workflows/rollout%2Fshop%2Fservice%2Fhello"; got != want {
 		t.Fatalf("uiLink = %s, want %s", got, want)
 	}
@@ -170,13 +168,13 @@ func TestUILink(t *testing.T) {
 func TestRenderStatusShowsServedTrafficAndRetries(t *testing.T) {
 	p := func(n int64) *int64 { return &n }
 	now := time.Now()
-	st := workflows.Status{State: workflows.State{
-		Target: activities.TargetRef{Namespace: "default", Kind: "Service", Name: "hello"},
-		Object: activities.ObjectRef{Namespace: "default", Kind: "Service", Name: "hello"},
+	st := workflows.Status{
+		Target: knative.TargetRef{Namespace: "default", Kind: "Service", Name: "hello"},
+		Object: knative.ObjectRef{Namespace: "default", Kind: "Service", Name: "hello"},
 		Phase:  workflows.PhaseHolding, Candidate: "hello-00002", Stable: "hello-00001",
-		HoldUntil: now.Add(50 * time.Second),
-		Live:      []servingv1.TrafficTarget{{RevisionName: "hello-00001", Percent: p(80)}, {RevisionName: "hello-00002", Percent: p(20)}},
-	}, HoldLeftAt: time.Minute}
+		HoldUntil:  now.Add(50 * time.Second),
+		Live:       []servingv1.TrafficTarget{{RevisionName: "hello-00001", Percent: p(80)}, {RevisionName: "hello-00002", Percent: p(20)}},
+		HoldLeftAt: time.Minute}
 	st.At(now)
 	st.Serving = []servingv1.TrafficTarget{{RevisionName: "hello-00001", Percent: p(70)}, {RevisionName: "hello-00002", Percent: p(30)}}
 	st.Pending = []workflows.PendingActivity{{Activity: "ApplyTraffic", Attempt: 4, LastError: "failed calling webhook"}}

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events/admission"
 	"github.com/sluicehq/sluice/events/receiver"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/worker"
 	"github.com/sluicehq/sluice/workflows/control"
 )
@@ -80,7 +81,7 @@ default sluice-pin-latest: the MutatingWebhookConfiguration whose caBundle it ke
 			}
 			rcv := &receiver.Receiver{
 				Control: &control.Client{Temporal: sc.temporal, TaskQueue: s.TaskQueue, Identity: "sluice-receiver"},
-				Serving: sc.serving, Auth: auth, AllowUnauthenticatedSource: s.AllowUnauthenticatedSource,
+				Knative: knative.Client{Serving: sc.serving}, Auth: auth, AllowUnauthenticatedSource: s.AllowUnauthenticatedSource,
 				Namespaces: ns, MaxBody: s.MaxBody, Log: log, Metrics: receiver.NewMetrics(sc.reg),
 				Seen: receiver.NewSeen(100_000, 15*time.Minute),
 			}

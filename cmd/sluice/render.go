@@ -7,8 +7,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/workflows"
 )
 
@@ -39,11 +39,11 @@ func renderStatus(w io.Writer, st workflows.Status) {
 	if len(st.Superseded) > 0 {
 		fmt.Fprintf(tw, "Superseded:\t%s\n", strings.Join(st.Superseded, ", "))
 	}
-	if st.Serving != nil && !activities.StatusShows(st.Live, st.Serving) {
-		fmt.Fprintf(tw, "Traffic:\t%s (written by sluice)\n", activities.FormatTraffic(st.Live))
-		fmt.Fprintf(tw, "Serving:\t%s (%s status, as Knative reports it)\n", activities.FormatTraffic(st.Serving), st.Object)
+	if st.Serving != nil && !knative.StatusShows(st.Live, st.Serving) {
+		fmt.Fprintf(tw, "Traffic:\t%s (written by sluice)\n", knative.FormatTraffic(st.Live))
+		fmt.Fprintf(tw, "Serving:\t%s (%s status, as Knative reports it)\n", knative.FormatTraffic(st.Serving), st.Object)
 	} else {
-		fmt.Fprintf(tw, "Traffic:\t%s\n", activities.FormatTraffic(st.Live))
+		fmt.Fprintf(tw, "Traffic:\t%s\n", knative.FormatTraffic(st.Live))
 	}
 	for _, p := range st.Pending {
 		if p.Attempt > 1 {
@@ -64,7 +64,7 @@ func renderStatus(w io.Writer, st workflows.Status) {
 		fmt.Fprintln(tw, "  #\tWEIGHT\tHOLD\tGATE\tSTATE\tSTARTED\tENDED")
 		for i, s := range st.Steps {
 			mark := ""
-			if i == st.Step && st.StepNumber > 0 && !st.Phase.Done() {
+			if i+1 == st.StepNumber && !st.Phase.Done() {
 				mark = "  <- now"
 			}
 			state := stepState(st, i)
@@ -122,9 +122,9 @@ func stepState(st workflows.Status, i int) string {
 		return "skipped"
 	case !s.EndedAt.IsZero():
 		return "done"
-	case i == st.Step && !st.Phase.Done() && st.Phase == workflows.PhaseGate:
+	case i+1 == st.StepNumber && !st.Phase.Done() && st.Phase == workflows.PhaseGate:
 		return "at gate"
-	case i == st.Step && !st.Phase.Done() && !s.StartedAt.IsZero():
+	case i+1 == st.StepNumber && !st.Phase.Done() && !s.StartedAt.IsZero():
 		if st.Paused {
 			return "paused"
 		}

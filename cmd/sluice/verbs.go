@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
-	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/worker"
 	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
@@ -110,11 +110,11 @@ func servedTraffic(cmd *cobra.Command, kubeconfig string, st workflows.Status) [
 	if err != nil {
 		return nil
 	}
-	served, err := activities.ServedTraffic(cmd.Context(), serving, st.Object)
+	live, err := knative.Client{Serving: serving}.ReadTraffic(cmd.Context(), st.Object)
 	if err != nil {
 		return nil
 	}
-	return served
+	return live.Status
 }
 
 func newPromoteCommand(g *globals) *cobra.Command {
@@ -228,7 +228,7 @@ func newSetupCommand(g *globals) *cobra.Command {
 }
 
 // forTarget parses a target argument and connects to Temporal for it.
-func (g *globals) forTarget(cmd *cobra.Command, arg string) (activities.TargetRef, *control.Client, func(), error) {
+func (g *globals) forTarget(cmd *cobra.Command, arg string) (knative.TargetRef, *control.Client, func(), error) {
 	target, err := control.ParseTarget(g.namespace, arg)
 	if err != nil {
 		return target, nil, nil, err
@@ -251,7 +251,7 @@ func outcomeErr(o workflows.Outcome) error {
 }
 
 // uiLink is the rollout's page in the Temporal UI.
-func uiLink(base, namespace string, t activities.TargetRef) string {
+func uiLink(base, namespace string, t knative.TargetRef) string {
 	return strings.TrimSuffix(base, "/") + "/namespaces/" + url.PathEscape(namespace) + "/workflows/" + url.PathEscape(workflows.WorkflowID(t))
 }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
@@ -20,7 +20,7 @@ var errWatchTimeout = errors.New("the rollout had not ended when --timeout passe
 // watchStatus follows a rollout until it ends. On a terminal it redraws the
 // status view in place; otherwise it prints one line per change, which
 // reads well in CI logs.
-func watchStatus(cmd *cobra.Command, c *control.Client, target activities.TargetRef, st workflows.Status, timeout time.Duration) error {
+func watchStatus(cmd *cobra.Command, c *control.Client, target knative.TargetRef, st workflows.Status, timeout time.Duration) error {
 	out := cmd.OutOrStdout()
 	f, isFile := out.(*os.File)
 	tty := isFile && term.IsTerminal(int(f.Fd()))
@@ -68,5 +68,5 @@ func watchLine(st workflows.Status) string {
 	if st.Outcome != "" {
 		s += ": " + st.Reason
 	}
-	return s + " | " + activities.FormatTraffic(st.Live)
+	return s + " | " + knative.FormatTraffic(st.Live)
 }

@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
-	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/knative"
 )
 
 func svc(image string, optedIn bool, traffic ...servingv1.TrafficTarget) *servingv1.Service {
@@ -66,14 +66,14 @@ func TestPinFor(t *testing.T) {
 			pin, ok := PinFor(context.Background(), tt.old, tt.new)
 			if tt.want == "" {
 				if ok {
-					t.Fatalf("pinned %s, want no change", activities.FormatTraffic(pin.Traffic))
+					t.Fatalf("pinned %s, want no change", knative.FormatTraffic(pin.Traffic))
 				}
 				return
 			}
-			if !ok || activities.FormatTraffic(pin.Traffic) != tt.want || !strings.Contains(pin.Note, "to hello-00001") {
-				t.Fatalf("pin %v %s (%s), want %s", ok, activities.FormatTraffic(pin.Traffic), pin.Note, tt.want)
+			if !ok || knative.FormatTraffic(pin.Traffic) != tt.want || !strings.Contains(pin.Note, "to hello-00001") {
+				t.Fatalf("pin %v %s (%s), want %s", ok, knative.FormatTraffic(pin.Traffic), pin.Note, tt.want)
 			}
-			if err := activities.ValidateTraffic(activities.KindService, pin.Traffic); err != nil {
+			if err := knative.ValidateTraffic(knative.KindService, pin.Traffic); err != nil {
 				t.Fatalf("pinned list is invalid: %v", err)
 			}
 		})
@@ -138,7 +138,7 @@ func TestHandlerPatchesTheWrite(t *testing.T) {
 	}
 	var got servingv1.Service
 	_ = json.Unmarshal(patched, &got)
-	if s := activities.FormatTraffic(got.Spec.Traffic); s != "hello-00001=100%, latest=0% (tag latest)" {
+	if s := knative.FormatTraffic(got.Spec.Traffic); s != "hello-00001=100%, latest=0% (tag latest)" {
 		t.Fatalf("patched traffic %s", s)
 	}
 	if len(out.Response.Warnings) != 1 || !strings.Contains(out.Response.Warnings[0], "sluice pinned 1 latestRevision") {

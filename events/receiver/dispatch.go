@@ -9,11 +9,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"go.temporal.io/api/serviceerror"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"knative.dev/pkg/apis"
-	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
-	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
@@ -26,11 +22,11 @@ func (r *Receiver) dispatch(ctx context.Context, e cloudevents.Event, a events.A
 	case events.KindRevision:
 		return r.revision(ctx, a, principal)
 	case events.KindDeleted:
-		kind := activities.KindService
+		kind := knative.KindService
 		if a.ObjectKind == "Configuration" {
-			kind = activities.KindConfiguration
+			kind = knative.KindConfiguration
 		}
-		t := activities.TargetRef{Namespace: a.Namespace, Kind: kind, Name: a.Name}
+		t := knative.TargetRef{Namespace: a.Namespace, Kind: kind, Name: a.Name}
 		return r.hint(ctx, t, workflows.SignalTargetDeleted, workflows.ObjectHint{Kind: a.ObjectKind, Name: a.Name}, "target deleted")
 	case events.KindCommand:
 		return r.command(ctx, a, principal)
@@ -42,17 +38,14 @@ func (r *Receiver) dispatch(ctx context.Context, e cloudevents.Event, a events.A
 // Revision's target, or starts one if the Revision is a new candidate.
 func (r *Receiver) revision(ctx context.Context, a events.Action, principal string) result {
 	if a.NeedsRead {
-		rev, err := r.Serving.ServingV1().Revisions(a.Namespace).Get(ctx, a.Name, metav1.GetOptions{})
+		rev, err := r.Knative.GetRevision(ctx, knative.RevisionRef{Namespace: a.Namespace, Name: a.Name})
 		if apierrors.IsNotFound(err) {
 			return reply(http.StatusOK, "ignored", "ignored: Revision %s/%s no longer exists", a.Namespace, a.Name)
 		}
 		if err != nil {
-			return kubeError(err, "read Revision "+a.Namespace+"/"+a.Name)
+			return kubeError(err)
 		}
-		a.SetLabels(rev.Labels)
-		if c := rev.Status.GetCondition(apis.ConditionReady); c != nil {
-			a.Ready, a.ReadyReason, a.ReadyMessage = string(c.Status), c.Reason, c.Message
-		}
+		a.SetRevision(rev)
 		if a.Configuration == "" {
 			return reply(http.StatusOK, "ignored", "ignored: Revision %s has no configuration label", a.Name)
 		}
@@ -66,10 +59,11 @@ func (r *Receiver) revision(ctx context.Context, a events.Action, principal stri
 	if r.Seen.Has(told) {
 		return reply(http.StatusOK, "duplicate", "ignored: sluice already acted on %s/%s being %s", a.Namespace, a.Name, readiness(a))
 	}
-	target, owner, res, ok := r.optedInTarget(ctx, a)
+	t, res, ok := r.optedInTarget(ctx, a)
 	if !ok {
 		return res
 	}
+	target := t.Ref
 	offer := workflows.CandidateSignal{Revision: a.Name, Generation: a.Generation, State: candidateState[readiness(a)],
 		Reason: a.ReadyReason, Message: a.ReadyMessage, By: principal}
 	if a.Deleted {
@@ -80,12 +74,12 @@ func (r *Receiver) revision(ctx context.Context, a events.Action, principal stri
 		}
 		return res
 	}
-	if why := alreadyHandled(target, owner, a); why != "" {
+	if why := alreadyHandled(t, a); why != "" {
 		r.Seen.Add(told)
 		return reply(http.StatusOK, "ignored", "ignored: %s", why)
 	}
 	req := control.StartRequest{Target: target, Offer: offer, Reason: "Started by a " + a.ObjectKind + " event from " + principal + ".",
-		Stable: knative.Stable(owner.traffic, a.Name, nil), Annotations: owner.annotations}
+		Stable: knative.Stable(t.Live.Spec, a.Name, nil), Annotations: t.Annotations}
 	if _, err := r.Control.Offer(ctx, req); err != nil {
 		return temporalError(err, "offer "+a.Name+" to the rollout of "+target.String())
 	}
@@ -110,102 +104,57 @@ func readiness(a events.Action) string {
 	return "pending"
 }
 
-// owner is what the receiver read about a target to decide whether a
-// Revision is a new candidate for it.
-type owner struct {
-	traffic     []servingv1.TrafficTarget
-	annotations map[string]string
-	// configGeneration is the Configuration's generation: the template a
-	// Revision must run to be the newest.
-	configGeneration int64
-}
-
 // optedInTarget finds the rollout target of a Revision — its Service, or its
-// Configuration in Route mode — and checks that it opted in.
-func (r *Receiver) optedInTarget(ctx context.Context, a events.Action) (activities.TargetRef, owner, result, bool) {
-	var (
-		t   activities.TargetRef
-		o   owner
-		ann map[string]string
-	)
-	if a.Service != "" {
-		t = activities.TargetRef{Namespace: a.Namespace, Kind: activities.KindService, Name: a.Service}
-		svc, err := r.Serving.ServingV1().Services(a.Namespace).Get(ctx, a.Service, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return t, o, reply(http.StatusOK, "ignored", "ignored: Service %s/%s not found", a.Namespace, a.Service), false
-		}
-		if err != nil {
-			return t, o, kubeError(err, "read Service "+a.Namespace+"/"+a.Service), false
-		}
-		ann, o.traffic = svc.Annotations, svc.Spec.Traffic
-		cfg, err := r.Serving.ServingV1().Configurations(a.Namespace).Get(ctx, a.Configuration, metav1.GetOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return t, o, kubeError(err, "read Configuration "+a.Namespace+"/"+a.Configuration), false
-		}
-		if err == nil {
-			o.configGeneration = cfg.Generation
-		}
-	} else {
-		t = activities.TargetRef{Namespace: a.Namespace, Kind: activities.KindConfiguration, Name: a.Configuration}
-		cfg, err := r.Serving.ServingV1().Configurations(a.Namespace).Get(ctx, a.Configuration, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return t, o, reply(http.StatusOK, "ignored", "ignored: Configuration %s/%s not found", a.Namespace, a.Configuration), false
-		}
-		if err != nil {
-			return t, o, kubeError(err, "read Configuration "+a.Namespace+"/"+a.Configuration), false
-		}
-		ann = cfg.Annotations
-		o.configGeneration = cfg.Generation
-		if route := ann[config.AnnotationRoute]; route != "" {
-			rt, err := r.Serving.ServingV1().Routes(a.Namespace).Get(ctx, route, metav1.GetOptions{})
-			if err != nil && !apierrors.IsNotFound(err) {
-				return t, o, kubeError(err, "read Route "+a.Namespace+"/"+route), false
-			}
-			if err == nil {
-				o.traffic = rt.Spec.Traffic
-			}
-		}
+// Configuration in Route mode — and checks that it opted in. A Configuration
+// that opted in without naming its Route is offered all the same: its
+// rollout fails at once, with the reason, where the UI shows it.
+func (r *Receiver) optedInTarget(ctx context.Context, a events.Action) (knative.Target, result, bool) {
+	ref := knative.TargetOf(a.Namespace, knative.RevisionLabels{Service: a.Service, Configuration: a.Configuration})
+	t, err := r.Knative.ReadTarget(ctx, ref)
+	switch {
+	case apierrors.IsNotFound(err):
+		return t, reply(http.StatusOK, "ignored", "ignored: %v", err), false
+	case err != nil && !errors.Is(err, knative.ErrNoRoute):
+		return t, kubeError(err), false
 	}
-	o.annotations = ann
-	opted, err := config.OptedIn(ann)
+	opted, err := t.OptedIn()
 	if err != nil {
-		return t, o, reply(http.StatusOK, "ignored", "ignored: %s has an invalid annotation: %v", t, err), false
+		return t, reply(http.StatusOK, "ignored", "ignored: %s has an invalid annotation: %v", ref, err), false
 	}
 	if !opted {
-		return t, o, reply(http.StatusOK, "not-opted-in", "ignored: %s is not opted in (%s)", t, config.AnnotationRollout), false
+		return t, reply(http.StatusOK, "not-opted-in", "ignored: %s is not opted in (%s)", ref, config.AnnotationRollout), false
 	}
-	return t, o, result{}, true
+	return t, result{}, true
 }
 
 // alreadyHandled says why a Revision event needs no Temporal call.
 // ApiServerSource sends every update of every Revision: Knative relabels one
-// whose traffic changes, and sluice's own outcome label is an update too. A
-// Revision of an older template than its Configuration's, one that serves
-// traffic already (including the candidate of a rollout under way, whose
-// later states its rollout reads itself), or one a rollout rolled back or
-// aborted (labelled so, which outlives Temporal's retention of the run) is
-// left alone. Whether a Revision is newer than a running rollout's
+// whose traffic changes. A Revision of an older template than its
+// Configuration's, one that serves traffic already (including the candidate
+// of a rollout under way, whose later states its rollout reads itself), or
+// one a rollout rolled back or aborted (its traffic object's
+// config.AnnotationEnded says so, which outlives Temporal's retention of the
+// run) is left alone. Whether a Revision is newer than a running rollout's
 // candidate, the rollout decides. "Newer" compares template generations: the
 // Configuration's is bumped with the change that creates the Revision, while
 // its status names the Revision only later.
-func alreadyHandled(t activities.TargetRef, o owner, a events.Action) string {
-	if a.Generation > 0 && o.configGeneration > a.Generation {
-		return fmt.Sprintf("%s is not the newest Revision of %s (it runs template %d of %d)", a.Name, t, a.Generation, o.configGeneration)
+func alreadyHandled(t knative.Target, a events.Action) string {
+	if a.Generation > 0 && t.ConfigGeneration > a.Generation {
+		return fmt.Sprintf("%s is not the newest Revision of %s (it runs template %d of %d)", a.Name, t.Ref, a.Generation, t.ConfigGeneration)
 	}
-	for _, tr := range o.traffic {
-		if tr.RevisionName == a.Name && tr.Percent != nil && *tr.Percent > 0 {
-			return fmt.Sprintf("%s already serves traffic on %s", a.Name, t)
-		}
+	if t.Serves(a.Name) {
+		return fmt.Sprintf("%s already serves traffic on %s", a.Name, t.Ref)
 	}
-	if a.Outcome != "" {
-		return fmt.Sprintf("the rollout of %s on %s ended %s (label %s); `sluice start` rolls it out again", a.Name, t, a.Outcome, config.LabelOutcome)
+	if outcome := config.EndedOutcome(t.Live.Annotations[config.AnnotationEnded], a.Name); outcome != "" {
+		return fmt.Sprintf("the rollout of %s on %s ended %s (annotation %s on %s); `sluice start` rolls it out again",
+			a.Name, t.Ref, outcome, config.AnnotationEnded, t.Object)
 	}
 	return ""
 }
 
 // hint signals the running rollout of a target; no running rollout means
 // there is nothing to tell.
-func (r *Receiver) hint(ctx context.Context, t activities.TargetRef, signal string, payload any, what string) result {
+func (r *Receiver) hint(ctx context.Context, t knative.TargetRef, signal string, payload any, what string) result {
 	err := r.Control.Tell(ctx, t, signal, payload)
 	var nf *serviceerror.NotFound
 	switch {
@@ -266,9 +215,9 @@ func temporalError(err error, what string) result {
 	return reply(http.StatusInternalServerError, "error", "%s: %v", what, err)
 }
 
-func kubeError(err error, what string) result {
+func kubeError(err error) result {
 	if apierrors.IsTooManyRequests(err) {
-		return reply(http.StatusTooManyRequests, "throttled", "%s: %v", what, err)
+		return reply(http.StatusTooManyRequests, "throttled", "%v", err)
 	}
-	return reply(http.StatusServiceUnavailable, "unavailable", "%s: Kubernetes API unavailable: %v", what, err)
+	return reply(http.StatusServiceUnavailable, "unavailable", "Kubernetes API unavailable: %v", err)
 }

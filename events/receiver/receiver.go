@@ -15,9 +15,9 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/binding"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
-	servingclient "knative.dev/serving/pkg/client/clientset/versioned"
 
 	"github.com/sluicehq/sluice/events"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -28,7 +28,7 @@ const DefaultMaxBody = 1 << 20
 // Receiver handles CloudEvents deliveries.
 type Receiver struct {
 	Control *control.Client
-	Serving servingclient.Interface
+	Knative knative.Client
 	// Auth authenticates command events, and source events too unless
 	// AllowUnauthenticatedSource is set. Nil accepts no command event.
 	Auth Authenticator

@@ -32,6 +32,7 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/knativefake"
 	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
@@ -70,7 +71,7 @@ func newEnv(t *testing.T, objs ...runtime.Object) *env {
 	reg := prometheus.NewRegistry()
 	rcv := &Receiver{
 		Control:                    &control.Client{Temporal: ft, TaskQueue: "q", Identity: "sluice-receiver"},
-		Serving:                    knativefake.New(objs...),
+		Knative:                    knative.Client{Serving: knativefake.New(objs...)},
 		Auth:                       AnyOf(tokens, oidcAuth),
 		AllowUnauthenticatedSource: true,
 		Namespaces:                 map[string]bool{"default": true, "shop": true},
@@ -80,7 +81,7 @@ func newEnv(t *testing.T, objs ...runtime.Object) *env {
 		Seen:                       NewSeen(1000, time.Minute),
 	}
 	e := &env{t: t, temporal: ft, rcv: rcv, reg: reg, issuer: iss}
-	e.k = rcv.Serving.(*knativefake.Cluster)
+	e.k = rcv.Knative.Serving.(*knativefake.Cluster)
 	e.srv = httptest.NewServer(rcv)
 	t.Cleanup(e.srv.Close)
 	return e
@@ -250,38 +251,14 @@ func TestDeletedRevisionStartsNothing(t *testing.T) {
 	}
 }
 
-// replayWithLabels delivers a Resource-mode fixture with extra labels on
-// the object it carries.
-func (e *env) replayWithLabels(name string, labels map[string]string, id string) (int, string) {
-	e.t.Helper()
-	f := loadFixture(e.t, name)
-	var obj map[string]any
-	if err := json.Unmarshal(f.Body, &obj); err != nil {
-		e.t.Fatal(err)
-	}
-	meta := obj["metadata"].(map[string]any)
-	ls, _ := meta["labels"].(map[string]any)
-	if ls == nil {
-		ls = map[string]any{}
-	}
-	for k, v := range labels {
-		ls[k] = v
-	}
-	meta["labels"] = ls
-	body, err := json.Marshal(obj)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	f.Headers["Ce-Id"] = id
-	return e.post(f.Headers, body)
-}
-
 func TestNoSecondRolloutOfAHandledRevision(t *testing.T) {
-	e := newEnv(t, helloObjects()...)
 	// A later update of a candidate its rollout rolled back (Knative
-	// relabels it once it has no traffic): it carries the outcome label.
-	code, msg := e.replayWithLabels("resource/04-revision-update-ready-true.json", map[string]string{config.LabelOutcome: "RolledBack"}, "relist")
-	if code != http.StatusOK || !strings.Contains(msg, "the rollout of hello-00002 on default/service/hello ended RolledBack") {
+	// relabels it once it has no traffic): the Service says how it ended.
+	objs := helloObjects()
+	objs[0].(*servingv1.Service).Annotations[config.AnnotationEnded] = config.Ended("hello-00002", "RolledBack")
+	e := newEnv(t, objs...)
+	code, msg := e.replay("resource/04-revision-update-ready-true.json", func(h map[string]string) { h["Ce-Id"] = "relist" })
+	if code != http.StatusOK || !strings.Contains(msg, "the rollout of hello-00002 on default/service/hello ended RolledBack (annotation sluice.dev/ended on Service default/hello)") {
 		t.Fatalf("%d %s", code, msg)
 	}
 	if calls := e.temporal.Calls(); len(calls) != 0 {

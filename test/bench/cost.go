@@ -16,7 +16,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/stack"
 	"github.com/sluicehq/sluice/workflows"
 )
@@ -192,7 +192,7 @@ func historyCost(ctx context.Context, tc client.Client, svcs []string, steps int
 	kinds := map[string]float64{}
 	events := 0
 	for _, n := range svcs {
-		id := workflows.WorkflowID(activities.TargetRef{Namespace: stack.Namespace, Kind: activities.KindService, Name: n})
+		id := workflows.WorkflowID(knative.TargetRef{Namespace: stack.Namespace, Kind: knative.KindService, Name: n})
 		it := tc.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {
 			ev, err := it.Next()

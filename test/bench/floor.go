@@ -13,7 +13,7 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	informers "knative.dev/serving/pkg/client/informers/externalversions"
 
-	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/stack"
 )
 
@@ -103,13 +103,13 @@ func floorStep(ctx context.Context, client servicesClient, lister servicesLister
 	}
 	deadline := time.After(30 * time.Second)
 	for {
-		if cur, err := lister.Get(name); err == nil && cur.Status.ObservedGeneration >= out.Generation && activities.SameTraffic(cur.Status.Traffic, desired) {
+		if cur, err := lister.Get(name); err == nil && cur.Status.ObservedGeneration >= out.Generation && knative.SameTraffic(cur.Status.Traffic, desired) {
 			return nil
 		}
 		select {
 		case <-wake:
 		case <-deadline:
-			return fmt.Errorf("status did not show %s within 30s", activities.FormatTraffic(desired))
+			return fmt.Errorf("status did not show %s within 30s", knative.FormatTraffic(desired))
 		case <-ctx.Done():
 			return ctx.Err()
 		}

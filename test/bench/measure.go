@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
-	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/eventsink"
 	"github.com/sluicehq/sluice/test/stack"
 	"github.com/sluicehq/sluice/workflows"
@@ -307,7 +307,7 @@ func waitRollouts(ctx context.Context, tc client.Client, svcs []string, timeout 
 			if !pending[n] {
 				continue
 			}
-			id := workflows.WorkflowID(activities.TargetRef{Namespace: stack.Namespace, Kind: activities.KindService, Name: n})
+			id := workflows.WorkflowID(knative.TargetRef{Namespace: stack.Namespace, Kind: knative.KindService, Name: n})
 			desc, err := tc.DescribeWorkflowExecution(ctx, id, "")
 			var nf *serviceerror.NotFound
 			if errors.As(err, &nf) {

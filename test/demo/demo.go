@@ -24,9 +24,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
-	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/events"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/eventsink"
 	"github.com/sluicehq/sluice/test/requestsim"
 	"github.com/sluicehq/sluice/test/stack"
@@ -81,7 +81,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer tc.Close()
 	c := &control.Client{Temporal: tc, TaskQueue: "sluice-rollouts", Identity: "demo"}
-	target := activities.TargetRef{Namespace: stack.Namespace, Kind: activities.KindService, Name: service}
+	target := knative.TargetRef{Namespace: stack.Namespace, Kind: knative.KindService, Name: service}
 	go printProgress(ctx, sink, say)
 
 	say("\n1. Deploying Service %s (opted in: steps 10,50,100, 4s holds, a manual gate before 100%%,\n   analysis of the candidate's success rate and p99 latency from Prometheus every 3s)", service)
@@ -255,10 +255,10 @@ func traffic(ctx context.Context, s *stack.Stack) string {
 	if err != nil {
 		return err.Error()
 	}
-	return activities.FormatTraffic(svc.Spec.Traffic)
+	return knative.FormatTraffic(svc.Spec.Traffic)
 }
 
-func waitFor(ctx context.Context, c *control.Client, t activities.TargetRef, cond func(workflows.Status) bool) error {
+func waitFor(ctx context.Context, c *control.Client, t knative.TargetRef, cond func(workflows.Status) bool) error {
 	for {
 		st, err := c.Status(ctx, t)
 		if err == nil && cond(st) {
@@ -272,7 +272,7 @@ func waitFor(ctx context.Context, c *control.Client, t activities.TargetRef, con
 	}
 }
 
-func waitEnd(ctx context.Context, c *control.Client, t activities.TargetRef, candidate string) (workflows.Status, error) {
+func waitEnd(ctx context.Context, c *control.Client, t knative.TargetRef, candidate string) (workflows.Status, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	var st workflows.Status

@@ -126,8 +126,8 @@ func TestAnalysisRollsBackErroringRevision(t *testing.T) {
 	firstRollout(t, c, "an2", analysed(knativeChecks))
 	deploy(t, "an2", "example.com/an2:v2", nil, map[string]string{requestsim.AnnotationErrorRate: "0.2"})
 	st := waitOutcome(t, c, svcTarget("an2"), "an2-00002", 90*time.Second)
-	if st.Outcome != workflows.OutcomeRolledBack || st.Step != 0 || !strings.Contains(st.Reason, "analysis: success-rate failed once") {
-		t.Fatalf("outcome %s at step %d: %s", st.Outcome, st.Step+1, st.Reason)
+	if st.Outcome != workflows.OutcomeRolledBack || st.StepNumber != 1 || !strings.Contains(st.Reason, "analysis: success-rate failed once") {
+		t.Fatalf("outcome %s at step %d: %s", st.Outcome, st.StepNumber, st.Reason)
 	}
 	if got := serviceTraffic(t, "an2"); got != "an2-00001=100%" {
 		t.Fatalf("traffic after rollback: %s", got)
@@ -150,8 +150,8 @@ func TestAnalysisRollsBackSlowRevision(t *testing.T) {
 	firstRollout(t, c, "an7", analysed(knativeChecks))
 	deploy(t, "an7", "example.com/an7:v2", nil, map[string]string{requestsim.AnnotationLatency: "800ms"})
 	st := waitOutcome(t, c, svcTarget("an7"), "an7-00002", 90*time.Second)
-	if st.Outcome != workflows.OutcomeRolledBack || st.Step != 0 || !strings.Contains(st.Reason, "analysis: latency failed once") {
-		t.Fatalf("outcome %s at step %d: %s", st.Outcome, st.Step+1, st.Reason)
+	if st.Outcome != workflows.OutcomeRolledBack || st.StepNumber != 1 || !strings.Contains(st.Reason, "analysis: latency failed once") {
+		t.Fatalf("outcome %s at step %d: %s", st.Outcome, st.StepNumber, st.Reason)
 	}
 	// 800 ms lies in the queue-proxy's 750-1000 ms bucket (500-1000 ms
 	// wherever its bounds are): the p99 is interpolated in it.

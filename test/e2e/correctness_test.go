@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
-	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/stack"
 	"github.com/sluicehq/sluice/workflows"
 )
@@ -301,7 +301,7 @@ func TestAdmissionPinsLatestTrafficInTheWrite(t *testing.T) {
 	time.Sleep(2 * time.Second) // Knative would have routed it by now
 	svc, _ := stk.Serving.ServingV1().Services(ns).Get(context.Background(), "s20", metav1.GetOptions{})
 	if st := svc.Status.Traffic; len(st) != 2 || st[0].RevisionName != "s20-00001" || *st[0].Percent != 100 || st[1].RevisionName != "s20-00002" {
-		t.Fatalf("what Knative serves with no worker running: %s", activities.FormatTraffic(svc.Status.Traffic))
+		t.Fatalf("what Knative serves with no worker running: %s", knative.FormatTraffic(svc.Status.Traffic))
 	}
 	if err := stk.StartWorker(context.Background()); err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
-	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/historycheck"
 	"github.com/sluicehq/sluice/test/stack"
 	"github.com/sluicehq/sluice/workflows"
@@ -94,15 +94,15 @@ func serviceTraffic(t *testing.T, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return activities.FormatTraffic(svc.Spec.Traffic)
+	return knative.FormatTraffic(svc.Spec.Traffic)
 }
 
-func svcTarget(name string) activities.TargetRef {
-	return activities.TargetRef{Namespace: ns, Kind: activities.KindService, Name: name}
+func svcTarget(name string) knative.TargetRef {
+	return knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: name}
 }
 
 // waitStatus polls the rollout's status until cond holds.
-func waitStatus(t *testing.T, c *control.Client, target activities.TargetRef, timeout time.Duration, what string, cond func(workflows.Status) bool) workflows.Status {
+func waitStatus(t *testing.T, c *control.Client, target knative.TargetRef, timeout time.Duration, what string, cond func(workflows.Status) bool) workflows.Status {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var last workflows.Status
@@ -123,7 +123,7 @@ func waitStatus(t *testing.T, c *control.Client, target activities.TargetRef, ti
 }
 
 // waitOutcome waits until the rollout of candidate has ended.
-func waitOutcome(t *testing.T, c *control.Client, target activities.TargetRef, candidate string, timeout time.Duration) workflows.Status {
+func waitOutcome(t *testing.T, c *control.Client, target knative.TargetRef, candidate string, timeout time.Duration) workflows.Status {
 	t.Helper()
 	return waitStatus(t, c, target, timeout, "the rollout of "+candidate+" to end", func(s workflows.Status) bool {
 		return s.Candidate == candidate && s.Phase.Done()

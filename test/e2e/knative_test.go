@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
-	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/knativefake"
 	"github.com/sluicehq/sluice/workflows"
 )
@@ -120,7 +120,7 @@ func TestKnativefakeAgreesWithKnative(t *testing.T) {
 		{T("s24-00001", 30, ""), T("s24-00001", 30, "again"), T("s24-00002", 40, "")},
 	}
 	for _, list := range lists {
-		want := activities.FormatTraffic(list)
+		want := knative.FormatTraffic(list)
 		patchTraffic(t, "s24", list)
 		fake := knativefake.New(knativefake.Service(ns, "s24", nil, list...),
 			knativefake.Revision(ns, "s24", 1, true), knativefake.Revision(ns, "s24", 2, true))
@@ -135,14 +135,14 @@ func TestKnativefakeAgreesWithKnative(t *testing.T) {
 				t.Fatal(err)
 			}
 			if svc.Status.ObservedGeneration == svc.Generation && svc.IsReady() {
-				real, faked := activities.FormatTraffic(svc.Status.Traffic), activities.FormatTraffic(fs.Status.Traffic)
+				real, faked := knative.FormatTraffic(svc.Status.Traffic), knative.FormatTraffic(fs.Status.Traffic)
 				if real != faked {
 					t.Errorf("spec %s: Knative shows %s, knativefake %s", want, real, faked)
 				}
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("spec %s: Knative's status did not catch up: %s", want, activities.FormatTraffic(svc.Status.Traffic))
+				t.Fatalf("spec %s: Knative's status did not catch up: %s", want, knative.FormatTraffic(svc.Status.Traffic))
 			}
 			time.Sleep(100 * time.Millisecond)
 		}

@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
-	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/stack"
 	"github.com/sluicehq/sluice/workflows"
 )
@@ -124,8 +124,8 @@ func TestAbortRestoresTaggedTraffic(t *testing.T) {
 	if st.Outcome != workflows.OutcomeAborted || !strings.Contains(st.Reason, "errors in the logs") {
 		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
 	}
-	if got := serviceTraffic(t, "s4"); got != activities.FormatTraffic(before) {
-		t.Fatalf("traffic after abort: %s, want %s", got, activities.FormatTraffic(before))
+	if got := serviceTraffic(t, "s4"); got != knative.FormatTraffic(before) {
+		t.Fatalf("traffic after abort: %s, want %s", got, knative.FormatTraffic(before))
 	}
 	waitProgress(t, "s4-00002", "started,step,aborted")
 }
@@ -163,14 +163,28 @@ func TestFailingAndNeverReadyRevisionsRollBack(t *testing.T) {
 	if got := serviceTraffic(t, "s5"); got != "s5-00001=100%" {
 		t.Fatalf("traffic after Knative's progress deadline: %s", got)
 	}
-	// Each rolled-back candidate is labelled so, and a later update event of
-	// one (Knative relabels a Revision whose traffic changes; sluice's label
-	// is an update too) starts nothing: the receiver answers it with no
+	// The Service says how its last candidate's rollout ended, and no
+	// Revision carries the mark: Knative copies a Revision's labels and
+	// annotations into its pods, and a new one would restart them. A later
+	// update event of the rolled-back candidate (Knative relabels a Revision
+	// whose traffic changes) starts nothing: the receiver answers it with no
 	// Temporal call.
+	svc, err := stk.Serving.ServingV1().Services(ns).Get(context.Background(), "s5", metav1.GetOptions{})
+	if err != nil || svc.Annotations[config.AnnotationEnded] != config.Ended("s5-00004", string(workflows.OutcomeRolledBack)) {
+		t.Fatalf("Service s5 annotations %v (%v), want %s=%s", svc.GetAnnotations(), err, config.AnnotationEnded, config.Ended("s5-00004", "RolledBack"))
+	}
 	for _, rev := range []string{"s5-00002", "s5-00003", "s5-00004"} {
 		r, err := stk.Serving.ServingV1().Revisions(ns).Get(context.Background(), rev, metav1.GetOptions{})
-		if err != nil || r.Labels[config.LabelOutcome] != string(workflows.OutcomeRolledBack) {
-			t.Fatalf("%s labels %v (%v), want %s=RolledBack", rev, r.GetLabels(), err, config.LabelOutcome)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range r.Labels {
+			if strings.HasPrefix(k, config.Prefix) {
+				t.Fatalf("%s carries the label %s", rev, k)
+			}
+		}
+		if v, ok := r.Annotations[config.AnnotationEnded]; ok {
+			t.Fatalf("%s carries the annotation %s=%s", rev, config.AnnotationEnded, v)
 		}
 	}
 	// The worst case: the rolled-back candidate turns Ready after all (its
@@ -252,7 +266,7 @@ func TestHandEditPausesRollout(t *testing.T) {
 		t.Fatalf("pause reason: %s", st.PauseReason)
 	}
 	time.Sleep(2 * time.Second)
-	if got := serviceTraffic(t, "s9"); got != activities.FormatTraffic(edited) {
+	if got := serviceTraffic(t, "s9"); got != knative.FormatTraffic(edited) {
 		t.Fatalf("the hand edit was overwritten: %s", got)
 	}
 	if out, err := sluice(t, "abort", "s9", "--reason", "cleanup"); err != nil {
@@ -310,13 +324,13 @@ func TestRouteModeRollout(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	target := activities.TargetRef{Namespace: ns, Kind: activities.KindConfiguration, Name: "api"}
+	target := knative.TargetRef{Namespace: ns, Kind: knative.KindConfiguration, Name: "api"}
 	st := waitOutcome(t, c, target, "api-00002", 60*time.Second)
 	if st.Outcome != workflows.OutcomeSucceeded {
 		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
 	}
 	rt, _ := stk.Serving.ServingV1().Routes(ns).Get(ctx, "api-route", metav1.GetOptions{})
-	if got := activities.FormatTraffic(rt.Spec.Traffic); got != "api-00001=0% (tag prod), latest(api)=0% (tag latest), api-00002=100%" {
+	if got := knative.FormatTraffic(rt.Spec.Traffic); got != "api-00001=0% (tag prod), latest(api)=0% (tag latest), api-00002=100%" {
 		t.Fatalf("route traffic %s", got)
 	}
 	waitProgress(t, "api-00002", "started,step,step,succeeded")

@@ -19,8 +19,8 @@ import (
 	"knative.dev/pkg/apis"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
-	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/events"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
@@ -86,7 +86,7 @@ func sendRevisionUpdate(t *testing.T, name string, edit func(*servingv1.Revision
 }
 
 // rolloutRuns counts the runs Temporal has of a target's rollout workflow.
-func rolloutRuns(t *testing.T, c *control.Client, target activities.TargetRef) int {
+func rolloutRuns(t *testing.T, c *control.Client, target knative.TargetRef) int {
 	t.Helper()
 	resp, err := c.Temporal.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{
 		Query: fmt.Sprintf("WorkflowId = '%s'", workflows.WorkflowID(target)),

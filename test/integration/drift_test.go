@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/knativefake"
 	"github.com/sluicehq/sluice/workflows"
 )
@@ -49,7 +49,7 @@ func TestDriftDuringHoldOnRealServer(t *testing.T) {
 	if err != nil || res.Outcome != workflows.OutcomeSucceeded {
 		t.Fatalf("result %+v, %v", res, err)
 	}
-	if got := activities.FormatTraffic(s.liveTraffic()); got != "hello-00001=0% (tag current), hello-00001=0% (tag debug), hello-00002=100%" {
+	if got := knative.FormatTraffic(s.liveTraffic()); got != "hello-00001=0% (tag current), hello-00001=0% (tag debug), hello-00002=100%" {
 		t.Fatalf("final traffic %s", got)
 	}
 	recordHistory(t, s.temporal, "rollout-drift-resume.json")

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/events/receiver"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/eventsink"
 	"github.com/sluicehq/sluice/test/knativefake"
 	"github.com/sluicehq/sluice/workflows"
@@ -34,7 +35,7 @@ func (s *stack) startReceiver(t testing.TB) string {
 	tokens := &receiver.StaticTokens{}
 	tokens.Add("pipeline", commandToken)
 	rcv := &receiver.Receiver{
-		Control: s.ctl, Serving: s.k, Auth: tokens, AllowUnauthenticatedSource: true,
+		Control: s.ctl, Knative: knative.Client{Serving: s.k}, Auth: tokens, AllowUnauthenticatedSource: true,
 		MaxBody: receiver.DefaultMaxBody, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Metrics: receiver.NewMetrics(prometheus.NewRegistry()), Seen: receiver.NewSeen(10000, time.Minute),
 	}

@@ -20,9 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
-	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/historycheck"
 	"github.com/sluicehq/sluice/test/knativefake"
 	"github.com/sluicehq/sluice/worker"
@@ -130,7 +130,7 @@ func helloService(ann map[string]string) []runtime.Object {
 	}
 }
 
-var hello = activities.TargetRef{Namespace: ns, Kind: activities.KindService, Name: "hello"}
+var hello = knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: "hello"}
 
 func (s *stack) status() workflows.Status {
 	s.t.Helper()
@@ -173,7 +173,7 @@ func TestRolloutDrivenByUpdates(t *testing.T) {
 	if st.ReadinessFrom != workflows.ReadinessFromWatch || st.Told != nil {
 		t.Fatalf("readiness from %q, told %+v; want the rollout's own read", st.ReadinessFrom, st.Told)
 	}
-	if got := activities.FormatTraffic(s.liveTraffic()); got != "hello-00001=80%, hello-00001=0% (tag current), hello-00002=20%" {
+	if got := knative.FormatTraffic(s.liveTraffic()); got != "hello-00001=80%, hello-00001=0% (tag current), hello-00002=20%" {
 		t.Fatalf("traffic at the gate: %s", got)
 	}
 
@@ -200,7 +200,7 @@ func TestRolloutDrivenByUpdates(t *testing.T) {
 	if err != nil || res.Outcome != workflows.OutcomeSucceeded {
 		t.Fatalf("result: %+v, %v", res, err)
 	}
-	if got := activities.FormatTraffic(s.liveTraffic()); got != "hello-00001=0% (tag current), hello-00002=100%" {
+	if got := knative.FormatTraffic(s.liveTraffic()); got != "hello-00001=0% (tag current), hello-00002=100%" {
 		t.Fatalf("final traffic: %s", got)
 	}
 	st = s.status()
@@ -251,7 +251,7 @@ func TestAbortRestoresTrafficOnRealServer(t *testing.T) {
 	if err != nil || res.Outcome != workflows.OutcomeAborted || !strings.Contains(res.Reason, "error rate up") {
 		t.Fatalf("result: %+v, %v", res, err)
 	}
-	if got := activities.FormatTraffic(s.liveTraffic()); got != "hello-00001=100%, hello-00001=0% (tag current)" {
+	if got := knative.FormatTraffic(s.liveTraffic()); got != "hello-00001=100%, hello-00001=0% (tag current)" {
 		t.Fatalf("traffic after abort: %s", got)
 	}
 	// After the end, commands are refused with a reason, not an internal error.
@@ -287,7 +287,7 @@ func TestSupersedeContinuesAsNew(t *testing.T) {
 	if err != nil || res.Outcome != workflows.OutcomeSucceeded || res.Candidate != "hello-00003" {
 		t.Fatalf("result: %+v, %v", res, err)
 	}
-	if got := activities.FormatTraffic(s.liveTraffic()); got != "hello-00001=0% (tag current), hello-00003=100%" {
+	if got := knative.FormatTraffic(s.liveTraffic()); got != "hello-00001=0% (tag current), hello-00003=100%" {
 		t.Fatalf("final traffic: %s", got)
 	}
 	if st := s.status(); len(st.Superseded) != 1 || st.Superseded[0] != "hello-00002" || st.Runs < 2 {

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/workflows"
 )
 
@@ -58,7 +58,7 @@ func TestVerifyTimeoutRollsBack(t *testing.T) {
 		!strings.Contains(res.Reason, "traffic did not show in Service default/hello status within the verify timeout of 15s") {
 		t.Fatalf("result: %+v, %v", res, err)
 	}
-	if got := activities.FormatTraffic(s.liveTraffic()); got != "hello-00001=100%, hello-00001=0% (tag current)" {
+	if got := knative.FormatTraffic(s.liveTraffic()); got != "hello-00001=100%, hello-00001=0% (tag current)" {
 		t.Fatalf("traffic after the rollback: %s", got)
 	}
 	recordHistory(t, s.temporal, "rollout-rollback.json")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/knativefake"
 	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
@@ -48,7 +49,7 @@ func runWorker(t *testing.T, s *stack, queue string, fn func(workflow.Context, w
 	}
 	w := sdkworker.New(s.temporal, queue, sdkworker.Options{})
 	w.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: workflows.WorkflowName})
-	w.RegisterActivity(&activities.Activities{Serving: s.k, Defaults: settings.Defaults})
+	w.RegisterActivity(&activities.Activities{Knative: knative.Client{Serving: s.k}, Defaults: settings.Defaults})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
-	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/knative"
 )
 
 func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
@@ -51,7 +51,7 @@ func TestServiceReconcilerOwnsItsRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := activities.FormatTraffic(edited.Spec.Traffic); got != "owned-00001=100% (tag edited)" {
+	if got := knative.FormatTraffic(edited.Spec.Traffic); got != "owned-00001=100% (tag edited)" {
 		t.Fatalf("the edit did not land: %s", got)
 	}
 	eventually(t, 30*time.Second, "Knative to revert the Route edit", func() error {
@@ -59,7 +59,7 @@ func TestServiceReconcilerOwnsItsRoute(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if got := activities.FormatTraffic(rt.Spec.Traffic); got != "latest(owned)=100%" {
+		if got := knative.FormatTraffic(rt.Spec.Traffic); got != "latest(owned)=100%" {
 			return errorf("Route traffic " + got)
 		}
 		return nil

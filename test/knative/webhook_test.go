@@ -14,6 +14,7 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/knative"
 )
 
 func pct(n int64) *int64 { return &n }
@@ -71,13 +72,13 @@ func TestSluiceAndKnativeAgreeOnTrafficLists(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			mine := activities.ValidateTraffic(activities.KindService, tt.traffic)
+			mine := knative.ValidateTraffic(knative.KindService, tt.traffic)
 			theirs := dryRunCreate(ctx, "agree-"+string(rune('a'+i)), tt.traffic)
 			if theirs != nil && !refusedByKnative(theirs) {
 				t.Fatalf("dry run: %v", theirs)
 			}
 			if (mine == nil) != (theirs == nil) {
-				t.Fatalf("%s: sluice says %v; Knative says %v", activities.FormatTraffic(tt.traffic), mine, theirs)
+				t.Fatalf("%s: sluice says %v; Knative says %v", knative.FormatTraffic(tt.traffic), mine, theirs)
 			}
 		})
 	}
@@ -94,7 +95,7 @@ func TestKnativeDefaultsNoTrafficToLatest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := activities.FormatTraffic(svc.Spec.Traffic); got != "latest=100%" {
+	if got := knative.FormatTraffic(svc.Spec.Traffic); got != "latest=100%" {
 		t.Fatalf("defaulted traffic %s", got)
 	}
 }
@@ -111,7 +112,7 @@ func TestTemplateRefusalIsNotATrafficRefusal(t *testing.T) {
 	if _, err := kn.ServingV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	a := &activities.Activities{Serving: kn}
+	a := &activities.Activities{Knative: knative.Client{Serving: kn}}
 	apply := func() error {
 		cur, err := kn.ServingV1().Services("default").Get(ctx, "limited", metav1.GetOptions{})
 		if err != nil {
@@ -119,7 +120,7 @@ func TestTemplateRefusalIsNotATrafficRefusal(t *testing.T) {
 		}
 		_, err = a.ApplyTraffic(ctx, activities.ApplyTrafficInput{
 			SetTrafficInput: activities.SetTrafficInput{
-				Object: activities.ObjectRef{Namespace: "default", Kind: activities.KindService, Name: "limited"},
+				Object: knative.ObjectRef{Namespace: "default", Kind: knative.KindService, Name: "limited"},
 				// A list that names no Revision: no Revision here is Ready
 				// (no pods run), and the write must reach Knative.
 				Expected: cur.Spec.Traffic, Desired: traffic(latest(100, ""), latest(0, "canary")),

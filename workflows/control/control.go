@@ -17,7 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/workflows"
 )
 
@@ -34,17 +34,17 @@ var ErrNoRollout = errors.New("no rollout found")
 
 // ParseTarget reads a target as the CLI takes it: NAME (a Service),
 // service/NAME or configuration/NAME.
-func ParseTarget(namespace, arg string) (activities.TargetRef, error) {
+func ParseTarget(namespace, arg string) (knative.TargetRef, error) {
 	kind, name, found := strings.Cut(arg, "/")
 	if !found {
 		kind, name = "service", arg
 	}
-	t := activities.TargetRef{Namespace: namespace, Name: name}
+	t := knative.TargetRef{Namespace: namespace, Name: name}
 	switch strings.ToLower(kind) {
 	case "service", "services", "ksvc":
-		t.Kind = activities.KindService
+		t.Kind = knative.KindService
 	case "configuration", "configurations", "config":
-		t.Kind = activities.KindConfiguration
+		t.Kind = knative.KindConfiguration
 	default:
 		return t, fmt.Errorf("target %q: kind must be service or configuration, e.g. service/hello", arg)
 	}
@@ -60,7 +60,7 @@ func ParseTarget(namespace, arg string) (activities.TargetRef, error) {
 //
 // A person's start waits for a rollout that is ending to close (see
 // awaitFinishing); the receiver calls Offer.
-func (c *Client) Start(ctx context.Context, target activities.TargetRef, candidate, reason string) (string, error) {
+func (c *Client) Start(ctx context.Context, target knative.TargetRef, candidate, reason string) (string, error) {
 	if err := c.awaitFinishing(ctx, target); err != nil {
 		return "", err
 	}
@@ -71,7 +71,7 @@ func (c *Client) Start(ctx context.Context, target activities.TargetRef, candida
 // the target, shown in the Temporal UI from the first moment if it starts a
 // rollout.
 type StartRequest struct {
-	Target activities.TargetRef
+	Target knative.TargetRef
 	Offer  workflows.CandidateSignal
 	Reason string
 	// Stable, if known, makes the summary read "hello: hello-00001 → hello-00002".
@@ -104,18 +104,7 @@ func (c *Client) Offer(ctx context.Context, r StartRequest) (string, error) {
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		StaticSummary:         workflows.StaticSummary(target, r.Stable, candidate),
 		StaticDetails:         details,
-		// Every attribute at the value the workflow's first publish would
-		// give it, so that publish costs no upsert.
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.AttrTarget.ValueSet(workflows.TargetAttr(target)),
-			workflows.AttrNamespace.ValueSet(target.Namespace),
-			workflows.AttrCandidate.ValueSet(candidate),
-			workflows.AttrPhase.ValueSet(string(workflows.PhaseResolving)),
-			workflows.AttrStable.ValueSet(""),
-			workflows.AttrOutcome.ValueSet(""),
-			workflows.AttrStep.ValueSet(1),
-			workflows.AttrWeight.ValueSet(0),
-		),
+		TypedSearchAttributes: workflows.StartAttributes(target, candidate),
 	}
 	run, err := c.Temporal.SignalWithStartWorkflow(ctx, opts.ID, workflows.SignalCandidate, r.Offer, opts, workflows.WorkflowName,
 		workflows.Input{Target: target, Candidate: candidate, RequestedBy: c.Identity})
@@ -135,7 +124,7 @@ const finishWait = 30 * time.Second
 // start of an older Revision by hand — a rollback drill — would be lost
 // while the CLI reported it started. Once the run has closed, the start
 // begins a run of its own.
-func (c *Client) awaitFinishing(ctx context.Context, target activities.TargetRef) error {
+func (c *Client) awaitFinishing(ctx context.Context, target knative.TargetRef) error {
 	id := workflows.WorkflowID(target)
 	deadline := time.Now().Add(finishWait)
 	for {
@@ -177,7 +166,7 @@ func policyText(ann map[string]string) string {
 
 // Status reads the rollout's state through the status query. It works on a
 // finished rollout too: Temporal replays it to answer.
-func (c *Client) Status(ctx context.Context, target activities.TargetRef) (workflows.Status, error) {
+func (c *Client) Status(ctx context.Context, target knative.TargetRef) (workflows.Status, error) {
 	v, err := c.Temporal.QueryWorkflow(ctx, workflows.WorkflowID(target), "", workflows.QueryStatus)
 	if err != nil {
 		return workflows.Status{}, c.explain(err, target)
@@ -196,7 +185,7 @@ func (c *Client) Status(ctx context.Context, target activities.TargetRef) (workf
 // pending lists the rollout's running activities, with their attempts and
 // last errors, as Temporal's describe reports them. It is best effort: a
 // status without it is still a status.
-func (c *Client) pending(ctx context.Context, target activities.TargetRef) []workflows.PendingActivity {
+func (c *Client) pending(ctx context.Context, target knative.TargetRef) []workflows.PendingActivity {
 	d, err := c.Temporal.DescribeWorkflowExecution(ctx, workflows.WorkflowID(target), "")
 	if err != nil {
 		return nil
@@ -212,7 +201,7 @@ func (c *Client) pending(ctx context.Context, target activities.TargetRef) []wor
 
 // Send delivers a command as an update and waits for the workflow's answer.
 // A command the rollout rejects returns a *RejectedError with the reason.
-func (c *Client) Send(ctx context.Context, target activities.TargetRef, command, reason string) (string, error) {
+func (c *Client) Send(ctx context.Context, target knative.TargetRef, command, reason string) (string, error) {
 	h, err := c.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflows.WorkflowID(target),
 		UpdateName:   command,
@@ -231,7 +220,7 @@ func (c *Client) Send(ctx context.Context, target activities.TargetRef, command,
 
 // Signal delivers a command without waiting: the rollout validates it when
 // it arrives and records a rejection in its command history.
-func (c *Client) Signal(ctx context.Context, target activities.TargetRef, command, reason string) error {
+func (c *Client) Signal(ctx context.Context, target knative.TargetRef, command, reason string) error {
 	err := c.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(target), "", command, workflows.Command{By: c.Identity, Reason: reason})
 	return c.explain(err, target)
 }
@@ -239,7 +228,7 @@ func (c *Client) Signal(ctx context.Context, target activities.TargetRef, comman
 // Tell signals the target's running rollout with a message it acts on by
 // itself (a candidate's state, a hint that the target was deleted). The
 // error wraps Temporal's: *serviceerror.NotFound means no rollout runs.
-func (c *Client) Tell(ctx context.Context, target activities.TargetRef, signal string, payload any) error {
+func (c *Client) Tell(ctx context.Context, target knative.TargetRef, signal string, payload any) error {
 	if err := c.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(target), "", signal, payload); err != nil {
 		return fmt.Errorf("signal %s to the rollout of %s: %w", signal, target, err)
 	}
@@ -247,7 +236,7 @@ func (c *Client) Tell(ctx context.Context, target activities.TargetRef, signal s
 }
 
 // Wait blocks until the rollout ends (following continue-as-new) and returns its result.
-func (c *Client) Wait(ctx context.Context, target activities.TargetRef) (workflows.Result, error) {
+func (c *Client) Wait(ctx context.Context, target knative.TargetRef) (workflows.Result, error) {
 	var res workflows.Result
 	err := c.Temporal.GetWorkflow(ctx, workflows.WorkflowID(target), "").Get(ctx, &res)
 	return res, c.explain(err, target)
@@ -258,7 +247,7 @@ type RejectedError struct{ Reason string }
 
 func (e *RejectedError) Error() string { return e.Reason }
 
-func (c *Client) explain(err error, target activities.TargetRef) error {
+func (c *Client) explain(err error, target knative.TargetRef) error {
 	if err == nil {
 		return nil
 	}

@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/workflows"
 )
 
@@ -99,7 +99,7 @@ func (c *Client) List(ctx context.Context, f Filter) ([]Summary, error) {
 
 // History returns every run of a target's rollouts, newest first: one per
 // candidate (a superseded one, then the one that superseded it, ...).
-func (c *Client) History(ctx context.Context, target activities.TargetRef, limit int) ([]Summary, error) {
+func (c *Client) History(ctx context.Context, target knative.TargetRef, limit int) ([]Summary, error) {
 	return c.List(ctx, Filter{Target: workflows.TargetAttr(target), Limit: limit})
 }
 

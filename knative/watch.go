@@ -1,9 +1,9 @@
-package activities
+package knative
 
 import (
 	"context"
+	"fmt"
 
-	"go.temporal.io/sdk/activity"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,41 +25,41 @@ type watcher struct {
 }
 
 // until watches from resourceVersion and reports whether the state was
-// reached before ctx ended. A deleted object is passed to done as well.
-func (w watcher) until(ctx context.Context, resourceVersion string) bool {
+// reached before ctx ended. A deleted object is passed to done as well. An
+// error means a watch could not be opened: the caller falls back to
+// re-reading, slower and dearer, and should say why.
+func (w watcher) until(ctx context.Context, resourceVersion string) (bool, error) {
 	for ctx.Err() == nil {
 		wi, err := w.open(ctx, resourceVersion)
 		if err != nil {
-			// Without a watch the workflow falls back to re-reading, slower
-			// and dearer: say why (a missing watch right, most likely).
-			if ctx.Err() == nil && activity.IsActivity(ctx) {
-				activity.GetLogger(ctx).Warn("cannot watch; the rollout will re-read instead", "error", err)
+			if ctx.Err() != nil {
+				return false, nil
 			}
-			return false
+			return false, fmt.Errorf("watch: %w", err)
 		}
 		reached, closed := w.drain(ctx, wi, &resourceVersion)
 		wi.Stop()
 		if reached {
-			return true
+			return true, nil
 		}
 		if !closed {
-			return false // ctx ended
+			return false, nil // ctx ended
 		}
 		obj, err := w.read(ctx)
 		if apierrors.IsNotFound(err) {
-			return w.done(watch.Deleted, nil)
+			return w.done(watch.Deleted, nil), nil
 		}
 		if err != nil {
-			return false
+			return false, nil
 		}
 		if w.done(watch.Modified, obj) {
-			return true
+			return true, nil
 		}
 		if m, err := meta.Accessor(obj); err == nil {
 			resourceVersion = m.GetResourceVersion()
 		}
 	}
-	return false
+	return false, nil
 }
 
 // drain reads events until the state is reached, the watch closes, or ctx

@@ -1,0 +1,107 @@
+package knative_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/knative"
+	"github.com/sluicehq/sluice/test/knativefake"
+)
+
+const ns = "default"
+
+func TestReadTarget(t *testing.T) {
+	unnamed := &servingv1.Configuration{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api", Generation: 3,
+		Annotations: map[string]string{config.AnnotationRollout: "enabled"}}}
+	k := knativefake.New(knativefake.Service(ns, "hello", map[string]string{config.AnnotationRollout: "enabled"},
+		knativefake.Target("hello-00001", 100, "")), unnamed)
+	c := knative.Client{Serving: k}
+	ctx := context.Background()
+
+	svc, err := c.ReadTarget(ctx, knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: "hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc.Object != (knative.ObjectRef{Namespace: ns, Kind: knative.KindService, Name: "hello"}) || svc.Configuration != "hello" ||
+		knative.FormatTraffic(svc.Live.Spec) != "hello-00001=100%" || svc.Annotations[config.AnnotationRollout] != "enabled" {
+		t.Fatalf("Service target = %+v", svc)
+	}
+
+	// An opted-in Configuration without its Route: the caller can still
+	// see that it opted in, and why it cannot roll out.
+	cfg, err := c.ReadTarget(ctx, knative.TargetRef{Namespace: ns, Kind: knative.KindConfiguration, Name: "api"})
+	if !errors.Is(err, knative.ErrNoRoute) || cfg.Annotations[config.AnnotationRollout] != "enabled" || cfg.ConfigGeneration != 3 {
+		t.Fatalf("unnamed Route: target %+v, error %v", cfg, err)
+	}
+
+	_, err = c.ReadTarget(ctx, knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: "gone"})
+	if !apierrors.IsNotFound(err) || err.Error() != "Service default/gone not found" {
+		t.Fatalf("missing Service: %v", err)
+	}
+	_, err = c.ReadTarget(ctx, knative.TargetRef{Namespace: ns, Kind: "Deployment", Name: "x"})
+	if !errors.Is(err, knative.ErrUnknownKind) || !strings.Contains(err.Error(), `"Deployment"`) {
+		t.Fatalf("unknown kind: %v", err)
+	}
+}
+
+func TestTargetOf(t *testing.T) {
+	for _, tc := range []struct {
+		labels knative.RevisionLabels
+		want   knative.TargetRef
+	}{
+		{knative.RevisionLabels{Service: "hello", Configuration: "hello"}, knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: "hello"}},
+		{knative.RevisionLabels{Configuration: "api"}, knative.TargetRef{Namespace: ns, Kind: knative.KindConfiguration, Name: "api"}},
+		{knative.RevisionLabels{}, knative.TargetRef{}},
+	} {
+		if got := knative.TargetOf(ns, tc.labels); got != tc.want {
+			t.Errorf("TargetOf(%+v) = %v, want %v", tc.labels, got, tc.want)
+		}
+	}
+}
+
+func TestLiveLacks(t *testing.T) {
+	o := knative.ObjectRef{Namespace: ns, Kind: knative.KindService, Name: "hello"}
+	desired := []servingv1.TrafficTarget{knativefake.Target("a", 90, ""), knativefake.Target("b", 10, "")}
+	shown := knative.Live{Name: "hello", Spec: desired, Status: desired, Generation: 4, ObservedGeneration: 4, Ready: true}
+	for _, tc := range []struct {
+		name string
+		live func(l knative.Live) knative.Live
+		want string
+	}{
+		{"shown", func(l knative.Live) knative.Live { return l }, ""},
+		{"other object", func(l knative.Live) knative.Live { l.Name = "other"; return l }, "not reported yet"},
+		{"status behind", func(l knative.Live) knative.Live { l.ObservedGeneration = 3; return l }, "status is at generation 3, waiting for 4"},
+		{"not ready", func(l knative.Live) knative.Live { l.Ready, l.NotReady = false, "RoutesReady=False"; return l }, "traffic not ready: RoutesReady=False"},
+		{"other split", func(l knative.Live) knative.Live {
+			l.Status = []servingv1.TrafficTarget{knativefake.Target("a", 100, "")}
+			return l
+		}, "status shows a=100%, waiting for a=90%, b=10%"},
+	} {
+		if got := tc.live(shown).Lacks(o, desired, 4); (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: Lacks = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	if r := shown.Routed(); len(r) != 2 || r[0] != "a" || r[1] != "b" {
+		t.Errorf("Routed = %v", r)
+	}
+	behind := shown
+	behind.ObservedGeneration = 3
+	if r := behind.Routed(); r != nil {
+		t.Errorf("Routed from a stale status = %v, want nil", r)
+	}
+}
+
+func TestTargetServes(t *testing.T) {
+	tgt := knative.Target{Live: knative.Live{Spec: []servingv1.TrafficTarget{
+		knativefake.Target("a", 100, ""), knativefake.Target("b", 0, "candidate")}}}
+	if !tgt.Serves("a") || tgt.Serves("b") || tgt.Serves("c") {
+		t.Fatalf("Serves: a %v (want true), b at 0%% %v, c absent %v", tgt.Serves("a"), tgt.Serves("b"), tgt.Serves("c"))
+	}
+}

@@ -1,0 +1,222 @@
+package knative
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"knative.dev/pkg/apis"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+)
+
+// Live is the traffic of a Service or Route as last read: what its spec
+// asks, what its status says Knative serves, and whether that status is
+// current.
+type Live struct {
+	Name               string
+	Annotations        map[string]string
+	Spec, Status       []servingv1.TrafficTarget
+	ResourceVersion    string
+	Generation         int64
+	ObservedGeneration int64
+	// Ready is the object's traffic condition (a Service's RoutesReady, a
+	// Route's AllTrafficAssigned and Ready); NotReady says why not.
+	Ready    bool
+	NotReady string
+}
+
+// Routed names the Revision each spec target routes to, from a status that
+// has observed the spec: Knative lists the targets in spec order, with the
+// Revision each latestRevision target resolved to. It is nil when the
+// status is behind the spec.
+func (l Live) Routed() []string {
+	if l.ObservedGeneration != l.Generation || len(l.Status) != len(l.Spec) {
+		return nil
+	}
+	out := make([]string, len(l.Spec))
+	for i := range l.Spec {
+		if l.Spec[i].Tag == l.Status[i].Tag && Percent(l.Spec[i]) == Percent(l.Status[i]) {
+			out[i] = l.Status[i].RevisionName
+		}
+	}
+	return out
+}
+
+// Lacks says what the object's status still lacks before it shows desired,
+// written at generation; "" once it shows it.
+func (l Live) Lacks(o ObjectRef, desired []servingv1.TrafficTarget, generation int64) string {
+	switch {
+	case l.Name != "" && l.Name != o.Name:
+		return fmt.Sprintf("%s: not reported yet", o)
+	case l.ObservedGeneration < generation || l.ObservedGeneration != l.Generation:
+		return fmt.Sprintf("%s: status is at generation %d, waiting for %d", o, l.ObservedGeneration, l.Generation)
+	case !l.Ready:
+		return fmt.Sprintf("%s: traffic not ready: %s", o, l.NotReady)
+	case !StatusShows(desired, l.Status):
+		return fmt.Sprintf("%s: status shows %s, waiting for %s", o, FormatTraffic(l.Status), FormatTraffic(desired))
+	}
+	return ""
+}
+
+// ReadTraffic reads the traffic of a Service or Route.
+func (c Client) ReadTraffic(ctx context.Context, o ObjectRef) (Live, error) {
+	obj, err := c.readObject(ctx, o)
+	if err != nil {
+		return Live{}, err
+	}
+	live, _ := liveFromObject(obj)
+	return live, nil
+}
+
+// PatchTraffic writes traffic as the object's spec.traffic with a JSON merge
+// patch carrying resourceVersion, so a concurrent edit makes the API server
+// answer 409 instead of being overwritten. Custom resources do not support
+// strategic merge patch on a real API server (415), and a merge patch
+// replaces the list whole, which is what sluice means. It returns the
+// object as written.
+func (c Client) PatchTraffic(ctx context.Context, o ObjectRef, resourceVersion string, traffic []servingv1.TrafficTarget) (Live, error) {
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": resourceVersion},
+		"spec":     map[string]any{"traffic": stripStatus(traffic)},
+	})
+	if err != nil {
+		return Live{}, fmt.Errorf("encode traffic patch: %w", err)
+	}
+	opts := metav1.PatchOptions{FieldManager: FieldManager}
+	var obj runtime.Object
+	switch o.Kind {
+	case KindService:
+		obj, err = c.Serving.ServingV1().Services(o.Namespace).Patch(ctx, o.Name, types.MergePatchType, patch, opts)
+	case KindRoute:
+		obj, err = c.Serving.ServingV1().Routes(o.Namespace).Patch(ctx, o.Name, types.MergePatchType, patch, opts)
+	default:
+		return Live{}, fmt.Errorf("write traffic to a %s: %w", o.Kind, ErrUnknownKind)
+	}
+	if err != nil {
+		return Live{}, err
+	}
+	live, _ := liveFromObject(obj)
+	return live, nil
+}
+
+// Annotate sets one annotation on a Service or Route.
+func (c Client) Annotate(ctx context.Context, o ObjectRef, key, value string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
+	if err != nil {
+		return fmt.Errorf("encode annotation %s: %w", key, err)
+	}
+	opts := metav1.PatchOptions{FieldManager: FieldManager}
+	switch o.Kind {
+	case KindService:
+		_, err = c.Serving.ServingV1().Services(o.Namespace).Patch(ctx, o.Name, types.MergePatchType, patch, opts)
+	case KindRoute:
+		_, err = c.Serving.ServingV1().Routes(o.Namespace).Patch(ctx, o.Name, types.MergePatchType, patch, opts)
+	default:
+		return fmt.Errorf("annotate a %s: %w", o.Kind, ErrUnknownKind)
+	}
+	if err != nil {
+		return fmt.Errorf("annotate %s %s=%s: %w", o, key, value, err)
+	}
+	return nil
+}
+
+// WatchTraffic watches the object from resourceVersion until done, called
+// with each state it is seen in (gone true once it is deleted), says
+// enough. It reports whether done did before ctx ended; an error means the
+// object cannot be watched at all (a missing watch right, most likely).
+func (c Client) WatchTraffic(ctx context.Context, o ObjectRef, resourceVersion string, done func(l Live, gone bool) bool) (bool, error) {
+	w := watcher{
+		open: func(ctx context.Context, rv string) (watch.Interface, error) {
+			opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", o.Name).String(), ResourceVersion: rv}
+			if o.Kind == KindRoute {
+				return c.Serving.ServingV1().Routes(o.Namespace).Watch(ctx, opts)
+			}
+			return c.Serving.ServingV1().Services(o.Namespace).Watch(ctx, opts)
+		},
+		read: func(ctx context.Context) (runtime.Object, error) { return c.readObject(ctx, o) },
+		done: func(typ watch.EventType, obj runtime.Object) bool {
+			if typ == watch.Deleted {
+				return done(Live{}, true)
+			}
+			l, ok := liveFromObject(obj)
+			return ok && l.Name == o.Name && done(l, false)
+		},
+	}
+	return w.until(ctx, resourceVersion)
+}
+
+// readObject reads the Service or Route whose traffic sluice writes.
+func (c Client) readObject(ctx context.Context, o ObjectRef) (runtime.Object, error) {
+	var (
+		obj runtime.Object
+		err error
+	)
+	switch o.Kind {
+	case KindService:
+		obj, err = c.Serving.ServingV1().Services(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+	case KindRoute:
+		obj, err = c.Serving.ServingV1().Routes(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+	default:
+		return nil, fmt.Errorf("read traffic of a %s: %w", o.Kind, ErrUnknownKind)
+	}
+	if err != nil {
+		return nil, readError(o.String(), err)
+	}
+	return obj, nil
+}
+
+// liveFromObject reads the traffic of a Service or Route as sluice compares it.
+func liveFromObject(obj runtime.Object) (Live, bool) {
+	switch o := obj.(type) {
+	case *servingv1.Service:
+		l := Live{Name: o.Name, Annotations: o.Annotations, Spec: serviceTraffic(o), Status: o.Status.Traffic, ResourceVersion: o.ResourceVersion,
+			Generation: o.Generation, ObservedGeneration: o.Status.ObservedGeneration}
+		l.Ready, l.NotReady = conditionTrue(o.Status.GetCondition(servingv1.ServiceConditionRoutesReady), "RoutesReady")
+		return l, true
+	case *servingv1.Route:
+		l := Live{Name: o.Name, Annotations: o.Annotations, Spec: o.Spec.Traffic, Status: o.Status.Traffic, ResourceVersion: o.ResourceVersion,
+			Generation: o.Generation, ObservedGeneration: o.Status.ObservedGeneration}
+		l.Ready, l.NotReady = conditionTrue(o.Status.GetCondition(servingv1.RouteConditionAllTrafficAssigned), "AllTrafficAssigned")
+		if l.Ready {
+			l.Ready, l.NotReady = conditionTrue(o.Status.GetCondition(apis.ConditionReady), "Ready")
+		}
+		return l, true
+	}
+	return Live{}, false
+}
+
+// serviceTraffic is a Service's spec.traffic as Knative reads it: a Service
+// that gives none (created where Knative's defaulting webhook did not run)
+// sends all traffic to its latest Ready Revision.
+func serviceTraffic(svc *servingv1.Service) []servingv1.TrafficTarget {
+	if len(svc.Spec.Traffic) > 0 {
+		return svc.Spec.Traffic
+	}
+	latest, all := true, int64(100)
+	return []servingv1.TrafficTarget{{LatestRevision: &latest, Percent: &all}}
+}
+
+func conditionTrue(c *apis.Condition, name string) (bool, string) {
+	if c == nil {
+		return false, name + " not reported yet"
+	}
+	if c.IsTrue() {
+		return true, ""
+	}
+	return false, fmt.Sprintf("%s=%s %s %s", name, c.Status, c.Reason, c.Message)
+}
+
+// stripStatus drops the status-only URL so a list copied from status can be written to spec.
+func stripStatus(traffic []servingv1.TrafficTarget) []servingv1.TrafficTarget {
+	out := make([]servingv1.TrafficTarget, len(traffic))
+	for i, t := range traffic {
+		t.URL = nil
+		out[i] = t
+	}
+	return out
+}
