@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -692,7 +693,7 @@ func TestSignalledCommandsAreValidatedAndRecorded(t *testing.T) {
 }
 
 func decodeInput(can *workflow.ContinueAsNewError, into *Input) error {
-	return converterDecode(can, into)
+	return converter.GetDefaultDataConverter().FromPayloads(can.Input, into)
 }
 
 func TestRouteModeRollsOutOnTheRoute(t *testing.T) {
