@@ -58,8 +58,12 @@ worker: build
 	until $$temporal operator cluster health --address 127.0.0.1:7233 >/dev/null 2>&1; do sleep 0.5; done; \
 	export TEMPORAL_ADDRESS=127.0.0.1:7233; ./bin/sluice setup && ./bin/sluice worker
 
+# A stack level that fails (the machine cannot make its Revisions Ready in
+# time) is in the table; the Go benchmarks still run, and make fails at the end.
 bench: build
-	@$(TOOL_ENV); $(GO) run ./test/bench $(BENCH_FLAGS)
-	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./activities/ ./workflows/ ./events/ ./analysis/ | tee bench-go.txt
+	@$(TOOL_ENV); $(GO) run ./test/bench $(BENCH_FLAGS); echo $$? > bin/.bench-status
+	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./knative/ ./workflows/ ./events/ ./analysis/ | tee bench-go.txt
 	@temporal=$$(bash $(TOOLS) temporal) || exit 1; \
 	SLUICE_TEMPORAL_BIN=$$temporal $(GO) test -run '^$$' -bench EventToWorkflowStart -benchtime 1000x -count 3 ./test/integration/ | grep -v '^time=' | tee -a bench-go.txt
+	@status=$$(cat bin/.bench-status); rm -f bin/.bench-status; \
+	if [ "$$status" != 0 ]; then echo "bench: a level of the stack bench failed; see its table above"; exit $$status; fi

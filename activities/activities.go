@@ -65,7 +65,7 @@ func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolv
 		return Resolved{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 			"Revision %s/%s not found among the Revisions of Configuration %s", t.Namespace, in.Candidate, target.Configuration), ErrTargetNotFound, nil)
 	}
-	return Resolved{
+	res := Resolved{
 		Object:              target.Object,
 		Configuration:       target.Configuration,
 		Policy:              policy,
@@ -74,7 +74,13 @@ func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolv
 		Stable:              knative.Stable(target.Live.Spec, in.Candidate, revs),
 		CandidateGeneration: knative.ReadRevisionLabels(cand.Labels).Generation,
 		Events:              a.Events != nil,
-	}, nil
+		CandidateBounds:     knative.BoundsOf(cand),
+	}
+	if stable, ok := revs[res.Stable]; ok {
+		st := knative.StateOf(stable)
+		res.StablePods, res.StableBounds = st.Pods, st.Bounds
+	}
+	return res, nil
 }
 
 // EmitProgress sends one progress event. The event's ID comes from the

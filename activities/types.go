@@ -54,6 +54,12 @@ type Resolved struct {
 	CandidateGeneration int64 `json:"candidateGeneration"`
 	// Events says whether the worker sends progress events.
 	Events bool `json:"events,omitempty"`
+	// StablePods is the stable Revision's Ready pods, and StableBounds and
+	// CandidateBounds the two Revisions' scale bounds as their templates
+	// set them: what a capacity rollout stages from and restores.
+	StablePods      int32               `json:"stablePods,omitempty"`
+	StableBounds    knative.ScaleBounds `json:"stableBounds,omitzero"`
+	CandidateBounds knative.ScaleBounds `json:"candidateBounds,omitzero"`
 }
 
 // MarkInput records on Object how the rollout of Revision ended.

@@ -52,34 +52,49 @@ func SurgePods(strategy Strategy, r int32, pods int32, percent int64) int32 {
 // candidate's share is its share of the pods, rounded to the nearest
 // percent: r=8, surge 1 gives 13%, 25%, 38%, ... 100%. With weights (the
 // policy's steps, ending at 100) each stage's candidate pods are the ceiling
-// of its share of r, so the share never exceeds what its pods serve.
-func Plan(r, surge int32, weights []int64) ([]Stage, error) {
+// of its share of r, so the share never exceeds what its pods serve; with
+// Availability the stable keeps the ceiling of its own share too (which may
+// take one pod of the surge), with Resource the rest of r.
+func Plan(strategy Strategy, r, surge int32, weights []int64) ([]Stage, error) {
 	if r < 1 {
 		return nil, fmt.Errorf("the stable Revision runs %d pods: capacity stages need at least 1", r)
 	}
-	if len(weights) > 0 {
-		out := make([]Stage, 0, len(weights))
-		for _, w := range weights {
-			if w < 1 || w > 100 {
-				return nil, fmt.Errorf("weight %d%%: must be between 1 and 100", w)
+	if len(weights) == 0 {
+		move := max(surge, 1)
+		var out []Stage
+		for c := move; ; c += move {
+			c = min(c, r)
+			out = append(out, Stage{Candidate: c, Stable: r - c, Weight: share(c, r)})
+			if c == r {
+				return out, nil
 			}
-			c := int32(math.Ceil(float64(r) * float64(w) / 100))
-			out = append(out, Stage{Candidate: c, Stable: r - c, Weight: w})
-		}
-		if out[len(out)-1].Weight != 100 {
-			return nil, fmt.Errorf("the last step is %d%%: it must be 100", out[len(out)-1].Weight)
-		}
-		return out, nil
-	}
-	move := max(surge, 1)
-	var out []Stage
-	for c := move; ; c += move {
-		c = min(c, r)
-		out = append(out, Stage{Candidate: c, Stable: r - c, Weight: share(c, r)})
-		if c == r {
-			return out, nil
 		}
 	}
+	out := make([]Stage, 0, len(weights))
+	for _, w := range weights {
+		if w < 1 || w > 100 {
+			return nil, fmt.Errorf("weight %d%%: must be between 1 and 100", w)
+		}
+		c := podsFor(w, r)
+		st := r - c
+		if strategy == Availability {
+			st = podsFor(100-w, r)
+		}
+		if st == 0 && w < 100 {
+			return nil, fmt.Errorf("at %d%% the candidate needs all %d pods and the stable none while it still serves %d%%: "+
+				"the %s strategy needs more pods, or steps that leave the stable a pod", w, r, 100-w, strategy)
+		}
+		out = append(out, Stage{Candidate: c, Stable: st, Weight: w})
+	}
+	if out[len(out)-1].Weight != 100 {
+		return nil, fmt.Errorf("the last step is %d%%: it must be 100", out[len(out)-1].Weight)
+	}
+	return out, nil
+}
+
+// podsFor is the pods that serve w percent of what r pods serve, rounded up.
+func podsFor(w int64, r int32) int32 {
+	return int32((w*int64(r) + 99) / 100)
 }
 
 // share is c of r pods in percent, rounded half up.

@@ -40,11 +40,11 @@ func TestPlan(t *testing.T) {
 		{"resource: no surge moves one pod", 3, 0, nil, "1/2=33 2/1=67 3/0=100"},
 		{"one pod", 1, 1, nil, "1/0=100"},
 		{"surge above the count", 2, 5, nil, "2/0=100"},
-		{"explicit steps take the ceiling", 8, 1, []int64{10, 25, 50, 100}, "1/7=10 2/6=25 4/4=50 8/0=100"},
-		{"explicit steps on few pods", 3, 1, []int64{10, 50, 100}, "1/2=10 2/1=50 3/0=100"},
+		{"explicit steps take the ceiling", 8, 1, []int64{10, 25, 50, 100}, "1/8=10 2/6=25 4/4=50 8/0=100"},
+		{"explicit steps on few pods", 3, 1, []int64{10, 50, 100}, "1/3=10 2/2=50 3/0=100"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			stages, err := Plan(tc.r, tc.surge, tc.weights)
+			stages, err := Plan(Availability, tc.r, tc.surge, tc.weights)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -54,9 +54,13 @@ func TestPlan(t *testing.T) {
 					got += " "
 				}
 				got += fmt.Sprintf("%d/%d=%d", s.Candidate, s.Stable, s.Weight)
-				// The candidate's share never exceeds its share of the pods.
+				// Neither Revision's share exceeds its share of the pods
+				// (by at most the rounding of the shares to whole percents).
 				if s.Weight*int64(tc.r) > int64(s.Candidate)*100+int64(tc.r)/2 {
 					t.Errorf("stage %d: %d%% on %d of %d pods", i, s.Weight, s.Candidate, tc.r)
+				}
+				if (100-s.Weight)*int64(tc.r) > int64(s.Stable)*100+int64(tc.r)/2 {
+					t.Errorf("stage %d: the stable serves %d%% on %d of %d pods", i, 100-s.Weight, s.Stable, tc.r)
 				}
 			}
 			if got != tc.want {
@@ -68,17 +72,24 @@ func TestPlan(t *testing.T) {
 
 func TestPlanRefuses(t *testing.T) {
 	for _, tc := range []struct {
-		r       int32
-		weights []int64
-		want    string
+		strategy Strategy
+		r        int32
+		weights  []int64
+		want     string
 	}{
-		{0, nil, "runs 0 pods"},
-		{8, []int64{10, 50}, "must be 100"},
-		{8, []int64{0, 100}, "between 1 and 100"},
+		{Availability, 0, nil, "runs 0 pods"},
+		{Availability, 8, []int64{10, 50}, "must be 100"},
+		{Availability, 8, []int64{0, 100}, "between 1 and 100"},
+		// One pod cannot be split: the candidate's first pod is all of it.
+		{Resource, 1, []int64{10, 100}, "the resource strategy needs more pods"},
 	} {
-		if _, err := Plan(tc.r, 1, tc.weights); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Plan(%d, %v): %v, want an error containing %q", tc.r, tc.weights, err, tc.want)
+		if _, err := Plan(tc.strategy, tc.r, 1, tc.weights); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Plan(%s, %d, %v): %v, want an error containing %q", tc.strategy, tc.r, tc.weights, err, tc.want)
 		}
+	}
+	// With the availability strategy the stable keeps its pod from the surge.
+	if got, err := Plan(Availability, 1, 1, []int64{10, 100}); err != nil || got[0] != (Stage{Candidate: 1, Stable: 1, Weight: 10}) {
+		t.Errorf("Plan(availability, 1, [10 100]) = %+v, %v", got, err)
 	}
 }
 
@@ -91,7 +102,7 @@ func TestPeakStaysWithinTheAllowance(t *testing.T) {
 			if surge == 0 {
 				strategy = Resource
 			}
-			stages, err := Plan(r, surge, nil)
+			stages, err := Plan(strategy, r, surge, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -70,6 +70,7 @@ func FromAnnotations(annotations map[string]string, d Defaults) (Policy, error) 
 		fail(err)
 		p.Analysis = an
 	}
+	p.Capacity = parseCapacity(annotations, fail)
 	if len(errs) == 0 && p.TotalHold() >= p.Deadline {
 		key := AnnotationDeadline
 		if _, ok := annotations[key]; !ok {

@@ -61,6 +61,8 @@ type Policy struct {
 	Deadline         time.Duration `json:"deadline"`
 	// Analysis is nil unless the target sets sluice.dev/analysis.
 	Analysis *Analysis `json:"analysis,omitempty"`
+	// Capacity is nil unless the target sets sluice.dev/capacity.
+	Capacity *Capacity `json:"capacity,omitempty"`
 }
 
 // Step is one stage of a rollout: the candidate's share of traffic, how long it

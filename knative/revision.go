@@ -51,6 +51,12 @@ type RevisionState struct {
 	Reason     string `json:"reason,omitempty"`
 	Message    string `json:"message,omitempty"`
 	Generation int64  `json:"generation"`
+	// Pods and Wanted are the Revision's Ready and desired pods as Knative
+	// reports them (status.actualReplicas and desiredReplicas); Bounds its
+	// scale bounds.
+	Pods   int32       `json:"pods,omitempty"`
+	Wanted int32       `json:"wanted,omitempty"`
+	Bounds ScaleBounds `json:"bounds,omitzero"`
 }
 
 // StateOf reads a Revision's readiness with Knative's own lifecycle helpers.
@@ -59,6 +65,13 @@ func StateOf(r *servingv1.Revision) RevisionState {
 	if c := r.Status.GetCondition(apis.ConditionReady); c != nil {
 		st.Reason, st.Message = c.Reason, c.Message
 	}
+	if n := r.Status.ActualReplicas; n != nil {
+		st.Pods = *n
+	}
+	if n := r.Status.DesiredReplicas; n != nil {
+		st.Wanted = *n
+	}
+	st.Bounds = BoundsOf(r)
 	return st
 }
 
@@ -89,6 +102,13 @@ func (c Client) GetRevision(ctx context.Context, ref RevisionRef) (*servingv1.Re
 // reports it — or with its state when ctx ends. The error is a failed read,
 // or a watch that could not be opened (with the state as first read).
 func (c Client) AwaitRevision(ctx context.Context, ref RevisionRef) (RevisionState, error) {
+	return c.awaitState(ctx, ref, func(st RevisionState) bool { return st.Ready || st.Failed })
+}
+
+// awaitState reads a Revision and watches it until done says enough of its
+// state (a Revision that is gone always is: Found false), or ctx ends. A
+// Revision that is not there at first is that state, not an error.
+func (c Client) awaitState(ctx context.Context, ref RevisionRef, done func(RevisionState) bool) (RevisionState, error) {
 	revs := c.Serving.ServingV1().Revisions(ref.Namespace)
 	r, err := revs.Get(ctx, ref.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -98,7 +118,7 @@ func (c Client) AwaitRevision(ctx context.Context, ref RevisionRef) (RevisionSta
 		return RevisionState{}, fmt.Errorf("read Revision %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
 	st := StateOf(r)
-	if st.Ready || st.Failed {
+	if done(st) {
 		return st, nil
 	}
 	w := watcher{
@@ -114,7 +134,7 @@ func (c Client) AwaitRevision(ctx context.Context, ref RevisionRef) (RevisionSta
 			if rev, ok := obj.(*servingv1.Revision); ok && rev.Name == ref.Name {
 				st = StateOf(rev)
 			}
-			return st.Ready || st.Failed
+			return done(st)
 		},
 	}
 	_, err = w.until(ctx, r.ResourceVersion)

@@ -33,8 +33,17 @@ func (r *rollout) startRollback(outcome Outcome, reason string) {
 
 func (r *rollout) rollback(ctx workflow.Context) {
 	restore := rollbackTraffic(&r.st)
+	if r.capacityOn() {
+		r.capacityBack(ctx)
+		if r.st.paused() {
+			return
+		}
+	}
 	if !r.writeTraffic(ctx, restore, "roll back to "+r.st.Stable) {
 		return
+	}
+	if r.capacityOn() {
+		r.releaseCandidate(ctx)
 	}
 	r.st.Weight = 0
 	if pinsLatest(r.st.Original, restore) {
@@ -75,8 +84,17 @@ func (r *rollout) supersede(ctx workflow.Context) error {
 		workflow.GetLogger(ctx).Info("ignoring candidate that is not newer", "candidate", next, "current", r.st.Candidate)
 		return nil
 	}
+	if r.st.Phase != PhaseResolving && r.capacityOn() {
+		r.capacityBack(ctx)
+		if r.st.paused() {
+			return nil
+		}
+	}
 	if r.st.Phase != PhaseResolving && !r.writeTraffic(ctx, r.st.Baseline, "return "+r.st.Candidate+"'s traffic to "+r.st.Stable) {
 		return nil
+	}
+	if r.capacityOn() {
+		r.releaseCandidate(ctx)
 	}
 	r.st.Outcome, r.st.Reason = OutcomeSuperseded, "superseded by "+next
 	r.end(ctx, PhaseSuperseded)
@@ -90,7 +108,7 @@ func (r *rollout) supersede(ctx workflow.Context) error {
 		Target: r.st.Target, Candidate: next, Phase: PhaseResolving, StartedAt: workflow.Now(ctx),
 		Original: r.st.Original, Baseline: r.st.Baseline, Live: r.st.Live, Stable: r.st.Stable,
 		Commands: r.st.Commands, Superseded: append(r.st.Superseded, r.st.Candidate), Runs: r.st.Runs,
-		EventsEnabled: r.st.EventsEnabled,
+		EventsEnabled: r.st.EventsEnabled, Capacity: carriedCapacity(r.st.Capacity),
 	}
 	return workflow.NewContinueAsNewError(ctx, WorkflowName, Input{Target: r.st.Target, Candidate: next, Carry: &carry})
 }

@@ -142,6 +142,9 @@ func (r *rollout) resolve(ctx workflow.Context) {
 		// The target's first Revision: there is no traffic to shift from.
 		r.st.Policy.Steps = []config.Step{{Weight: 100}}
 	}
+	if r.st.Policy.Capacity != nil && r.st.Stable != "" && !r.planCapacity(ctx, res) {
+		return
+	}
 	r.st.StepRuns = make([]stepRun, len(r.st.Policy.Steps))
 	r.st.Step, r.st.Weight = 0, 0
 	r.st.ReadyDeadline = now.Add(r.st.Policy.ProgressDeadline)

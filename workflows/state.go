@@ -5,6 +5,7 @@ import (
 
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/sluicehq/sluice/capacity"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
 )
@@ -105,6 +106,8 @@ type state struct {
 
 	// Analysis is set when the policy has checks or webhooks.
 	Analysis *AnalysisState `json:"analysis,omitempty"`
+	// Capacity is set when the policy stages pods.
+	Capacity *capacityState `json:"capacity,omitempty"`
 
 	Commands   []CommandRecord `json:"commands,omitempty"`
 	Superseded []string        `json:"superseded,omitempty"`
@@ -255,6 +258,7 @@ type Status struct {
 	HoldLeftAt time.Duration `json:"holdRemaining"`
 
 	Analysis *AnalysisState  `json:"analysis,omitempty"`
+	Capacity *CapacityStatus `json:"capacity,omitempty"`
 	Commands []CommandRecord `json:"commands,omitempty"`
 
 	// Ending is the outcome a running rollback will end with; Outcome is
@@ -272,6 +276,18 @@ type Status struct {
 	// and Pending the activities Temporal is running or retrying.
 	Serving []servingv1.TrafficTarget `json:"serving,omitempty"`
 	Pending []PendingActivity         `json:"pending,omitempty"`
+}
+
+// CapacityStatus is a capacity rollout's plan and its pods as last read.
+type CapacityStatus struct {
+	// StablePods is the stable's pod count the stages were derived from.
+	StablePods int32 `json:"stablePods"`
+	// Stages holds, for each step, the pods the candidate and the stable
+	// are bounded to and the candidate's share.
+	Stages []capacity.Stage `json:"stages"`
+	// CandidatePods and StablePodsNow are the Ready pods last read.
+	CandidatePods int32 `json:"candidatePods"`
+	StablePodsNow int32 `json:"stablePodsNow"`
 }
 
 // PendingActivity is an activity Temporal has scheduled and not finished:
@@ -304,6 +320,9 @@ func view(st *state, now time.Time) Status {
 	switch {
 	case st.Phase == PhaseHolding, st.Phase == PhaseGate, st.Phase == PhaseStepping, st.Weight > 0, started:
 		v.StepNumber = st.Step + 1
+	}
+	if c := st.Capacity; c != nil && len(c.Stages) > 0 {
+		v.Capacity = &CapacityStatus{StablePods: c.StablePods, Stages: c.Stages, CandidatePods: c.CandidatePods, StablePodsNow: c.StablePodsNow}
 	}
 	v.Steps = make([]StepStatus, len(st.Policy.Steps))
 	for i := range v.Steps {

@@ -43,7 +43,13 @@ func (r *rollout) applyStep(ctx workflow.Context) {
 	r.st.Phase = PhaseStepping
 	desired := trafficAt(r.st.Baseline, r.st.Stable, r.st.Candidate, step.Weight)
 	run.StartedAt = workflow.Now(ctx)
+	if r.capacityOn() && !r.stageUp(ctx, i) {
+		return
+	}
 	if !r.writeTraffic(ctx, desired, fmt.Sprintf("set traffic %d%%", step.Weight)) {
+		return
+	}
+	if r.capacityOn() && !r.stageDown(ctx, i) {
 		return
 	}
 	r.st.Weight = step.Weight
@@ -83,6 +89,9 @@ func (r *rollout) hold(ctx workflow.Context) {
 	}
 	run.EndedAt = workflow.Now(ctx)
 	if last {
+		if r.capacityOn() {
+			r.releaseCandidate(ctx)
+		}
 		reason := fmt.Sprintf("%s has 100%% of the traffic that %s had", r.st.Candidate, r.st.Stable)
 		if r.st.Stable == "" {
 			reason = r.st.Candidate + " has all the traffic: it is the target's first Revision"

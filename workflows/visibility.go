@@ -188,6 +188,9 @@ func details(st Status) string {
 			}
 		}
 	}
+	if c := st.Capacity; c != nil {
+		fmt.Fprintf(&b, " · pods %s %d, %s %d", st.Candidate, c.CandidatePods, st.Stable, c.StablePodsNow)
+	}
 	b.WriteString("\n\n| step | weight | hold | gate | started | ended |\n|---|---|---|---|---|---|\n")
 	for i, s := range st.Steps {
 		marker := ""

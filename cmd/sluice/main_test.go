@@ -11,6 +11,7 @@ import (
 
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/sluicehq/sluice/capacity"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
@@ -188,6 +189,22 @@ func TestRenderStatusShowsServedTrafficAndRetries(t *testing.T) {
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("status does not say %q:\n%s", want, b.String())
+		}
+	}
+}
+
+func TestRenderStatusShowsCapacityStages(t *testing.T) {
+	st := workflows.Status{
+		Target: knative.TargetRef{Namespace: "default", Kind: "Service", Name: "gpu"}, Phase: workflows.PhaseHolding, Shown: workflows.PhaseHolding,
+		Candidate: "gpu-00002", Stable: "gpu-00001", Weight: 13, StepNumber: 1, StepCount: 2,
+		Steps:    []workflows.StepStatus{{Weight: 13, Hold: time.Minute}, {Weight: 100}},
+		Capacity: &workflows.CapacityStatus{StablePods: 8, CandidatePods: 1, StablePodsNow: 7, Stages: []capacity.Stage{{Candidate: 1, Stable: 7, Weight: 13}, {Candidate: 8, Weight: 100}}},
+	}
+	var out bytes.Buffer
+	renderStatus(&out, st)
+	for _, want := range []string{"Pods:", "gpu-00002 1 Ready, gpu-00001 7 Ready (stages from 8 stable pods)", "PODS (candidate / stable)", "1 / 7", "8 / 0"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, out.String())
 		}
 	}
 }

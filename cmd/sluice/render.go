@@ -50,6 +50,10 @@ func renderStatus(w io.Writer, st workflows.Status) {
 			fmt.Fprintf(tw, "Retrying:\t%s, attempt %d: %s\n", p.Activity, p.Attempt, orNone(p.LastError))
 		}
 	}
+	if c := st.Capacity; c != nil {
+		fmt.Fprintf(tw, "Pods:\t%s %d Ready, %s %d Ready (stages from %d stable pods)\n",
+			st.Candidate, c.CandidatePods, st.Stable, c.StablePodsNow, c.StablePods)
+	}
 	if st.HoldLeftAt > 0 {
 		fmt.Fprintf(tw, "Hold:\t%s left\n", st.HoldLeftAt.Round(time.Second))
 	}
@@ -61,7 +65,14 @@ func renderStatus(w io.Writer, st workflows.Status) {
 	if len(st.Steps) > 0 {
 		fmt.Fprintln(w, "\nSteps:")
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  #\tWEIGHT\tHOLD\tGATE\tSTATE\tSTARTED\tENDED")
+		pods := func(int) string { return "" }
+		if c := st.Capacity; c != nil && len(c.Stages) == len(st.Steps) {
+			// The pods each Revision is bounded to at the stage.
+			pods = func(i int) string { return fmt.Sprintf("\t%d / %d", c.Stages[i].Candidate, c.Stages[i].Stable) }
+			fmt.Fprintln(tw, "  #\tWEIGHT\tHOLD\tGATE\tSTATE\tSTARTED\tENDED\tPODS (candidate / stable)")
+		} else {
+			fmt.Fprintln(tw, "  #\tWEIGHT\tHOLD\tGATE\tSTATE\tSTARTED\tENDED")
+		}
 		for i, s := range st.Steps {
 			mark := ""
 			if i+1 == st.StepNumber && !st.Phase.Done() {
@@ -75,7 +86,7 @@ func renderStatus(w io.Writer, st workflows.Status) {
 					gate = "passed"
 				}
 			}
-			fmt.Fprintf(tw, "  %d\t%d%%\t%s\t%s\t%s\t%s\t%s%s\n", i+1, s.Weight, s.Hold, gate, state, stamp(s.StartedAt), stamp(s.EndedAt), mark)
+			fmt.Fprintf(tw, "  %d\t%d%%\t%s\t%s\t%s\t%s\t%s%s%s\n", i+1, s.Weight, s.Hold, gate, state, stamp(s.StartedAt), stamp(s.EndedAt), pods(i), mark)
 		}
 		tw.Flush()
 	}

@@ -20,8 +20,11 @@ type Report struct {
 // Result is one configuration's figures. Times are milliseconds.
 type Result struct {
 	Run
-	Error  string `json:"error,omitempty"`
-	Failed int    `json:"failed_rollouts"`
+	Error string `json:"error,omitempty"`
+	// FloorError says why the floor loop did not finish: the level's own
+	// figures stand, its floor and ratio do not.
+	FloorError string `json:"floor_error,omitempty"`
+	Failed     int    `json:"failed_rollouts"`
 	// Unfinished rollouts were still running when the bench stopped waiting
 	// (-timeout); the other figures are of the finished ones.
 	Unfinished    int      `json:"unfinished_rollouts"`
@@ -146,6 +149,11 @@ func (r Report) Markdown() string {
 		fmt.Fprintf(&b, "| %d × %d | %d / %d | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.2f / %.2f | %.0f | %.1f / %.0f | %.1f / %.0f |\n",
 			x.Rollouts, x.Steps, x.Failed, x.Unfinished, x.Trigger.P50, x.Trigger.P99, x.StepOverhead.P50, x.StepOverhead.P99, x.Floor.P50, x.Floor.P99,
 			x.RatioP50, x.RatioP99, x.PerMinute, x.Worker.CPUSeconds, x.Worker.PeakRSSMiB, x.Receiver.CPUSeconds, x.Receiver.PeakRSSMiB)
+	}
+	for _, x := range r.Results {
+		if x.FloorError != "" {
+			fmt.Fprintf(&b, "\nAt %d × %d the floor loop did not finish (its columns are 0): %s\n", x.Rollouts, x.Steps, x.FloorError)
+		}
 	}
 	b.WriteString("\nCost per rollout\n\n")
 	b.WriteString("| rollouts × steps | history events | billable actions (per step) | by kind | worker writes per step | API requests by sluice (worker; receiver) | API requests, all clients, by verb |\n")

@@ -59,7 +59,7 @@ func TestDeployManifests(t *testing.T) {
 		{"sluice-worker", "patch", "routes.serving.knative.dev", true},
 		{"sluice-worker", "list", "revisions.serving.knative.dev", true},
 		{"sluice-worker", "watch", "configurations.serving.knative.dev", true},
-		{"sluice-worker", "patch", "revisions.serving.knative.dev", false},
+		{"sluice-worker", "patch", "revisions.serving.knative.dev", true},
 		{"sluice-worker", "patch", "configurations.serving.knative.dev", false},
 		{"sluice-worker", "update", "services.serving.knative.dev", false},
 		{"sluice-worker", "delete", "services.serving.knative.dev", false},
@@ -96,9 +96,9 @@ func TestDeployManifests(t *testing.T) {
 		}
 	}
 
-	// With the worker's own token, not the admin's: a Configuration or a
-	// Revision cannot be patched and Secrets cannot be read; a Service's
-	// traffic and its sluice.dev/ended annotation can be.
+	// With the worker's own token, not the admin's: a Configuration cannot
+	// be patched and Secrets cannot be read; a Service's traffic and its
+	// sluice.dev/ended annotation can be, and a Revision's scale bounds.
 	token, err := stk.Kubectl(ctx, "create", "token", "sluice-worker", "-n", "sluice-system")
 	if err != nil {
 		t.Fatalf("token for sluice-worker: %v", err)
@@ -121,8 +121,9 @@ func TestDeployManifests(t *testing.T) {
 	if _, err := serving.ServingV1().Configurations("default").Patch(ctx, "rbac", types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("the worker patching a Configuration: %v, want Forbidden", err)
 	}
-	if _, err := serving.ServingV1().Revisions("default").Patch(ctx, "rbac-00001", types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
-		t.Fatalf("the worker patching a Revision: %v, want Forbidden", err)
+	if err := (&activities.Activities{Knative: knative.Client{Serving: serving}}).SetScale(ctx, activities.ScaleInput{
+		RevisionRef: knative.RevisionRef{Namespace: "default", Name: "rbac-00001"}, Bounds: knative.Pods(1)}); err != nil {
+		t.Fatalf("the worker setting a Revision's scale bounds: %v", err)
 	}
 	if err := (&activities.Activities{Knative: knative.Client{Serving: serving}}).MarkEnded(ctx, activities.MarkInput{
 		Object: knative.ObjectRef{Namespace: "default", Kind: knative.KindService, Name: "rbac"}, Revision: "rbac-00001", Outcome: "Aborted"}); err != nil {

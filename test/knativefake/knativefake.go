@@ -1,6 +1,7 @@
 // Package knativefake is a unit-test double of Knative Serving: the generated
-// fake clientset plus a reactor that plays Knative's Route reconciler, so a
-// traffic write shows up in status the way it does on a cluster.
+// fake clientset plus reactors that play Knative's Route reconciler, so a
+// traffic write shows up in status the way it does on a cluster, and its
+// autoscaler, so a Revision's min-scale shows up as Ready pods at once.
 //
 // What the fake hides, and the integration tests on a real API server catch:
 // it accepts strategic-merge patches on custom resources (a real API server
@@ -19,6 +20,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"knative.dev/pkg/apis"
 	duckv1 "knative.dev/pkg/apis/duck/v1"
+	"knative.dev/serving/pkg/apis/autoscaling"
 	"knative.dev/serving/pkg/apis/serving"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	"knative.dev/serving/pkg/client/clientset/versioned/fake"
@@ -37,16 +39,32 @@ type Cluster struct {
 	Stall string
 	// Writes counts traffic writes (patches) by object name.
 	Writes map[string]int
+	// PodCap caps the Ready pods reported for a Revision, by name: a stage
+	// whose pods never come.
+	PodCap map[string]int32
+	// Samples holds, after every write to a Service or Revision, each
+	// Revision's Ready pods and each Service's traffic by Revision.
+	Samples    []Sample
+	everRouted map[string]bool
+}
+
+// Sample is the cluster after one write.
+type Sample struct {
+	// Wrote names the object written: a Revision, Service or Route name.
+	Wrote   string
+	Pods    map[string]int32
+	Traffic map[string]int64
 }
 
 // New returns a fake cluster holding objs, with status reconciled for every
 // Service and Route among them.
 func New(objs ...runtime.Object) *Cluster {
-	c := &Cluster{Clientset: fake.NewSimpleClientset(objs...), Writes: map[string]int{}}
+	c := &Cluster{Clientset: fake.NewSimpleClientset(objs...), Writes: map[string]int{}, PodCap: map[string]int32{}}
 	for _, resource := range []string{"services", "routes"} {
 		c.PrependReactor("patch", resource, c.reconcileAfter)
 		c.PrependReactor("update", resource, c.reconcileAfter)
 	}
+	c.PrependReactor("patch", "revisions", c.scaleAfter)
 	for _, o := range objs {
 		switch o := o.(type) {
 		case *servingv1.Service:
@@ -78,7 +96,108 @@ func (c *Cluster) reconcileAfter(action k8stesting.Action) (bool, runtime.Object
 		c.Writes[name]++
 	}
 	c.mu.Unlock()
-	return true, c.reconcile(action.GetNamespace(), action.GetResource().Resource, name, true), nil
+	out := c.reconcile(action.GetNamespace(), action.GetResource().Resource, name, true)
+	c.sample(name)
+	return true, out, nil
+}
+
+// scaleAfter plays the autoscaler after a Revision is written.
+func (c *Cluster) scaleAfter(action k8stesting.Action) (bool, runtime.Object, error) {
+	handled, obj, err := k8stesting.ObjectReaction(c.Tracker())(action)
+	if err != nil || !handled {
+		return handled, obj, err
+	}
+	c.sample(action.(k8stesting.PatchAction).GetName())
+	if r, ok := obj.(*servingv1.Revision); ok {
+		if fresh, err := c.Tracker().Get(servingv1.SchemeGroupVersion.WithResource("revisions"), r.Namespace, r.Name); err == nil {
+			obj = fresh
+		}
+	}
+	return true, obj, nil
+}
+
+// sample plays the autoscaler — a Revision whose min-scale is set runs that
+// many Ready pods (up to its PodCap) at once, and one that had traffic and
+// no Service routes to any more runs none, as Knative scales down a
+// Revision in reserve — then records every Revision's Ready pods and every
+// Service's traffic.
+func (c *Cluster) sample(wrote string) {
+	s := Sample{Wrote: wrote, Pods: map[string]int32{}, Traffic: map[string]int64{}}
+	routed := map[string]bool{}
+	svcs, _ := c.Tracker().List(servingv1.SchemeGroupVersion.WithResource("services"), servingv1.SchemeGroupVersion.WithKind("Service"), "")
+	if l, ok := svcs.(*servingv1.ServiceList); ok {
+		for _, svc := range l.Items {
+			for _, t := range svc.Status.Traffic {
+				routed[t.RevisionName] = true
+				if t.Percent != nil {
+					s.Traffic[t.RevisionName] += *t.Percent
+				}
+			}
+		}
+	}
+	gvr := servingv1.SchemeGroupVersion.WithResource("revisions")
+	revs, _ := c.Tracker().List(gvr, servingv1.SchemeGroupVersion.WithKind("Revision"), "")
+	l, _ := revs.(*servingv1.RevisionList)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.everRouted == nil {
+		c.everRouted = map[string]bool{}
+	}
+	for name := range routed {
+		c.everRouted[name] = true
+	}
+	for i := range l.Items {
+		r := &l.Items[i]
+		if v, ok := r.Annotations[autoscaling.MinScaleAnnotationKey]; ok {
+			n, _ := strconv.ParseInt(v, 10, 32)
+			want, ready := int32(n), int32(n)
+			if cap, ok := c.PodCap[r.Name]; ok {
+				ready = min(ready, cap)
+			}
+			if c.everRouted[r.Name] && !routed[r.Name] {
+				want, ready = 0, 0
+			}
+			if r.Status.ActualReplicas == nil || *r.Status.ActualReplicas != ready || r.Status.DesiredReplicas == nil || *r.Status.DesiredReplicas != want {
+				r = r.DeepCopy()
+				r.Status.DesiredReplicas, r.Status.ActualReplicas = &want, &ready
+				_ = c.Tracker().Update(gvr, r, r.Namespace)
+			}
+		}
+		if r.Status.ActualReplicas != nil {
+			s.Pods[r.Name] = *r.Status.ActualReplicas
+		}
+	}
+	c.Samples = append(c.Samples, s)
+}
+
+// SetPodCap caps a Revision's Ready pods (or lifts the cap, at -1).
+func (c *Cluster) SetPodCap(name string, n int32) {
+	c.mu.Lock()
+	if n < 0 {
+		delete(c.PodCap, name)
+	} else {
+		c.PodCap[name] = n
+	}
+	c.mu.Unlock()
+}
+
+// Pods reports the Ready pods a Revision runs now.
+func (c *Cluster) Pods(ns, name string) int32 {
+	obj, err := c.Tracker().Get(servingv1.SchemeGroupVersion.WithResource("revisions"), ns, name)
+	if err != nil {
+		return 0
+	}
+	if n := obj.(*servingv1.Revision).Status.ActualReplicas; n != nil {
+		return *n
+	}
+	return 0
+}
+
+// SamplesNow copies the samples recorded so far.
+func (c *Cluster) SamplesNow() []Sample {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Sample(nil), c.Samples...)
 }
 
 // reconcile bumps the generation on a write (the fake does not) and, unless

@@ -1,0 +1,55 @@
+package activities
+
+import (
+	"context"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/sluicehq/sluice/knative"
+)
+
+// ScaleInput sets a Revision's scale bounds.
+type ScaleInput struct {
+	knative.RevisionRef
+	Bounds knative.ScaleBounds `json:"bounds"`
+}
+
+// SetScale writes a Revision's scale bounds (a capacity stage). It is
+// idempotent: the same bounds again change nothing. A Revision that is gone
+// needs no bounds; bounds Knative's webhook refuses are not retried.
+func (a *Activities) SetScale(ctx context.Context, in ScaleInput) error {
+	err := a.Knative.SetScale(ctx, in.RevisionRef, in.Bounds)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrWriteRefused, err)
+	}
+	return err
+}
+
+// AwaitPodsInput asks for a Revision's state once it has Want Ready pods
+// (or, with AtMost, no more than Want), waiting at most For.
+type AwaitPodsInput struct {
+	knative.RevisionRef
+	Want   int32         `json:"want"`
+	AtMost bool          `json:"atMost,omitempty"`
+	For    time.Duration `json:"for"`
+}
+
+// AwaitPods answers with the Revision's state once it has in.Want Ready pods,
+// has failed or is gone, or when in.For has passed. It heartbeats while it
+// watches.
+func (a *Activities) AwaitPods(ctx context.Context, in AwaitPodsInput) (knative.RevisionState, error) {
+	defer keepAlive(ctx)()
+	wctx, cancel := a.watchContext(ctx, in.For)
+	defer cancel()
+	st, err := a.Knative.AwaitPods(wctx, in.RevisionRef, in.Want, in.AtMost)
+	if st.Name == "" {
+		return st, err // the first read failed
+	}
+	warnNoWatch(ctx, err)
+	return st, nil
+}

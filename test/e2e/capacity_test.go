@@ -1,0 +1,150 @@
+package e2e
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sluicehq/sluice/workflows"
+)
+
+// podSampler reads both Revisions' Deployments and the Service's served
+// traffic every 100 ms, on Knative's own objects: the pods each Deployment
+// runs (status.replicas) and has Ready, and each Revision's share.
+type podSampler struct {
+	mu      sync.Mutex
+	peak    int32
+	samples int
+	// shareOver is the first sample where the candidate's share exceeded
+	// its Ready pods' share of the stable's count (to the nearest percent).
+	shareOver string
+	stop      chan struct{}
+	done      chan struct{}
+}
+
+func samplePods(t *testing.T, service, stable, candidate string, pods int32) *podSampler {
+	s := &podSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	kube := stk.Kube()
+	ctx := context.Background()
+	count := func(rev string) (running, ready int32) {
+		list, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{LabelSelector: "serving.knative.dev/revision=" + rev})
+		if err != nil {
+			return 0, 0
+		}
+		for _, d := range list.Items {
+			running += d.Status.Replicas
+			ready += d.Status.ReadyReplicas
+		}
+		return running, ready
+	}
+	go func() {
+		defer close(s.done)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-tick.C:
+			}
+			sr, _ := count(stable)
+			cr, cready := count(candidate)
+			svc, err := stk.Serving.ServingV1().Services(ns).Get(ctx, service, metav1.GetOptions{})
+			var share int64
+			if err == nil {
+				for _, tr := range svc.Status.Traffic {
+					if tr.RevisionName == candidate && tr.Percent != nil {
+						share += *tr.Percent
+					}
+				}
+			}
+			s.mu.Lock()
+			s.samples++
+			s.peak = max(s.peak, sr+cr)
+			if s.shareOver == "" && share*int64(pods) > int64(cready)*100+int64(pods)/2 {
+				s.shareOver = time.Now().Format("15:04:05.000") + ": " + candidate + " served " + itoa(share) + "% on " + itoa(int64(cready)) + " Ready pods"
+			}
+			s.mu.Unlock()
+		}
+	}()
+	return s
+}
+
+func (s *podSampler) end() (peak int32, samples int, shareOver string) {
+	close(s.stop)
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peak, s.samples, s.shareOver
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// waitReadyPods waits until a Revision's Deployment has n Ready pods.
+func waitReadyPods(t *testing.T, rev string, n int32, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		list, err := stk.Kube().AppsV1().Deployments(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "serving.knative.dev/revision=" + rev})
+		if err == nil && len(list.Items) == 1 && list.Items[0].Status.ReadyReplicas == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not %d Ready pods after %s (%v)", rev, n, timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// 30. Capacity mode on Knative's own autoscaler: a Service at min-scale 8
+// rolled out with the availability strategy never runs more than 8 pods
+// and its surge of 1, and the candidate never serves more than its Ready
+// pods can; the same Service shape rolled out without capacity mode peaks
+// at 16.
+func TestCapacityAvailabilityOnKnative(t *testing.T) {
+	c := ctl(t)
+	minScale := map[string]string{"autoscaling.knative.dev/min-scale": "8"}
+	for _, tc := range []struct {
+		name     string
+		ann      map[string]string
+		maxPeak  int32
+		shareCap bool
+	}{
+		{"cap30", map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/capacity": "availability", "sluice.dev/hold": "2s",
+			"sluice.dev/capacity-timeout": "90s"}, 9, true},
+		{"nocap30", map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/steps": "25,50,100", "sluice.dev/hold": "2s"}, 16, false},
+	} {
+		deploy(t, tc.name, "example.com/"+tc.name+":v1", tc.ann, minScale)
+		waitOutcome(t, c, svcTarget(tc.name), tc.name+"-00001", 90*time.Second)
+		waitClosed(t, c, tc.name)
+		waitReadyPods(t, tc.name+"-00001", 8, 90*time.Second)
+
+		sampler := samplePods(t, tc.name, tc.name+"-00001", tc.name+"-00002", 8)
+		start := time.Now()
+		deploy(t, tc.name, "example.com/"+tc.name+":v2", tc.ann, minScale)
+		st := waitOutcome(t, c, svcTarget(tc.name), tc.name+"-00002", 4*time.Minute)
+		if st.Outcome != workflows.OutcomeSucceeded {
+			sampler.end()
+			t.Fatalf("%s: outcome %s: %s", tc.name, st.Outcome, st.Reason)
+		}
+		waitReadyPods(t, tc.name+"-00002", 8, 60*time.Second)
+		peak, samples, over := sampler.end()
+		t.Logf("%s: peak %d pods over %d samples in %s (%d steps)", tc.name, peak, samples, time.Since(start).Round(time.Second), len(st.Steps))
+		if peak > tc.maxPeak {
+			t.Errorf("%s: %d pods at the peak, want at most %d", tc.name, peak, tc.maxPeak)
+		}
+		if tc.shareCap && over != "" {
+			t.Errorf("%s: %s", tc.name, over)
+		}
+		if got := serviceTraffic(t, tc.name); got != tc.name+"-00002=100%" {
+			t.Errorf("%s: traffic at the end %s", tc.name, got)
+		}
+		if tc.shareCap && (st.Capacity == nil || st.Capacity.StablePods != 8 || len(st.Capacity.Stages) != 8) {
+			t.Errorf("%s: capacity plan %+v, want 8 stages from 8 pods", tc.name, st.Capacity)
+		}
+	}
+}

@@ -1,0 +1,242 @@
+package workflows
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/capacity"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/events"
+	"github.com/sluicehq/sluice/knative"
+)
+
+// capacityState is the capacity plan of a rollout (docs/capacity.md): the
+// stable's pod count it was derived from, the pods of each stage, and the
+// scale bounds the two Revisions' templates set, which the rollout gives
+// back when it ends.
+type capacityState struct {
+	StablePods      int32               `json:"stablePods"`
+	Stages          []capacity.Stage    `json:"stages"`
+	StableBounds    knative.ScaleBounds `json:"stableBounds,omitzero"`
+	CandidateBounds knative.ScaleBounds `json:"candidateBounds,omitzero"`
+	// Pods is each Revision's Ready pods as last read.
+	CandidatePods int32 `json:"candidatePods,omitempty"`
+	StablePodsNow int32 `json:"stablePodsNow,omitempty"`
+}
+
+// planCapacity derives the stages from the stable's pods and bounds the
+// candidate to the first stage at once, before it brings up more pods than
+// that. It reports whether the rollout goes on.
+func (r *rollout) planCapacity(ctx workflow.Context, res activities.Resolved) bool {
+	p := r.st.Policy.Capacity
+	if r.st.Capacity == nil {
+		// A superseding candidate keeps the first one's count and bounds:
+		// the stable may be scaled down by now.
+		r.st.Capacity = &capacityState{StablePods: max(res.StablePods, 1), StableBounds: res.StableBounds}
+	}
+	c := r.st.Capacity
+	c.CandidateBounds, c.Stages = res.CandidateBounds, nil
+	surge := capacity.SurgePods(p.Strategy, c.StablePods, p.SurgePods, p.SurgePercent)
+	var weights []int64
+	if !p.StepsFromPods {
+		for _, s := range r.st.Policy.Steps {
+			weights = append(weights, s.Weight)
+		}
+	}
+	stages, err := capacity.Plan(p.Strategy, c.StablePods, surge, weights)
+	if err != nil {
+		r.finish(ctx, OutcomeFailed, fmt.Sprintf("capacity plan for %s at %d pods: %v", r.st.Stable, c.StablePods, err))
+		return false
+	}
+	c.Stages = stages
+	first := stages[0]
+	if p.Strategy == capacity.Resource {
+		// Never above the stable's count: its pods make room for the
+		// candidate's first ones before those come.
+		if !r.setScale(ctx, r.st.Stable, knative.Pods(max(first.Stable, 1))) {
+			return false
+		}
+		first.Candidate = min(first.Candidate, c.StablePods-max(first.Stable, 1))
+	}
+	if p.StepsFromPods {
+		hold := r.st.Policy.Steps[0].Hold
+		r.st.Policy.Steps = make([]config.Step, len(stages))
+		for i, s := range stages {
+			r.st.Policy.Steps[i] = config.Step{Weight: s.Weight, Hold: hold}
+		}
+		if total := r.st.Policy.TotalHold(); total >= r.st.Policy.Deadline {
+			r.finish(ctx, OutcomeFailed, fmt.Sprintf("the %d stages derived from %s's %d pods hold %s in all, longer than the rollout's deadline of %s: raise %s or shorten %s",
+				len(stages), r.st.Stable, c.StablePods, total, r.st.Policy.Deadline, config.AnnotationDeadline, config.AnnotationHold))
+			return false
+		}
+	}
+	return r.setScale(ctx, r.st.Candidate, knative.Pods(max(first.Candidate, 1)))
+}
+
+// setScale writes one Revision's bounds. A refusal ends the rollout's
+// progress the way a refused traffic write does: paused, with the API
+// server's reason.
+func (r *rollout) setScale(ctx workflow.Context, revision string, b knative.ScaleBounds) bool {
+	in := activities.ScaleInput{RevisionRef: knative.RevisionRef{Namespace: r.st.Target.Namespace, Name: revision}, Bounds: b}
+	summary := fmt.Sprintf("scale %s to min %s max %s", revision, orNone(b.Min), orNone(b.Max))
+	if err := workflow.ExecuteActivity(readOptions(ctx, summary), a.SetScale, in).Get(ctx, nil); err != nil {
+		reason := summary + " failed: " + errorMessage(err) + "; fix it, then resume to retry, or abort to roll back"
+		r.st.pauseFor(pausedByError, reason, workflow.Now(ctx))
+		r.emit(ctx, events.ProgressPaused, reason, "")
+		return false
+	}
+	return true
+}
+
+func orNone(v string) string {
+	if v == "" {
+		return "(template default)"
+	}
+	return v
+}
+
+// awaitPods waits up to the stage timeout for a Revision's Ready pods and
+// reports whether it has them; if not, it has paused or rolled back, as
+// the policy says.
+func (r *rollout) awaitPods(ctx workflow.Context, revision string, want int32, atMost bool, what string) bool {
+	p := r.st.Policy.Capacity
+	in := activities.AwaitPodsInput{RevisionRef: knative.RevisionRef{Namespace: r.st.Target.Namespace, Name: revision}, Want: want, AtMost: atMost, For: p.StageTimeout}
+	actx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	fut := workflow.ExecuteActivity(watchOptions(actx, p.StageTimeout, podsSummary(revision, want, atMost)), a.AwaitPods, in)
+	if r.st.Phase != PhaseRollingBack {
+		// An abort, a pause or a newer candidate does not wait for the
+		// pods: the main loop acts on it, and the stage runs again later.
+		r.publish(ctx)
+		paused := r.st.paused()
+		_ = workflow.Await(ctx, func() bool { return fut.IsReady() || r.interrupted() || r.st.paused() != paused })
+		if !fut.IsReady() {
+			return false
+		}
+	}
+	var st knative.RevisionState
+	err := fut.Get(ctx, &st)
+	if revision == r.st.Candidate {
+		r.st.Capacity.CandidatePods = st.Pods
+	} else {
+		r.st.Capacity.StablePodsNow = st.Pods
+	}
+	if err == nil && (st.Pods >= want && !atMost || st.Pods <= want && atMost) {
+		return true
+	}
+	why := fmt.Sprintf("%s: %s has %d of the %d Ready pods it needs after %s", what, revision, st.Pods, want, p.StageTimeout)
+	if atMost {
+		why = fmt.Sprintf("%s: %s still runs %d pods after %s, more than the %d that leave room", what, revision, st.Pods, p.StageTimeout, want)
+	}
+	switch {
+	case err != nil:
+		why = fmt.Sprintf("%s: cannot read the pods of %s: %s", what, revision, errorMessage(err))
+	case !st.Found:
+		why = fmt.Sprintf("%s: %s was deleted", what, revision)
+	case st.Failed:
+		why += fmt.Sprintf(" (Knative: %s %s)", st.Reason, st.Message)
+	case st.Message != "":
+		why += fmt.Sprintf(" (Knative: %s)", st.Message)
+	}
+	if r.st.Phase == PhaseRollingBack {
+		// The rollback goes on: the stable without all its pods is still
+		// better than a candidate being rolled back. Say so.
+		r.st.Reason += "; " + why
+		return false
+	}
+	if p.RollbackOnTimeout || st.Failed || !st.Found {
+		r.startRollback(OutcomeRolledBack, why)
+		return false
+	}
+	why += "; resume to wait again, or abort to roll back"
+	r.st.pauseFor(pausedByError, why, workflow.Now(ctx))
+	r.emit(ctx, events.ProgressPaused, why, "")
+	return false
+}
+
+// stageUp gets step i's pods before its traffic is written, and reports
+// whether the traffic may move. With Availability the candidate's pods come
+// up first (the stable releases its own once the traffic has moved). With
+// Resource the stable's pods make room first — but a Revision that still
+// has traffic keeps at least one pod, so at the last stage the candidate
+// takes the traffic one pod short and gets its last pod once the stable
+// has gone.
+func (r *rollout) stageUp(ctx workflow.Context, i int) bool {
+	c := r.st.Capacity
+	s := c.Stages[i]
+	what := fmt.Sprintf("stage %d of %d", i+1, len(c.Stages))
+	want := s.Candidate
+	if r.st.Policy.Capacity.Strategy == capacity.Resource {
+		keep := max(s.Stable, 1)
+		if !r.setScale(ctx, r.st.Stable, knative.Pods(keep)) || !r.awaitPods(ctx, r.st.Stable, keep, true, what) {
+			return false
+		}
+		want = min(want, c.StablePods-keep)
+	}
+	return r.setScale(ctx, r.st.Candidate, knative.Pods(want)) && r.awaitPods(ctx, r.st.Candidate, want, false, what)
+}
+
+// stageDown releases the stable's pods once step i's traffic is live. At the
+// last stage the stable gets its template's bounds back: with no traffic,
+// Knative scales it down as it normally would; with Resource the candidate
+// gets its last pods only once the stable's are gone.
+func (r *rollout) stageDown(ctx workflow.Context, i int) bool {
+	c := r.st.Capacity
+	s := c.Stages[i]
+	resource := r.st.Policy.Capacity.Strategy == capacity.Resource
+	switch {
+	case s.Stable == 0:
+		if !r.setScale(ctx, r.st.Stable, c.StableBounds) {
+			return false
+		}
+		if resource {
+			what := fmt.Sprintf("stage %d of %d", i+1, len(c.Stages))
+			return r.awaitPods(ctx, r.st.Stable, 0, true, what) &&
+				r.setScale(ctx, r.st.Candidate, knative.Pods(s.Candidate)) && r.awaitPods(ctx, r.st.Candidate, s.Candidate, false, what)
+		}
+		return true
+	case !resource:
+		return r.setScale(ctx, r.st.Stable, knative.Pods(s.Stable))
+	}
+	return true
+}
+
+func podsSummary(revision string, want int32, atMost bool) string {
+	if atMost {
+		return fmt.Sprintf("await %s down to %d pods", revision, want)
+	}
+	return fmt.Sprintf("await %d Ready pods of %s", want, revision)
+}
+
+// capacityBack restores the stable's bounds and waits for its pods before
+// a rollback moves its traffic back: capacity for the stable comes first.
+func (r *rollout) capacityBack(ctx workflow.Context) {
+	c := r.st.Capacity
+	if !r.setScale(ctx, r.st.Stable, c.StableBounds) {
+		return
+	}
+	r.awaitPods(ctx, r.st.Stable, c.StablePods, false, "rollback")
+}
+
+// releaseCandidate gives the candidate its template's bounds back: at the
+// end of a rollout it succeeded with, or after a rollback took its traffic
+// (Knative then scales it down as it normally would).
+func (r *rollout) releaseCandidate(ctx workflow.Context) {
+	r.setScale(ctx, r.st.Candidate, r.st.Capacity.CandidateBounds)
+}
+
+// carriedCapacity is what a superseding candidate's run keeps: the stable's
+// count and bounds, which the stable may no longer show.
+func carriedCapacity(c *capacityState) *capacityState {
+	if c == nil {
+		return nil
+	}
+	return &capacityState{StablePods: c.StablePods, StableBounds: c.StableBounds}
+}
+
+// capacityOn reports whether this rollout stages pods.
+func (r *rollout) capacityOn() bool {
+	return r.st.Capacity != nil && len(r.st.Capacity.Stages) > 0
+}

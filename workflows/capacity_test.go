@@ -1,0 +1,143 @@
+package workflows
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"knative.dev/serving/pkg/apis/autoscaling"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/test/knativefake"
+)
+
+// capacityObjects: a Service on hello-00001 at min-scale 8 (8 Ready pods)
+// whose new Revision hello-00002 asks for min-scale 8 too.
+func capacityObjects(ann map[string]string) []runtime.Object {
+	base := map[string]string{config.AnnotationHold: "1m", config.AnnotationDeadline: "1h"}
+	for k, v := range ann {
+		base[k] = v
+	}
+	stable, cand := knativefake.Revision(ns, "hello", 1, true), knativefake.Revision(ns, "hello", 2, true)
+	for _, r := range []*struct{ ann *map[string]string }{{&stable.Annotations}, {&cand.Annotations}} {
+		*r.ann = map[string]string{autoscaling.MinScaleAnnotationKey: "8"}
+	}
+	eight := int32(8)
+	stable.Status.ActualReplicas = &eight
+	return []runtime.Object{knativefake.Service(ns, "hello", base, knativefake.Target("hello-00001", 100, "")), stable, cand}
+}
+
+// checkPods holds the capacity invariants over every sample the fake took:
+// never more than limit pods in all and, with shares, the candidate's share
+// never above its share of the stable's 8 pods (to the nearest percent).
+//
+// The samples before sluice first bounds the candidate are skipped: until
+// then the candidate runs what its template asks for.
+func checkPods(t *testing.T, h *harness, limit int32, shares bool) (peak int32) {
+	t.Helper()
+	bounded := false
+	for i, s := range h.k.SamplesNow() {
+		if bounded = bounded || s.Wrote == "hello-00002"; !bounded {
+			continue
+		}
+		total := s.Pods["hello-00001"] + s.Pods["hello-00002"]
+		peak = max(peak, total)
+		if total > limit {
+			t.Errorf("sample %d: %d pods (%v), limit %d", i, total, s.Pods, limit)
+		}
+		if w := s.Traffic["hello-00002"]; shares && w*8 > int64(s.Pods["hello-00002"])*100+4 {
+			t.Errorf("sample %d: the candidate has %d%% of the traffic on %d of 8 pods", i, w, s.Pods["hello-00002"])
+		}
+	}
+	return peak
+}
+
+func TestCapacityAvailabilityStagesPodsWithTraffic(t *testing.T) {
+	h := newHarness(t, capacityObjects(map[string]string{config.AnnotationCapacity: "availability"})...)
+	var mid Status
+	h.at(150*time.Second, func() { mid = h.status() })
+	h.run("hello-00002")
+	if res := h.result(); res.Outcome != OutcomeSucceeded {
+		t.Fatalf("result %+v", res)
+	}
+	if peak := checkPods(t, h, 9, true); peak != 9 {
+		t.Errorf("peak %d pods, want 9 (8 and a surge of 1)", peak)
+	}
+	// 8 stages of one pod: 13%, 25%, ... 100%.
+	if c := mid.Capacity; c == nil || c.StablePods != 8 || len(c.Stages) != 8 || c.Stages[0].Weight != 13 || c.Stages[0].Candidate != 1 || c.Stages[0].Stable != 7 {
+		t.Fatalf("capacity plan in the status: %+v", mid.Capacity)
+	}
+	if len(mid.Steps) != 8 || mid.Steps[1].Weight != 25 {
+		t.Fatalf("steps derived from pods: %+v", mid.Steps)
+	}
+	// At the end the candidate serves everything on its template's 8 pods.
+	if got := h.k.Pods(ns, "hello-00002"); got != 8 {
+		t.Errorf("candidate runs %d pods at the end, want 8", got)
+	}
+	if got := h.k.Pods(ns, "hello-00001"); got != 0 {
+		t.Errorf("stable runs %d pods at the end, want 0 (no traffic, in reserve)", got)
+	}
+}
+
+func TestCapacityResourceNeverExceedsTheStablesCount(t *testing.T) {
+	h := newHarness(t, capacityObjects(map[string]string{config.AnnotationCapacity: "resource", config.AnnotationSteps: "25,50,100"})...)
+	h.run("hello-00002")
+	if res := h.result(); res.Outcome != OutcomeSucceeded {
+		t.Fatalf("result %+v", res)
+	}
+	// The resource strategy trades the candidate's headroom for the count:
+	// at the last stage it takes all the traffic one pod short.
+	if peak := checkPods(t, h, 8, false); peak != 8 {
+		t.Errorf("peak %d pods, want 8", peak)
+	}
+}
+
+// A stage whose pods do not come pauses with the reason; an abort then gives
+// the stable its 8 pods back before its traffic.
+func TestCapacityStageWithoutPodsPausesAndAbortRestoresTheStableFirst(t *testing.T) {
+	h := newHarness(t, capacityObjects(map[string]string{config.AnnotationCapacity: "availability",
+		config.AnnotationCapacityTimeout: "2m"})...)
+	h.k.SetPodCap("hello-00002", 2)
+	var paused Status
+	h.at(10*time.Minute, func() { paused = h.status() })
+	h.at(11*time.Minute, func() { h.update(CommandAbort, Command{By: "ops", Reason: "no GPUs"}) })
+	h.run("hello-00002")
+	if !paused.Paused || !strings.Contains(paused.PauseReason, "stage 3 of 8: hello-00002 has 2 of the 3 Ready pods it needs after 2m0s") {
+		t.Fatalf("while the pods do not come: paused %v: %s", paused.Paused, paused.PauseReason)
+	}
+	if paused.Weight != 25 {
+		t.Errorf("weight while paused %d, want 25 (stage 2's)", paused.Weight)
+	}
+	if res := h.result(); res.Outcome != OutcomeAborted {
+		t.Fatalf("result %+v", res)
+	}
+	// A rollback brings the stable's pods back before its traffic, so it
+	// runs beside the candidate's (2 here) for a moment.
+	checkPods(t, h, 10, true)
+	// The stable had its 8 pods back before any traffic returned to it.
+	samples := h.k.SamplesNow()
+	for i, s := range samples {
+		if s.Traffic["hello-00001"] == 100 && i > 0 && samples[i-1].Traffic["hello-00001"] < 100 && s.Pods["hello-00001"] < 8 {
+			t.Errorf("sample %d: the stable took all the traffic back on %d pods", i, s.Pods["hello-00001"])
+		}
+	}
+	if got := h.k.Pods(ns, "hello-00001"); got != 8 {
+		t.Errorf("stable runs %d pods after the abort, want 8", got)
+	}
+	if got := h.k.Pods(ns, "hello-00002"); got != 0 {
+		t.Errorf("candidate runs %d pods after the abort, want 0", got)
+	}
+}
+
+func TestCapacityTimeoutRollsBackByPolicy(t *testing.T) {
+	h := newHarness(t, capacityObjects(map[string]string{config.AnnotationCapacity: "availability",
+		config.AnnotationCapacityTimeout: "1m", config.AnnotationCapacityOnTimeout: "rollback"})...)
+	h.k.SetPodCap("hello-00002", 0)
+	h.run("hello-00002")
+	res := h.result()
+	if res.Outcome != OutcomeRolledBack || !strings.Contains(res.Reason, "stage 1 of 8: hello-00002 has 0 of the 1 Ready pods it needs after 1m0s") {
+		t.Fatalf("result %+v", res)
+	}
+	checkPods(t, h, 9, true)
+}
