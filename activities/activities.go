@@ -74,11 +74,10 @@ func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolv
 		Stable:              knative.Stable(target.Live.Spec, in.Candidate, revs),
 		CandidateGeneration: knative.ReadRevisionLabels(cand.Labels).Generation,
 		Events:              a.Events != nil,
-		CandidateBounds:     knative.BoundsOf(cand),
+		CandidateBounds:     knative.TemplateBounds(cand),
 	}
 	if stable, ok := revs[res.Stable]; ok {
-		st := knative.StateOf(stable)
-		res.StablePods, res.StableBounds = st.Pods, st.Bounds
+		res.StablePods, res.StableBounds = knative.StateOf(stable).Pods, knative.TemplateBounds(stable)
 	}
 	return res, nil
 }

@@ -53,3 +53,25 @@ func (a *Activities) AwaitPods(ctx context.Context, in AwaitPodsInput) (knative.
 	warnNoWatch(ctx, err)
 	return st, nil
 }
+
+// AwaitReserveInput asks for a Revision's state once Knative has put it in
+// reserve, waiting at most For.
+type AwaitReserveInput struct {
+	knative.RevisionRef
+	For time.Duration `json:"for"`
+}
+
+// AwaitReserve answers with the Revision's state once Knative has put it in
+// reserve, or it is gone, or when in.For has passed. It heartbeats while it
+// watches.
+func (a *Activities) AwaitReserve(ctx context.Context, in AwaitReserveInput) (knative.RevisionState, error) {
+	defer keepAlive(ctx)()
+	wctx, cancel := a.watchContext(ctx, in.For)
+	defer cancel()
+	st, err := a.Knative.AwaitReserve(wctx, in.RevisionRef)
+	if st.Name == "" {
+		return st, err
+	}
+	warnNoWatch(ctx, err)
+	return st, nil
+}

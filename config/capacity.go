@@ -24,6 +24,10 @@ const (
 	// AnnotationCapacityOnTimeout says what a stage whose pods do not come
 	// does: "pause" (the default) or "rollback".
 	AnnotationCapacityOnTimeout = Prefix + "capacity-on-timeout"
+	// AnnotationTemplateScale is written by sluice's admission webhook on a
+	// new Revision it bounds to one pod: the min-scale and max-scale its
+	// template asked for, as JSON, which the rollout gives back at its end.
+	AnnotationTemplateScale = Prefix + "template-scale"
 )
 
 // Capacity is the capacity policy of a rollout.

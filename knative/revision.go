@@ -57,6 +57,9 @@ type RevisionState struct {
 	Pods   int32       `json:"pods,omitempty"`
 	Wanted int32       `json:"wanted,omitempty"`
 	Bounds ScaleBounds `json:"bounds,omitzero"`
+	// Reserve is Knative's routing state "reserve": no route names the
+	// Revision, so its autoscaler ignores its min-scale.
+	Reserve bool `json:"reserve,omitempty"`
 }
 
 // StateOf reads a Revision's readiness with Knative's own lifecycle helpers.
@@ -72,6 +75,7 @@ func StateOf(r *servingv1.Revision) RevisionState {
 		st.Wanted = *n
 	}
 	st.Bounds = BoundsOf(r)
+	st.Reserve = r.GetRoutingState() == servingv1.RoutingStateReserve
 	return st
 }
 

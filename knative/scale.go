@@ -7,8 +7,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"knative.dev/pkg/kmap"
 	"knative.dev/serving/pkg/apis/autoscaling"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sluicehq/sluice/config"
 )
 
 // ScaleBounds are a Revision's autoscaling.knative.dev/min-scale and
@@ -24,6 +27,32 @@ type ScaleBounds struct {
 // their older spellings.
 func BoundsOf(r *servingv1.Revision) ScaleBounds {
 	return ScaleBounds{Min: autoscaling.MinScaleAnnotation.Value(r.Annotations), Max: autoscaling.MaxScaleAnnotation.Value(r.Annotations)}
+}
+
+// TemplateBounds are the scale bounds a Revision's template set: those
+// sluice's admission webhook recorded when it bounded the new Revision, or
+// else its bounds as written.
+func TemplateBounds(r *servingv1.Revision) ScaleBounds {
+	var b ScaleBounds
+	if raw, ok := r.Annotations[config.AnnotationTemplateScale]; ok && json.Unmarshal([]byte(raw), &b) == nil {
+		return b
+	}
+	return BoundsOf(r)
+}
+
+// BoundAnnotations returns a copy of a new Revision's annotations that
+// bounds it to n pods and records its template's bounds for
+// TemplateBounds.
+func BoundAnnotations(annotations map[string]string, n int32) (map[string]string, error) {
+	tmpl, err := json.Marshal(BoundsOf(&servingv1.Revision{ObjectMeta: metav1.ObjectMeta{Annotations: annotations}}))
+	if err != nil {
+		return nil, fmt.Errorf("encode the template's scale bounds: %w", err)
+	}
+	out := kmap.ExcludeKeyList(annotations, append(append([]string(nil), autoscaling.MinScaleAnnotation...), autoscaling.MaxScaleAnnotation...))
+	v := fmt.Sprint(n)
+	out[autoscaling.MinScaleAnnotationKey], out[autoscaling.MaxScaleAnnotationKey] = v, v
+	out[config.AnnotationTemplateScale] = string(tmpl)
+	return out, nil
 }
 
 // Pods bounds a Revision to exactly n pods.
@@ -71,4 +100,11 @@ func (c Client) AwaitPods(ctx context.Context, ref RevisionRef, want int32, atMo
 		}
 		return st.Pods >= want || st.Failed || !st.Found
 	})
+}
+
+// AwaitReserve answers once Knative has put the Revision in reserve (no
+// route names it any more), or it is gone, watching it; or with its state
+// when ctx ends.
+func (c Client) AwaitReserve(ctx context.Context, ref RevisionRef) (RevisionState, error) {
+	return c.awaitState(ctx, ref, func(st RevisionState) bool { return st.Reserve || !st.Found })
 }

@@ -188,19 +188,45 @@ func (r *rollout) stageDown(ctx workflow.Context, i int) bool {
 	resource := r.st.Policy.Capacity.Strategy == capacity.Resource
 	switch {
 	case s.Stable == 0:
+		// Knative ignores a Revision's min-scale once no route names it
+		// (routing state "reserve") and then scales it down as it normally
+		// would; the template's bounds come back only then, or a min-scale
+		// of 8 would bring 8 pods back meanwhile. A stable still named by a
+		// tag stays routed and keeps what its template asks, as without
+		// sluice.
+		if !r.routes(r.st.Stable) {
+			r.awaitReserve(ctx, r.st.Stable)
+		}
 		if !r.setScale(ctx, r.st.Stable, c.StableBounds) {
 			return false
 		}
 		if resource {
 			what := fmt.Sprintf("stage %d of %d", i+1, len(c.Stages))
-			return r.awaitPods(ctx, r.st.Stable, 0, true, what) &&
-				r.setScale(ctx, r.st.Candidate, knative.Pods(s.Candidate)) && r.awaitPods(ctx, r.st.Candidate, s.Candidate, false, what)
+			return r.setScale(ctx, r.st.Candidate, knative.Pods(s.Candidate)) && r.awaitPods(ctx, r.st.Candidate, s.Candidate, false, what)
 		}
 		return true
 	case !resource:
 		return r.setScale(ctx, r.st.Stable, knative.Pods(s.Stable))
 	}
 	return true
+}
+
+// routes reports whether the traffic sluice last wrote names revision.
+func (r *rollout) routes(revision string) bool {
+	for _, t := range r.st.Live {
+		if t.RevisionName == revision {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitReserve waits up to the stage timeout for Knative to put a Revision
+// no route names in reserve; the rollout goes on either way.
+func (r *rollout) awaitReserve(ctx workflow.Context, revision string) {
+	p := r.st.Policy.Capacity
+	in := activities.AwaitReserveInput{RevisionRef: knative.RevisionRef{Namespace: r.st.Target.Namespace, Name: revision}, For: p.StageTimeout}
+	_ = workflow.ExecuteActivity(watchOptions(ctx, p.StageTimeout, "await "+revision+" in reserve"), a.AwaitReserve, in).Get(ctx, nil)
 }
 
 func podsSummary(revision string, want int32, atMost bool) string {

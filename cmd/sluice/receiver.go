@@ -37,7 +37,8 @@ SLUICE_RECEIVER_ALLOW_UNAUTHENTICATED_SOURCE (default true: ApiServerSource even
 token), plus TEMPORAL_* and KUBECONFIG as for the worker.
 
 With SLUICE_ADMISSION_ADDR (e.g. :8443) it also serves the mutating admission webhook that pins
-latestRevision traffic when an opted-in Service's template changes (SLUICE_ADMISSION_HOSTS: the
+latestRevision traffic when an opted-in Service's template changes, and bounds a new Revision of a
+capacity-mode target to one pod as it is created (SLUICE_ADMISSION_HOSTS: the
 names the API server calls it by; SLUICE_ADMISSION_SECRET, default
 sluice-system/sluice-admission-certs: where its certificates are kept; SLUICE_ADMISSION_WEBHOOK,
 default sluice-pin-latest: the MutatingWebhookConfiguration whose caBundle it keeps).`,
@@ -93,7 +94,7 @@ default sluice-pin-latest: the MutatingWebhookConfiguration whose caBundle it ke
 				return fmt.Errorf("listen for CloudEvents on %s: %w", s.Addr, err)
 			}
 			if s.Admission.Addr != "" {
-				if err := startAdmission(cmd, s, log); err != nil {
+				if err := startAdmission(cmd, s, knative.Client{Serving: sc.serving}, log); err != nil {
 					return err
 				}
 			}
@@ -108,7 +109,7 @@ default sluice-pin-latest: the MutatingWebhookConfiguration whose caBundle it ke
 // startAdmission runs the admission webhook beside the receiver. It fails
 // the receiver's start if the webhook cannot serve; once serving, a later
 // failure is logged (the webhook's failurePolicy lets writes through).
-func startAdmission(cmd *cobra.Command, s config.ReceiverSettings, log *slog.Logger) error {
+func startAdmission(cmd *cobra.Command, s config.ReceiverSettings, k knative.Client, log *slog.Logger) error {
 	kc, err := worker.KubeConfig(s.Kubeconfig)
 	if err != nil {
 		return err
@@ -121,7 +122,7 @@ func startAdmission(cmd *cobra.Command, s config.ReceiverSettings, log *slog.Log
 	serving := make(chan string, 1)
 	failed := make(chan error, 1)
 	srv := &admission.Server{Addr: a.Addr, Hosts: a.Hosts, SecretNamespace: a.SecretNamespace, SecretName: a.SecretName,
-		Webhook: a.Webhook, Kube: kube, Log: log, Listening: func(addr string) { serving <- addr }}
+		Webhook: a.Webhook, Kube: kube, Knative: k, Log: log, Listening: func(addr string) { serving <- addr }}
 	go func() {
 		if err := srv.Run(cmd.Context()); err != nil {
 			failed <- err

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/sluicehq/sluice/knative"
 )
 
 // Server serves the webhook over TLS and keeps its configuration's
@@ -26,6 +28,8 @@ type Server struct {
 	// Webhook names the MutatingWebhookConfiguration whose caBundle is kept.
 	Webhook string
 	Kube    kubernetes.Interface
+	// Knative reads the targets of new Revisions.
+	Knative knative.Client
 	Log     *slog.Logger
 	// Listening, if set, is told the address once it serves.
 	Listening func(addr string)
@@ -49,7 +53,9 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("admission webhook: listen on %s: %w", s.Addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle(Path, &Handler{Log: s.Log})
+	h := &Handler{Knative: s.Knative, Log: s.Log}
+	mux.Handle(Path, h)
+	mux.Handle(BoundPath, h)
 	srv := &http.Server{
 		Handler: mux, ReadHeaderTimeout: 5 * time.Second,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},

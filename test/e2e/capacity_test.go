@@ -18,6 +18,7 @@ import (
 type podSampler struct {
 	mu      sync.Mutex
 	peak    int32
+	peakAt  string
 	samples int
 	// shareOver is the first sample where the candidate's share exceeded
 	// its Ready pods' share of the stable's count (to the nearest percent).
@@ -64,7 +65,10 @@ func samplePods(t *testing.T, service, stable, candidate string, pods int32) *po
 			}
 			s.mu.Lock()
 			s.samples++
-			s.peak = max(s.peak, sr+cr)
+			if sr+cr > s.peak {
+				s.peak = sr + cr
+				s.peakAt = time.Now().Format("15:04:05.000") + ": " + stable + " " + itoa(int64(sr)) + " + " + candidate + " " + itoa(int64(cr))
+			}
 			if s.shareOver == "" && share*int64(pods) > int64(cready)*100+int64(pods)/2 {
 				s.shareOver = time.Now().Format("15:04:05.000") + ": " + candidate + " served " + itoa(share) + "% on " + itoa(int64(cready)) + " Ready pods"
 			}
@@ -74,12 +78,12 @@ func samplePods(t *testing.T, service, stable, candidate string, pods int32) *po
 	return s
 }
 
-func (s *podSampler) end() (peak int32, samples int, shareOver string) {
+func (s *podSampler) end() (peak int32, peakAt string, samples int, shareOver string) {
 	close(s.stop)
 	<-s.done
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.peak, s.samples, s.shareOver
+	return s.peak, s.peakAt, s.samples, s.shareOver
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
@@ -103,8 +107,8 @@ func waitReadyPods(t *testing.T, rev string, n int32, timeout time.Duration) {
 // 30. Capacity mode on Knative's own autoscaler: a Service at min-scale 8
 // rolled out with the availability strategy never runs more than 8 pods
 // and its surge of 1, and the candidate never serves more than its Ready
-// pods can; the same Service shape rolled out without capacity mode peaks
-// at 16.
+// pods can — also with the worker killed mid-stage; the same Service shape
+// rolled out without capacity mode peaks at 16.
 func TestCapacityAvailabilityOnKnative(t *testing.T) {
 	c := ctl(t)
 	minScale := map[string]string{"autoscaling.knative.dev/min-scale": "8"}
@@ -113,10 +117,13 @@ func TestCapacityAvailabilityOnKnative(t *testing.T) {
 		ann      map[string]string
 		maxPeak  int32
 		shareCap bool
+		crash    bool
 	}{
 		{"cap30", map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/capacity": "availability", "sluice.dev/hold": "2s",
-			"sluice.dev/capacity-timeout": "90s"}, 9, true},
-		{"nocap30", map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/steps": "25,50,100", "sluice.dev/hold": "2s"}, 16, false},
+			"sluice.dev/capacity-timeout": "90s"}, 9, true, false},
+		{"capkill30", map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/capacity": "availability", "sluice.dev/hold": "2s",
+			"sluice.dev/capacity-timeout": "90s"}, 9, true, true},
+		{"nocap30", map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/steps": "25,50,100", "sluice.dev/hold": "2s"}, 16, false, false},
 	} {
 		deploy(t, tc.name, "example.com/"+tc.name+":v1", tc.ann, minScale)
 		waitOutcome(t, c, svcTarget(tc.name), tc.name+"-00001", 90*time.Second)
@@ -126,16 +133,34 @@ func TestCapacityAvailabilityOnKnative(t *testing.T) {
 		sampler := samplePods(t, tc.name, tc.name+"-00001", tc.name+"-00002", 8)
 		start := time.Now()
 		deploy(t, tc.name, "example.com/"+tc.name+":v2", tc.ann, minScale)
+		if tc.crash {
+			waitStatus(t, c, svcTarget(tc.name), 90*time.Second, "stage 3", func(s workflows.Status) bool {
+				return s.Candidate == tc.name+"-00002" && s.StepNumber >= 3
+			})
+			crashWorker(t, 3*time.Second)
+		}
 		st := waitOutcome(t, c, svcTarget(tc.name), tc.name+"-00002", 4*time.Minute)
 		if st.Outcome != workflows.OutcomeSucceeded {
-			sampler.end()
+			_, _, _, _ = sampler.end()
 			t.Fatalf("%s: outcome %s: %s", tc.name, st.Outcome, st.Reason)
 		}
 		waitReadyPods(t, tc.name+"-00002", 8, 60*time.Second)
-		peak, samples, over := sampler.end()
-		t.Logf("%s: peak %d pods over %d samples in %s (%d steps)", tc.name, peak, samples, time.Since(start).Round(time.Second), len(st.Steps))
+		peak, peakAt, samples, over := sampler.end()
+		t.Logf("%s: peak %d pods (%s) over %d samples in %s (%d steps)", tc.name, peak, peakAt, samples, time.Since(start).Round(time.Second), len(st.Steps))
 		if peak > tc.maxPeak {
-			t.Errorf("%s: %d pods at the peak, want at most %d", tc.name, peak, tc.maxPeak)
+			t.Errorf("%s: %d pods at the peak (%s), want at most %d", tc.name, peak, peakAt, tc.maxPeak)
+		}
+		// The admission webhook bounded the candidate as Knative created
+		// it; the rollout gave the template's bounds back at the end.
+		rev, err := stk.Serving.ServingV1().Revisions(ns).Get(context.Background(), tc.name+"-00002", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, bounded := rev.Annotations["sluice.dev/template-scale"]; bounded != tc.shareCap || (bounded && got != `{"min":"8"}`) {
+			t.Errorf("%s: candidate created with template-scale %q (set %v), want it set only in capacity mode", tc.name, got, bounded)
+		}
+		if got := rev.Annotations["autoscaling.knative.dev/min-scale"]; got != "8" || rev.Annotations["autoscaling.knative.dev/max-scale"] != "" {
+			t.Errorf("%s: candidate's bounds at the end: min-scale %q max-scale %q, want its template's 8 and none", tc.name, got, rev.Annotations["autoscaling.knative.dev/max-scale"])
 		}
 		if tc.shareCap && over != "" {
 			t.Errorf("%s: %s", tc.name, over)

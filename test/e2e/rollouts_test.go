@@ -117,8 +117,8 @@ func waitStatus(t *testing.T, c *control.Client, target knative.TargetRef, timeo
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Fatalf("timed out after %s waiting for %s on %s; last status: phase %s candidate %s weight %d reason %q (err %v)",
-		timeout, what, target, last.Shown, last.Candidate, last.Weight, last.Reason, lastErr)
+	t.Fatalf("timed out after %s waiting for %s on %s; last status: phase %s candidate %s weight %d reason %q pause %q (err %v)",
+		timeout, what, target, last.Shown, last.Candidate, last.Weight, last.Reason, last.PauseReason, lastErr)
 	return last
 }
 

@@ -157,9 +157,23 @@ func (c *Cluster) sample(wrote string) {
 			if c.everRouted[r.Name] && !routed[r.Name] {
 				want, ready = 0, 0
 			}
-			if r.Status.ActualReplicas == nil || *r.Status.ActualReplicas != ready || r.Status.DesiredReplicas == nil || *r.Status.DesiredReplicas != want {
+			state := r.Labels[serving.RoutingStateLabelKey]
+			switch {
+			case c.everRouted[r.Name] && !routed[r.Name]:
+				state = string(servingv1.RoutingStateReserve)
+			case routed[r.Name]:
+				state = string(servingv1.RoutingStateActive)
+			}
+			if r.Status.ActualReplicas == nil || *r.Status.ActualReplicas != ready || r.Status.DesiredReplicas == nil || *r.Status.DesiredReplicas != want ||
+				r.Labels[serving.RoutingStateLabelKey] != state {
 				r = r.DeepCopy()
 				r.Status.DesiredReplicas, r.Status.ActualReplicas = &want, &ready
+				if state != "" {
+					if r.Labels == nil {
+						r.Labels = map[string]string{}
+					}
+					r.Labels[serving.RoutingStateLabelKey] = state
+				}
 				_ = c.Tracker().Update(gvr, r, r.Namespace)
 			}
 		}
