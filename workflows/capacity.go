@@ -194,7 +194,8 @@ func (r *rollout) stageDown(ctx workflow.Context, i int) bool {
 		// of 8 would bring 8 pods back meanwhile. A stable still named by a
 		// tag stays routed and keeps what its template asks, as without
 		// sluice.
-		if !r.routes(r.st.Stable) {
+		routed := r.routes(r.st.Stable)
+		if !routed {
 			r.awaitReserve(ctx, r.st.Stable)
 		}
 		if !r.setScale(ctx, r.st.Stable, c.StableBounds) {
@@ -202,6 +203,9 @@ func (r *rollout) stageDown(ctx workflow.Context, i int) bool {
 		}
 		if resource {
 			what := fmt.Sprintf("stage %d of %d", i+1, len(c.Stages))
+			if !routed {
+				r.awaitGone(ctx, r.st.Stable, what)
+			}
 			return r.setScale(ctx, r.st.Candidate, knative.Pods(s.Candidate)) && r.awaitPods(ctx, r.st.Candidate, s.Candidate, false, what)
 		}
 		return true
@@ -227,6 +231,25 @@ func (r *rollout) awaitReserve(ctx workflow.Context, revision string) {
 	p := r.st.Policy.Capacity
 	in := activities.AwaitReserveInput{RevisionRef: knative.RevisionRef{Namespace: r.st.Target.Namespace, Name: revision}, For: p.StageTimeout}
 	_ = workflow.ExecuteActivity(watchOptions(ctx, p.StageTimeout, "await "+revision+" in reserve"), a.AwaitReserve, in).Get(ctx, nil)
+}
+
+// awaitGone waits up to the stage timeout for a Revision in reserve to run
+// no pods, so the candidate's last pod never runs beside it. Knative scales
+// a Revision in reserve to zero only where scale-to-zero is on; where it is
+// off, or the wait runs out, the candidate gets its last pod anyway — its
+// template asks for it when the rollout ends — and the worker's log says so.
+func (r *rollout) awaitGone(ctx workflow.Context, revision, what string) {
+	p := r.st.Policy.Capacity
+	in := activities.AwaitPodsInput{RevisionRef: knative.RevisionRef{Namespace: r.st.Target.Namespace, Name: revision}, Want: 0, AtMost: true, For: p.StageTimeout}
+	var st knative.RevisionState
+	err := workflow.ExecuteActivity(watchOptions(ctx, p.StageTimeout, podsSummary(revision, 0, true)), a.AwaitPods, in).Get(ctx, &st)
+	if err == nil {
+		r.st.Capacity.StablePodsNow = st.Pods
+	}
+	if err != nil || st.Found && st.Pods > 0 {
+		workflow.GetLogger(ctx).Warn(what+": the stable still runs pods in reserve (Knative scales it to zero only with scale-to-zero on); the candidate gets its last pod anyway",
+			"stable", revision, "pods", st.Pods, "waited", p.StageTimeout, "candidate", r.st.Candidate)
+	}
 }
 
 func podsSummary(revision string, want int32, atMost bool) string {
