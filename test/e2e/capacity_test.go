@@ -16,9 +16,9 @@ import (
 // traffic every 100 ms, on Knative's own objects: the pods each Deployment
 // runs (status.replicas) and has Ready, and each Revision's share.
 type podSampler struct {
-	mu      sync.Mutex
-	peak    int32
-	peakAt  string
+	mu     sync.Mutex
+	peak   int32
+	peakAt string
 	// midPeak is the peak while the candidate has a share, short of all.
 	midPeak int32
 	samples int
