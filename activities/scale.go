@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -14,14 +15,25 @@ import (
 type ScaleInput struct {
 	knative.RevisionRef
 	Bounds knative.ScaleBounds `json:"bounds"`
+	// Last, if set, is what sluice wrote before: bounds found to be
+	// neither Last nor Bounds are someone else's, and are not overwritten.
+	Last *knative.ScaleBounds `json:"last,omitempty"`
 }
 
 // SetScale writes a Revision's scale bounds (a capacity stage). It is
 // idempotent: the same bounds again change nothing. A Revision that is gone
 // needs no bounds; bounds Knative's webhook refuses are not retried.
 func (a *Activities) SetScale(ctx context.Context, in ScaleInput) error {
-	err := a.Knative.SetScale(ctx, in.RevisionRef, in.Bounds)
+	var err error
+	if in.Last != nil {
+		err = a.Knative.SetScaleChecked(ctx, in.RevisionRef, in.Bounds, *in.Last)
+	} else {
+		err = a.Knative.SetScale(ctx, in.RevisionRef, in.Bounds)
+	}
+	var drift *knative.ScaleDriftError
 	switch {
+	case errors.As(err, &drift):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrScaleDrift, err)
 	case apierrors.IsNotFound(err):
 		return nil
 	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err):

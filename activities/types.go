@@ -24,6 +24,7 @@ const (
 	// the error's details name it.
 	ErrRevisionNotReady = "RevisionNotReady"
 	ErrDrift            = "TrafficDrift"
+	ErrScaleDrift       = "ScaleDrift"
 	ErrNotVisible       = "TrafficNotVisible"
 	// ErrWriteRefused: the API server refused a traffic write for a reason
 	// outside the traffic list (the object's template, a cluster limit,

@@ -61,6 +61,17 @@ type ProgressData struct {
 	Sequence int    `json:"sequence"`
 	// Measurements are set on analysis events.
 	Measurements []analysis.Measurement `json:"measurements,omitempty"`
+	// Pods is set in capacity mode (docs/capacity.md).
+	Pods *ProgressPods `json:"pods,omitempty"`
+}
+
+// ProgressPods is what a capacity rollout knows of its pods: each
+// Revision's Ready pods as last read and the stable's count the stages were
+// derived from.
+type ProgressPods struct {
+	Candidate  int32 `json:"candidate"`
+	Stable     int32 `json:"stable"`
+	StableFrom int32 `json:"stableFrom"`
 }
 
 // Source is the CloudEvents source of a rollout's progress events.

@@ -61,11 +61,43 @@ func Pods(n int32) ScaleBounds {
 	return ScaleBounds{Min: v, Max: v}
 }
 
+// ScaleDriftError says someone else changed a Revision's scale bounds since
+// sluice last wrote them.
+type ScaleDriftError struct {
+	Revision    string
+	Found, Last ScaleBounds
+}
+
+func (e *ScaleDriftError) Error() string {
+	return fmt.Sprintf("the scale bounds of Revision %s were changed by someone else: min %q max %q, where sluice last wrote min %q max %q",
+		e.Revision, e.Found.Min, e.Found.Max, e.Last.Min, e.Last.Max)
+}
+
+// SetScaleChecked writes a Revision's scale bounds as SetScale does, after
+// checking that they are still last (what sluice wrote before) or already
+// b (a repeated write whose answer was lost); otherwise it writes nothing
+// and answers a *ScaleDriftError. The write carries the resourceVersion it
+// checked, so an edit in between is a conflict, not a lost change.
+func (c Client) SetScaleChecked(ctx context.Context, ref RevisionRef, b, last ScaleBounds) error {
+	r, err := c.Serving.ServingV1().Revisions(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("read Revision %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	if now := BoundsOf(r); now != last && now != b {
+		return &ScaleDriftError{Revision: ref.Namespace + "/" + ref.Name, Found: now, Last: last}
+	}
+	return c.setScale(ctx, ref, b, r.ResourceVersion)
+}
+
 // SetScale writes a Revision's scale bounds with a merge patch under
 // Knative's current keys, dropping the older spellings so only one of each
 // remains; an empty bound is removed. Writing the same bounds again changes
 // nothing.
 func (c Client) SetScale(ctx context.Context, ref RevisionRef, b ScaleBounds) error {
+	return c.setScale(ctx, ref, b, "")
+}
+
+func (c Client) setScale(ctx context.Context, ref RevisionRef, b ScaleBounds, resourceVersion string) error {
 	ann := map[string]any{}
 	for _, kv := range []struct {
 		keys  []string
@@ -78,7 +110,11 @@ func (c Client) SetScale(ctx context.Context, ref RevisionRef, b ScaleBounds) er
 			}
 		}
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+	meta := map[string]any{"annotations": ann}
+	if resourceVersion != "" {
+		meta["resourceVersion"] = resourceVersion
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": meta})
 	if err != nil {
 		return fmt.Errorf("encode scale bounds: %w", err)
 	}

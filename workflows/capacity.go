@@ -1,8 +1,10 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluicehq/sluice/activities"
@@ -24,6 +26,9 @@ type capacityState struct {
 	// Pods is each Revision's Ready pods as last read.
 	CandidatePods int32 `json:"candidatePods,omitempty"`
 	StablePodsNow int32 `json:"stablePodsNow,omitempty"`
+	// Written is the bounds sluice last wrote on each Revision: a stage
+	// finding others there pauses rather than overwrite someone's edit.
+	Written map[string]knative.ScaleBounds `json:"written,omitempty"`
 }
 
 // planCapacity derives the stages from the stable's pods and bounds the
@@ -79,14 +84,38 @@ func (r *rollout) planCapacity(ctx workflow.Context, res activities.Resolved) bo
 // progress the way a refused traffic write does: paused, with the API
 // server's reason.
 func (r *rollout) setScale(ctx workflow.Context, revision string, b knative.ScaleBounds) bool {
+	return r.writeScale(ctx, revision, b, false)
+}
+
+// stageScale writes one Revision's bounds for a stage, unless someone else
+// changed them since sluice last wrote them: that pauses, like traffic
+// drift, and resume writes the stage's bounds over theirs.
+func (r *rollout) stageScale(ctx workflow.Context, revision string, b knative.ScaleBounds) bool {
+	return r.writeScale(ctx, revision, b, true)
+}
+
+func (r *rollout) writeScale(ctx workflow.Context, revision string, b knative.ScaleBounds, checked bool) bool {
+	c := r.st.Capacity
 	in := activities.ScaleInput{RevisionRef: knative.RevisionRef{Namespace: r.st.Target.Namespace, Name: revision}, Bounds: b}
+	if last, ok := c.Written[revision]; ok && checked {
+		in.Last = &last
+	}
 	summary := fmt.Sprintf("scale %s to min %s max %s", revision, orNone(b.Min), orNone(b.Max))
 	if err := workflow.ExecuteActivity(readOptions(ctx, summary), a.SetScale, in).Get(ctx, nil); err != nil {
 		reason := summary + " failed: " + errorMessage(err) + "; fix it, then resume to retry, or abort to roll back"
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) && appErr.Type() == activities.ErrScaleDrift {
+			delete(c.Written, revision)
+			reason = fmt.Sprintf("%s: %s; resume to write sluice's bounds over them, or abort to roll back", summary, errorMessage(err))
+		}
 		r.st.pauseFor(pausedByError, reason, workflow.Now(ctx))
 		r.emit(ctx, events.ProgressPaused, reason, "")
 		return false
 	}
+	if c.Written == nil {
+		c.Written = map[string]knative.ScaleBounds{}
+	}
+	c.Written[revision] = b
 	return true
 }
 
@@ -170,12 +199,12 @@ func (r *rollout) stageUp(ctx workflow.Context, i int) bool {
 	want := s.Candidate
 	if r.st.Policy.Capacity.Strategy == capacity.Resource {
 		keep := max(s.Stable, 1)
-		if !r.setScale(ctx, r.st.Stable, knative.Pods(keep)) || !r.awaitPods(ctx, r.st.Stable, keep, true, what) {
+		if !r.stageScale(ctx, r.st.Stable, knative.Pods(keep)) || !r.awaitPods(ctx, r.st.Stable, keep, true, what) {
 			return false
 		}
 		want = min(want, c.StablePods-keep)
 	}
-	return r.setScale(ctx, r.st.Candidate, knative.Pods(want)) && r.awaitPods(ctx, r.st.Candidate, want, false, what)
+	return r.stageScale(ctx, r.st.Candidate, knative.Pods(want)) && r.awaitPods(ctx, r.st.Candidate, want, false, what)
 }
 
 // stageDown releases the stable's pods once step i's traffic is live. At the
@@ -206,11 +235,11 @@ func (r *rollout) stageDown(ctx workflow.Context, i int) bool {
 			if !routed {
 				r.awaitGone(ctx, r.st.Stable, what)
 			}
-			return r.setScale(ctx, r.st.Candidate, knative.Pods(s.Candidate)) && r.awaitPods(ctx, r.st.Candidate, s.Candidate, false, what)
+			return r.stageScale(ctx, r.st.Candidate, knative.Pods(s.Candidate)) && r.awaitPods(ctx, r.st.Candidate, s.Candidate, false, what)
 		}
 		return true
 	case !resource:
-		return r.setScale(ctx, r.st.Stable, knative.Pods(s.Stable))
+		return r.stageScale(ctx, r.st.Stable, knative.Pods(s.Stable))
 	}
 	return true
 }

@@ -1,14 +1,18 @@
 package workflows
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	"knative.dev/serving/pkg/apis/autoscaling"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/test/knativefake"
 )
 
@@ -55,11 +59,26 @@ func checkPods(t *testing.T, h *harness, limit int32, shares bool) (peak int32) 
 
 func TestCapacityAvailabilityStagesPodsWithTraffic(t *testing.T) {
 	h := newHarness(t, capacityObjects(map[string]string{config.AnnotationCapacity: "availability"})...)
+	sink := h.withSink(t)
 	var mid Status
 	h.at(150*time.Second, func() { mid = h.status() })
 	h.run("hello-00002")
 	if res := h.result(); res.Outcome != OutcomeSucceeded {
 		t.Fatalf("result %+v", res)
+	}
+	// Every step event says the pods: at the last, the candidate's 8.
+	var last *events.ProgressPods
+	for _, e := range sink.Events() {
+		var d events.ProgressData
+		if err := e.DataAs(&d); err != nil || d.Pods == nil || d.Pods.StableFrom != 8 {
+			t.Fatalf("%s: pods %+v (%v), want them with the stable's 8", e.Type(), d.Pods, err)
+		}
+		if e.Type() == events.ProgressStep {
+			last = d.Pods
+		}
+	}
+	if last == nil || last.Candidate != 8 {
+		t.Errorf("the last step event's pods %+v, want the candidate's 8", last)
 	}
 	if peak := checkPods(t, h, 9, true); peak != 9 {
 		t.Errorf("peak %d pods, want 9 (8 and a surge of 1)", peak)
@@ -140,4 +159,34 @@ func TestCapacityTimeoutRollsBackByPolicy(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	checkPods(t, h, 9, true)
+}
+
+// Someone else's edit of a Revision's scale bounds mid-rollout is not
+// overwritten: the next stage pauses and says what it found; resume writes
+// the stage's bounds over it and the rollout goes on.
+func TestCapacityScaleDriftPausesAndResumeGoesOn(t *testing.T) {
+	h := newHarness(t, capacityObjects(map[string]string{config.AnnotationCapacity: "availability"})...)
+	h.at(90*time.Second, func() {
+		patch := []byte(`{"metadata":{"annotations":{"autoscaling.knative.dev/min-scale":"5","autoscaling.knative.dev/max-scale":"5"}}}`)
+		if _, err := h.k.ServingV1().Revisions(ns).Patch(context.Background(), "hello-00002", k8stypes.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Error(err)
+		}
+	})
+	var paused Status
+	h.at(10*time.Minute, func() { paused = h.status() })
+	h.at(11*time.Minute, func() { h.update(CommandResume, Command{By: "ops", Reason: "mine was a mistake"}) })
+	h.run("hello-00002")
+	if !paused.Paused || !strings.Contains(paused.PauseReason,
+		`the scale bounds of Revision default/hello-00002 were changed by someone else: min "5" max "5", where sluice last wrote min "2" max "2"`) {
+		t.Fatalf("after the edit: paused %v: %s", paused.Paused, paused.PauseReason)
+	}
+	if paused.Weight != 25 {
+		t.Errorf("weight while paused %d, want 25 (stage 2's)", paused.Weight)
+	}
+	if res := h.result(); res.Outcome != OutcomeSucceeded {
+		t.Fatalf("after resume: %+v", res)
+	}
+	if got := h.k.Pods(ns, "hello-00002"); got != 8 {
+		t.Errorf("candidate runs %d pods at the end, want 8", got)
+	}
 }

@@ -34,6 +34,9 @@ func (r *rollout) emit(ctx workflow.Context, typ, reason, by string) {
 	if by == "" {
 		p.Data.By = "sluice"
 	}
+	if c := v.Capacity; c != nil {
+		p.Data.Pods = &events.ProgressPods{Candidate: c.CandidatePods, Stable: c.StablePodsNow, StableFrom: c.StablePods}
+	}
 	r.outbox = append(r.outbox, p)
 	if !r.senderStarted {
 		r.senderStarted = true
