@@ -21,7 +21,12 @@ import (
 func analysisHarness(t *testing.T, doc string, measure func(n int, in activities.CheckInput) analysis.Measurement,
 	hook func(n int, in activities.WebhookInput) analysis.Measurement) *harness {
 	t.Helper()
-	h := newHarness(t, helloObjects(map[string]string{config.AnnotationAnalysis: doc}, true)...)
+	return withAnalysis(newHarness(t, helloObjects(map[string]string{config.AnnotationAnalysis: doc}, true)...), measure, hook)
+}
+
+// withAnalysis scripts a harness's check and webhook activities.
+func withAnalysis(h *harness, measure func(n int, in activities.CheckInput) analysis.Measurement,
+	hook func(n int, in activities.WebhookInput) analysis.Measurement) *harness {
 	checks, hooks := 0, 0
 	h.env.OnActivity(a.MeasureCheck, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.CheckInput) (analysis.Measurement, error) {

@@ -11,6 +11,8 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"knative.dev/serving/pkg/apis/autoscaling"
 
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/test/knativefake"
@@ -188,5 +190,51 @@ func TestCapacityScaleDriftPausesAndResumeGoesOn(t *testing.T) {
 	}
 	if got := h.k.Pods(ns, "hello-00002"); got != 8 {
 		t.Errorf("candidate runs %d pods at the end, want 8", got)
+	}
+}
+
+// Analysis failing at a stage rolls back in the capacity order: the
+// stable's bounds and pods first, then its traffic, then the candidate's
+// bounds.
+func TestCapacityAnalysisFailureRollsBackStableCapacityFirst(t *testing.T) {
+	h := withAnalysis(newHarness(t, capacityObjects(map[string]string{config.AnnotationCapacity: "availability",
+		config.AnnotationAnalysis: successDoc})...), func(n int, _ activities.CheckInput) analysis.Measurement {
+		if n == 9 { // a few stages in
+			return value(0.5)
+		}
+		return value(0.999)
+	}, ok200)
+	h.run("hello-00002")
+	res := h.result()
+	if res.Outcome != OutcomeRolledBack || !strings.Contains(res.Reason, "analysis: success-rate failed once") {
+		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
+	}
+	if st := h.status(); st.StepNumber < 2 {
+		t.Fatalf("rolled back at step %d, want a later stage", st.StepNumber)
+	} else {
+		t.Logf("rolled back at step %d of %d", st.StepNumber, st.StepCount)
+	}
+	samples := h.k.SamplesNow()
+	back, released := -1, -1
+	for i, s := range samples {
+		if back < 0 && i > 0 && s.Traffic["hello-00001"] == 100 && samples[i-1].Traffic["hello-00001"] < 100 {
+			back = i
+			if s.Pods["hello-00001"] != 8 {
+				t.Errorf("sample %d: the stable took its traffic back on %d pods, want its 8", i, s.Pods["hello-00001"])
+			}
+		}
+		if back >= 0 && released < 0 && s.Wrote == "hello-00002" {
+			released = i
+		}
+	}
+	if back < 0 || released < 0 {
+		t.Fatalf("no traffic back (%d) or no release of the candidate after it (%d) in %d samples", back, released, len(samples))
+	}
+	checkPods(t, h, 11, true)
+	if got := h.k.Pods(ns, "hello-00001"); got != 8 {
+		t.Errorf("stable runs %d pods after the rollback, want 8", got)
+	}
+	if got := h.k.Pods(ns, "hello-00002"); got != 0 {
+		t.Errorf("candidate runs %d pods after the rollback, want 0", got)
 	}
 }
