@@ -56,6 +56,16 @@ const lost analysis.Result = "test: lost"
 
 func value(v float64) analysis.Measurement { return analysis.Measurement{Value: &v} }
 
+// badAt measures a healthy 0.999 but at the k-th measurement, bad.
+func badAt(k int, bad float64) func(int, activities.CheckInput) analysis.Measurement {
+	return func(n int, _ activities.CheckInput) analysis.Measurement {
+		if n == k {
+			return value(bad)
+		}
+		return value(0.999)
+	}
+}
+
 func ok200(int, activities.WebhookInput) analysis.Measurement {
 	return analysis.Measurement{Result: analysis.Passed, StatusCode: 200}
 }
@@ -93,12 +103,7 @@ func TestAnalysisPromotesAGoodCandidate(t *testing.T) {
 }
 
 func TestAnalysisFailureRollsBackAtFirstStep(t *testing.T) {
-	h := analysisHarness(t, successDoc, func(n int, _ activities.CheckInput) analysis.Measurement {
-		if n == 2 {
-			return value(0.8)
-		}
-		return value(0.999)
-	}, ok200)
+	h := analysisHarness(t, successDoc, badAt(2, 0.8), ok200)
 	h.run("hello-00002")
 	res := h.result()
 	if res.Outcome != OutcomeRolledBack || !strings.Contains(res.Reason, "analysis: success-rate failed once (failure limit 0); last: success-rate = 0.8 Failed (range [0.99, ∞])") {

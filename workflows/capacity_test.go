@@ -11,8 +11,6 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"knative.dev/serving/pkg/apis/autoscaling"
 
-	"github.com/sluicehq/sluice/activities"
-	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/test/knativefake"
@@ -198,12 +196,7 @@ func TestCapacityScaleDriftPausesAndResumeGoesOn(t *testing.T) {
 // bounds.
 func TestCapacityAnalysisFailureRollsBackStableCapacityFirst(t *testing.T) {
 	h := withAnalysis(newHarness(t, capacityObjects(map[string]string{config.AnnotationCapacity: "availability",
-		config.AnnotationAnalysis: successDoc})...), func(n int, _ activities.CheckInput) analysis.Measurement {
-		if n == 9 { // a few stages in
-			return value(0.5)
-		}
-		return value(0.999)
-	}, ok200)
+		config.AnnotationAnalysis: successDoc})...), badAt(9, 0.5), ok200) // a few stages in
 	h.run("hello-00002")
 	res := h.result()
 	if res.Outcome != OutcomeRolledBack || !strings.Contains(res.Reason, "analysis: success-rate failed once") {
