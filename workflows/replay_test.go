@@ -12,8 +12,8 @@ import (
 // on a Temporal server (test/integration with SLUICE_RECORD_HISTORY set):
 // gate + promote, abort, rollback on a verify timeout, analysis with
 // checks and webhooks, a hand edit during a hold and its resume, a rollout
-// driven by CloudEvents (its readiness told by a candidate signal),
-// and a supersede — the run that continues as new and the run it starts.
+// driven by CloudEvents (its readiness told by a candidate signal), a
+// capacity rollout (scale writes and pod waits per stage), and a supersede — the run that continues as new and the run it starts.
 // These are the one baseline; a change to the workflow that would break
 // rollouts already running — a command added, removed or reordered without
 // a version gate (docs/operations.md) — fails here with a non-determinism
