@@ -49,6 +49,18 @@ type AwaitPodsInput struct {
 	Want   int32         `json:"want"`
 	AtMost bool          `json:"atMost,omitempty"`
 	For    time.Duration `json:"for"`
+	// Until, if set, ends the wait at that time, whatever For says: a
+	// retry after a lost worker waits only what is left of the stage.
+	Until time.Time `json:"until,omitzero"`
+}
+
+// waitFor is how long an attempt may wait: at most For, and no later than
+// Until. A wait whose time is up still reads the Revision once.
+func waitFor(d time.Duration, until time.Time) time.Duration {
+	if until.IsZero() {
+		return d
+	}
+	return max(min(d, time.Until(until)), time.Millisecond)
 }
 
 // AwaitPods answers with the Revision's state once it has in.Want Ready pods,
@@ -56,7 +68,7 @@ type AwaitPodsInput struct {
 // watches.
 func (a *Activities) AwaitPods(ctx context.Context, in AwaitPodsInput) (knative.RevisionState, error) {
 	defer keepAlive(ctx)()
-	wctx, cancel := a.watchContext(ctx, in.For)
+	wctx, cancel := a.watchContext(ctx, waitFor(in.For, in.Until))
 	defer cancel()
 	st, err := a.Knative.AwaitPods(wctx, in.RevisionRef, in.Want, in.AtMost)
 	if st.Name == "" {
@@ -70,7 +82,8 @@ func (a *Activities) AwaitPods(ctx context.Context, in AwaitPodsInput) (knative.
 // reserve, waiting at most For.
 type AwaitReserveInput struct {
 	knative.RevisionRef
-	For time.Duration `json:"for"`
+	For   time.Duration `json:"for"`
+	Until time.Time     `json:"until,omitzero"`
 }
 
 // AwaitReserve answers with the Revision's state once Knative has put it in
@@ -78,7 +91,7 @@ type AwaitReserveInput struct {
 // watches.
 func (a *Activities) AwaitReserve(ctx context.Context, in AwaitReserveInput) (knative.RevisionState, error) {
 	defer keepAlive(ctx)()
-	wctx, cancel := a.watchContext(ctx, in.For)
+	wctx, cancel := a.watchContext(ctx, waitFor(in.For, in.Until))
 	defer cancel()
 	st, err := a.Knative.AwaitReserve(wctx, in.RevisionRef)
 	if st.Name == "" {

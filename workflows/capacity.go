@@ -131,7 +131,7 @@ func orNone(v string) string {
 // the policy says.
 func (r *rollout) awaitPods(ctx workflow.Context, revision string, want int32, atMost bool, what string) bool {
 	p := r.st.Policy.Capacity
-	in := activities.AwaitPodsInput{RevisionRef: knative.RevisionRef{Namespace: r.st.Target.Namespace, Name: revision}, Want: want, AtMost: atMost, For: p.StageTimeout}
+	in := activities.AwaitPodsInput{RevisionRef: knative.RevisionRef{Namespace: r.st.Target.Namespace, Name: revision}, Want: want, AtMost: atMost, For: p.StageTimeout, Until: workflow.Now(ctx).Add(p.StageTimeout)}
 	actx, cancel := workflow.WithCancel(ctx)
 	defer cancel()
 	fut := workflow.ExecuteActivity(watchOptions(actx, p.StageTimeout, podsSummary(revision, want, atMost)), a.AwaitPods, in)
@@ -258,7 +258,7 @@ func (r *rollout) routes(revision string) bool {
 // no route names in reserve; the rollout goes on either way.
 func (r *rollout) awaitReserve(ctx workflow.Context, revision string) {
 	p := r.st.Policy.Capacity
-	in := activities.AwaitReserveInput{RevisionRef: knative.RevisionRef{Namespace: r.st.Target.Namespace, Name: revision}, For: p.StageTimeout}
+	in := activities.AwaitReserveInput{RevisionRef: knative.RevisionRef{Namespace: r.st.Target.Namespace, Name: revision}, For: p.StageTimeout, Until: workflow.Now(ctx).Add(p.StageTimeout)}
 	_ = workflow.ExecuteActivity(watchOptions(ctx, p.StageTimeout, "await "+revision+" in reserve"), a.AwaitReserve, in).Get(ctx, nil)
 }
 
@@ -269,7 +269,7 @@ func (r *rollout) awaitReserve(ctx workflow.Context, revision string) {
 // template asks for it when the rollout ends — and the worker's log says so.
 func (r *rollout) awaitGone(ctx workflow.Context, revision, what string) {
 	p := r.st.Policy.Capacity
-	in := activities.AwaitPodsInput{RevisionRef: knative.RevisionRef{Namespace: r.st.Target.Namespace, Name: revision}, Want: 0, AtMost: true, For: p.StageTimeout}
+	in := activities.AwaitPodsInput{RevisionRef: knative.RevisionRef{Namespace: r.st.Target.Namespace, Name: revision}, Want: 0, AtMost: true, For: p.StageTimeout, Until: workflow.Now(ctx).Add(p.StageTimeout)}
 	var st knative.RevisionState
 	err := workflow.ExecuteActivity(watchOptions(ctx, p.StageTimeout, podsSummary(revision, 0, true)), a.AwaitPods, in).Get(ctx, &st)
 	if err == nil {
