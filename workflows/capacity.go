@@ -292,6 +292,18 @@ func podsSummary(revision string, want int32, atMost bool) string {
 // a rollback moves its traffic back: capacity for the stable comes first.
 func (r *rollout) capacityBack(ctx workflow.Context) {
 	c := r.st.Capacity
+	// A stage that did not get its pods (or was interrupted before its
+	// traffic moved) left the candidate bounded above what its live share
+	// needs: those pods serve nothing, and go before the stable's return.
+	for _, s := range c.Stages {
+		if s.Weight != r.st.Weight {
+			continue
+		}
+		if last, ok := c.Written[r.st.Candidate]; ok && last != knative.Pods(s.Candidate) && !r.setScale(ctx, r.st.Candidate, knative.Pods(s.Candidate)) {
+			return
+		}
+		break
+	}
 	if !r.setScale(ctx, r.st.Stable, c.StableBounds) {
 		return
 	}
@@ -299,10 +311,31 @@ func (r *rollout) capacityBack(ctx workflow.Context) {
 }
 
 // releaseCandidate gives the candidate its template's bounds back: at the
-// end of a rollout it succeeded with, or after a rollback took its traffic
-// (Knative then scales it down as it normally would).
+// end of a rollout it succeeded with, or after a rollback or a newer
+// candidate took its traffic. Knative applies a Revision's min-scale until
+// it has put it in reserve, and that can come after the traffic shows in
+// the Route's status: a template's min-scale of 8 given back before then
+// would bring 8 pods of the candidate up beside the stable's, and keep them
+// for the autoscaler's scale-down window. So a candidate no route names
+// gets its bounds only once it is in reserve (or the stage timeout passed).
 func (r *rollout) releaseCandidate(ctx workflow.Context) {
+	if !r.routes(r.st.Candidate) && !followsLatest(r.st.Live) {
+		r.awaitReserve(ctx, r.st.Candidate)
+	}
 	r.setScale(ctx, r.st.Candidate, r.st.Capacity.CandidateBounds)
+}
+
+// followsLatest reports whether a traffic list has a latestRevision target,
+// which routes the newest Ready Revision — the candidate — whatever its
+// share: Knative keeps it routed, and its template's bounds apply at once,
+// as they would without sluice.
+func followsLatest(traffic []servingTraffic) bool {
+	for _, t := range traffic {
+		if t.LatestRevision != nil && *t.LatestRevision {
+			return true
+		}
+	}
+	return false
 }
 
 // carriedCapacity is what a superseding candidate's run keeps: the stable's

@@ -120,6 +120,10 @@ func TestCapacityStageWithoutPodsPausesAndAbortRestoresTheStableFirst(t *testing
 	h.k.SetPodCap("hello-00002", 2)
 	var paused Status
 	h.at(10*time.Minute, func() { paused = h.status() })
+	// The pods come after all, just before the abort: the candidate's
+	// third pod, bounded for the stage that never moved traffic, serves
+	// nothing and goes before the stable's pods come back.
+	h.at(10*time.Minute+30*time.Second, func() { h.k.SetPodCap("hello-00002", -1) })
 	h.at(11*time.Minute, func() { h.update(CommandAbort, Command{By: "ops", Reason: "no GPUs"}) })
 	h.run("hello-00002")
 	if !paused.Paused || !strings.Contains(paused.PauseReason, "stage 3 of 8: hello-00002 has 2 of the 3 Ready pods it needs after 2m0s") {
@@ -132,7 +136,7 @@ func TestCapacityStageWithoutPodsPausesAndAbortRestoresTheStableFirst(t *testing
 		t.Fatalf("result %+v", res)
 	}
 	// A rollback brings the stable's pods back before its traffic, so it
-	// runs beside the candidate's (2 here) for a moment.
+	// runs beside the candidate's (the 2 its 25% needs) for a moment.
 	checkPods(t, h, 10, true)
 	// The stable had its 8 pods back before any traffic returned to it.
 	samples := h.k.SamplesNow()

@@ -2,21 +2,33 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/sluicehq/sluice/test/requestsim"
 	"github.com/sluicehq/sluice/workflows"
+	"github.com/sluicehq/sluice/workflows/control"
 )
 
 // podSampler reads both Revisions' Deployments and the Service's served
 // traffic every 100 ms, on Knative's own objects: the pods each Deployment
 // runs (status.replicas) and has Ready, and each Revision's share.
 type podSampler struct {
-	mu     sync.Mutex
+	mu    sync.Mutex
+	stats podStats
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+// podStats is what a podSampler saw.
+type podStats struct {
 	peak   int32
 	peakAt string
 	// midPeak is the peak while the candidate has a share, short of all.
@@ -25,12 +37,16 @@ type podSampler struct {
 	// shareOver is the first sample where the candidate's share exceeded
 	// its Ready pods' share of the stable's count (to the nearest percent).
 	shareOver string
-	stop      chan struct{}
-	done      chan struct{}
+	// stableLow is the fewest Ready pods the stable had while the
+	// candidate had a share; backReady the stable's Ready pods at the
+	// first sample after that where the candidate had none again (-1: no
+	// such sample), and back when that was.
+	stableLow, backReady int32
+	back                 string
 }
 
 func samplePods(t *testing.T, service, stable, candidate string, pods int32) *podSampler {
-	s := &podSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	s := &podSampler{stop: make(chan struct{}), done: make(chan struct{}), stats: podStats{stableLow: -1, backReady: -1}}
 	kube := stk.Kube()
 	ctx := context.Background()
 	count := func(rev string) (running, ready int32) {
@@ -54,28 +70,39 @@ func samplePods(t *testing.T, service, stable, candidate string, pods int32) *po
 				return
 			case <-tick.C:
 			}
-			sr, _ := count(stable)
+			sr, sready := count(stable)
 			cr, cready := count(candidate)
 			svc, err := stk.Serving.ServingV1().Services(ns).Get(ctx, service, metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
 			var share int64
-			if err == nil {
-				for _, tr := range svc.Status.Traffic {
-					if tr.RevisionName == candidate && tr.Percent != nil {
-						share += *tr.Percent
-					}
+			for _, tr := range svc.Status.Traffic {
+				if tr.RevisionName == candidate && tr.Percent != nil {
+					share += *tr.Percent
 				}
 			}
 			s.mu.Lock()
-			s.samples++
+			st := &s.stats
+			st.samples++
+			now := time.Now().Format("15:04:05.000")
+			if share > 0 {
+				if st.stableLow < 0 || sready < st.stableLow {
+					st.stableLow = sready
+				}
+			} else if st.stableLow >= 0 && st.backReady < 0 {
+				st.backReady = sready
+				st.back = now + ": " + stable + " took its traffic back with " + itoa(int64(sready)) + " Ready pods"
+			}
 			if share > 0 && share < 100 {
-				s.midPeak = max(s.midPeak, sr+cr)
+				st.midPeak = max(st.midPeak, sr+cr)
 			}
-			if sr+cr > s.peak {
-				s.peak = sr + cr
-				s.peakAt = time.Now().Format("15:04:05.000") + ": " + stable + " " + itoa(int64(sr)) + " + " + candidate + " " + itoa(int64(cr))
+			if sr+cr > st.peak {
+				st.peak = sr + cr
+				st.peakAt = now + ": " + stable + " " + itoa(int64(sr)) + " + " + candidate + " " + itoa(int64(cr))
 			}
-			if s.shareOver == "" && share*int64(pods) > int64(cready)*100+int64(pods)/2 {
-				s.shareOver = time.Now().Format("15:04:05.000") + ": " + candidate + " served " + itoa(share) + "% on " + itoa(int64(cready)) + " Ready pods"
+			if st.shareOver == "" && share*int64(pods) > int64(cready)*100+int64(pods)/2 {
+				st.shareOver = now + ": " + candidate + " served " + itoa(share) + "% on " + itoa(int64(cready)) + " Ready pods"
 			}
 			s.mu.Unlock()
 		}
@@ -83,12 +110,12 @@ func samplePods(t *testing.T, service, stable, candidate string, pods int32) *po
 	return s
 }
 
-func (s *podSampler) end() (peak int32, peakAt string, midPeak int32, samples int, shareOver string) {
+func (s *podSampler) end() podStats {
 	close(s.stop)
 	<-s.done
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.peak, s.peakAt, s.midPeak, s.samples, s.shareOver
+	return s.stats
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
@@ -153,11 +180,12 @@ func TestCapacityAvailabilityOnKnative(t *testing.T) {
 		}
 		st := waitOutcome(t, c, svcTarget(tc.name), tc.name+"-00002", 4*time.Minute)
 		if st.Outcome != workflows.OutcomeSucceeded {
-			_, _, _, _, _ = sampler.end()
+			sampler.end()
 			t.Fatalf("%s: outcome %s: %s", tc.name, st.Outcome, st.Reason)
 		}
 		waitReadyPods(t, tc.name+"-00002", 8, 60*time.Second)
-		peak, peakAt, midPeak, samples, over := sampler.end()
+		ps := sampler.end()
+		peak, peakAt, midPeak, samples, over := ps.peak, ps.peakAt, ps.midPeak, ps.samples, ps.shareOver
 		t.Logf("%s: peak %d pods (%s), %d while both Revisions had traffic, over %d samples in %s (%d steps)",
 			tc.name, peak, peakAt, midPeak, samples, time.Since(start).Round(time.Second), len(st.Steps))
 		if tc.name == "capres30" && midPeak > 8 {
@@ -188,4 +216,141 @@ func TestCapacityAvailabilityOnKnative(t *testing.T) {
 			t.Errorf("%s: capacity plan %+v, want 8 stages from 8 pods", tc.name, st.Capacity)
 		}
 	}
+}
+
+// stableAtEight deploys a capacity-mode Service at min-scale 8 and waits
+// until its first Revision serves everything on 8 Ready pods.
+func stableAtEight(t *testing.T, c *control.Client, name string, ann map[string]string) {
+	t.Helper()
+	deploy(t, name, "example.com/"+name+":v1", ann, map[string]string{"autoscaling.knative.dev/min-scale": "8"})
+	waitOutcome(t, c, svcTarget(name), name+"-00001", 90*time.Second)
+	waitClosed(t, c, name)
+	waitReadyPods(t, name+"-00001", 8, 90*time.Second)
+}
+
+// cordon marks every node unschedulable (or schedulable again): pods made
+// from then on stay Pending, as in a cluster with no room left.
+func cordon(t *testing.T, on bool) {
+	t.Helper()
+	ctx := context.Background()
+	nodes, err := stk.Kube().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := []byte(fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, on))
+	for _, n := range nodes.Items {
+		if _, err := stk.Kube().CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatalf("cordon %s (%t): %v", n.Name, on, err)
+		}
+	}
+}
+
+// checkCapacityBack holds the order of a capacity rollback on what the
+// sampler saw: the stable had given up pods while the candidate had traffic
+// (else the order proves nothing), and had all 8 Ready again when its
+// traffic came back.
+func checkCapacityBack(t *testing.T, name string, ps podStats, maxPeak int32) {
+	t.Helper()
+	t.Logf("%s: peak %d pods (%s); the stable at %d Ready pods at the fewest while the candidate had traffic; %s; %d samples",
+		name, ps.peak, ps.peakAt, ps.stableLow, ps.back, ps.samples)
+	if ps.stableLow < 0 || ps.stableLow >= 8 {
+		t.Errorf("%s: the stable kept %d Ready pods while the candidate had traffic, want fewer than 8 (a stage releases them)", name, ps.stableLow)
+	}
+	if ps.backReady != 8 {
+		t.Errorf("%s: %s, want its 8 (back: %q)", name, name+"-00001 had "+itoa(int64(ps.backReady))+" Ready pods when its traffic came back", ps.back)
+	}
+	if ps.peak > maxPeak {
+		t.Errorf("%s: %d pods at the peak (%s), want at most %d", name, ps.peak, ps.peakAt, maxPeak)
+	}
+	if ps.shareOver != "" {
+		t.Errorf("%s: %s", name, ps.shareOver)
+	}
+	rev, err := stk.Serving.ServingV1().Revisions(ns).Get(context.Background(), name+"-00002", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rev.Annotations["autoscaling.knative.dev/min-scale"]; got != "8" || rev.Annotations["autoscaling.knative.dev/max-scale"] != "" {
+		t.Errorf("%s: the candidate's bounds after the rollback: min-scale %q max-scale %q, want its template's 8 and none",
+			name, got, rev.Annotations["autoscaling.knative.dev/max-scale"])
+	}
+	if got := serviceTraffic(t, name); got != name+"-00001=100%" {
+		t.Errorf("%s: traffic after the rollback %s", name, got)
+	}
+}
+
+// 31. A stage whose pods cannot be placed (every node cordoned: no room in
+// the cluster) pauses with the reason, never moving traffic on without its
+// pods; an abort then gives the stable its 8 pods back before its traffic,
+// and the candidate's template bounds only once Knative has put it in
+// reserve, so its min-scale of 8 never runs beside the stable's.
+func TestCapacityStageWithoutRoomPausesThenAbortRestoresStableFirst(t *testing.T) {
+	c := ctl(t)
+	const name = "capstall31"
+	stableAtEight(t, c, name, map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/capacity": "availability",
+		"sluice.dev/hold": "3s", "sluice.dev/capacity-timeout": "10s"})
+	sampler := samplePods(t, name, name+"-00001", name+"-00002", 8)
+	deploy(t, name, "example.com/"+name+":v2", nil, map[string]string{"autoscaling.knative.dev/min-scale": "8"})
+	waitStatus(t, c, svcTarget(name), 90*time.Second, "stage 1's hold", func(s workflows.Status) bool {
+		return s.Candidate == name+"-00002" && s.Phase == workflows.PhaseHolding && s.StepNumber == 1
+	})
+	cordon(t, true)
+	uncordoned := false
+	defer func() {
+		if !uncordoned {
+			cordon(t, false)
+		}
+	}()
+	st := waitStatus(t, c, svcTarget(name), 60*time.Second, "stage 2 to pause", func(s workflows.Status) bool { return s.Paused })
+	want := "stage 2 of 8: " + name + "-00002 has 1 of the 2 Ready pods it needs after 10s"
+	if !strings.Contains(st.PauseReason, want) || st.Weight != 13 {
+		sampler.end()
+		t.Fatalf("paused at %d%%: %s; want at 13%% with %q", st.Weight, st.PauseReason, want)
+	}
+	t.Logf("paused: %s", st.PauseReason)
+	out, err := sluice(t, "status", name)
+	if err != nil || !strings.Contains(out, "Pods:") || !strings.Contains(out, name+"-00002 1 Ready") {
+		t.Errorf("sluice status while the stage waits: %v\n%s", err, out)
+	}
+	t.Logf("sluice status %s:\n%s", name, out)
+	cordon(t, false)
+	uncordoned = true
+	if out, err := sluice(t, "abort", name, "--reason", "no room for stage 2"); err != nil {
+		sampler.end()
+		t.Fatalf("sluice abort: %v\n%s", err, out)
+	}
+	st = waitOutcome(t, c, svcTarget(name), name+"-00002", 2*time.Minute)
+	if st.Outcome != workflows.OutcomeAborted || !strings.Contains(st.Reason, "no room for stage 2") {
+		sampler.end()
+		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
+	}
+	// Sampling goes on for a while after the end: a candidate given its
+	// template's min-scale too early would be scaled up now.
+	time.Sleep(5 * time.Second)
+	// The candidate's second pod, bounded for the stage that never moved
+	// traffic, may run beside the stable's 8 for a moment.
+	checkCapacityBack(t, name, sampler.end(), 10)
+	waitProgress(t, name+"-00002", "started,step,paused,aborted")
+}
+
+// 32. Analysis failing at a stage of a capacity rollout rolls back in the
+// capacity order: the stable's bounds and its pods first, then its traffic,
+// then the candidate's bounds — on Knative's real autoscaler and real
+// queue-proxies, the candidate answering 20% of its requests with errors.
+func TestCapacityAnalysisFailureRollsBackInCapacityOrder(t *testing.T) {
+	c := ctl(t)
+	const name = "capan32"
+	stableAtEight(t, c, name, map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/capacity": "availability",
+		"sluice.dev/hold": "7s", "sluice.dev/capacity-timeout": "60s", "sluice.dev/analysis": knativeChecks})
+	sampler := samplePods(t, name, name+"-00001", name+"-00002", 8)
+	deploy(t, name, "example.com/"+name+":v2", nil, map[string]string{"autoscaling.knative.dev/min-scale": "8", requestsim.AnnotationErrorRate: "0.2"})
+	st := waitOutcome(t, c, svcTarget(name), name+"-00002", 3*time.Minute)
+	if st.Outcome != workflows.OutcomeRolledBack || !strings.Contains(st.Reason, "analysis: success-rate failed") {
+		sampler.end()
+		t.Fatalf("outcome %s at step %d: %s", st.Outcome, st.StepNumber, st.Reason)
+	}
+	t.Logf("rolled back at stage %d of %d: %s", st.StepNumber, st.StepCount, st.Reason)
+	time.Sleep(5 * time.Second)
+	// Rolled back at stage 1 or 2, the candidate runs at most 2 pods
+	// beside the stable's 8 for the moment before its traffic returns.
+	checkCapacityBack(t, name, sampler.end(), 10)
 }
