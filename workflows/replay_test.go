@@ -13,7 +13,10 @@ import (
 // gate + promote, abort, rollback on a verify timeout, analysis with
 // checks and webhooks, a hand edit during a hold and its resume, a rollout
 // driven by CloudEvents (its readiness told by a candidate signal), a
-// capacity rollout (scale writes and pod waits per stage), and a supersede — the run that continues as new and the run it starts.
+// capacity rollout (scale writes and pod waits per stage), a capacity
+// abort (the stable's pods back first, the candidate released once in
+// reserve), and a supersede — the run that continues as new and the run it
+// starts.
 // These are the one baseline; a change to the workflow that would break
 // rollouts already running — a command added, removed or reordered without
 // a version gate (docs/operations.md) — fails here with a non-determinism

@@ -354,3 +354,44 @@ func TestCapacityAnalysisFailureRollsBackInCapacityOrder(t *testing.T) {
 	// beside the stable's 8 for the moment before its traffic returns.
 	checkCapacityBack(t, name, sampler.end(), 10)
 }
+
+// 33. Someone else's edit of the candidate's scale bounds mid-rollout —
+// written through Knative's webhook, as `kubectl annotate` would — is not
+// overwritten: the next stage pauses and says what it found; resume writes
+// the stage's bounds over it and the rollout ends with the template's.
+func TestCapacityScaleDriftPausesThenResumeGoesOn(t *testing.T) {
+	c := ctl(t)
+	const name = "capdrift33"
+	ann := map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/capacity": "availability", "sluice.dev/capacity-surge": "1", "sluice.dev/hold": "4s"}
+	four := map[string]string{"autoscaling.knative.dev/min-scale": "4"}
+	deploy(t, name, "example.com/"+name+":v1", ann, four)
+	waitOutcome(t, c, svcTarget(name), name+"-00001", 90*time.Second)
+	waitClosed(t, c, name)
+	waitReadyPods(t, name+"-00001", 4, 60*time.Second)
+	deploy(t, name, "example.com/"+name+":v2", nil, four)
+	waitStatus(t, c, svcTarget(name), 90*time.Second, "stage 1's hold", func(s workflows.Status) bool {
+		return s.Candidate == name+"-00002" && s.Phase == workflows.PhaseHolding && s.StepNumber == 1
+	})
+	patch := []byte(`{"metadata":{"annotations":{"autoscaling.knative.dev/min-scale":"3","autoscaling.knative.dev/max-scale":"3"}}}`)
+	if _, err := stk.Serving.ServingV1().Revisions(ns).Patch(context.Background(), name+"-00002", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("edit the candidate's bounds: %v", err)
+	}
+	st := waitStatus(t, c, svcTarget(name), 30*time.Second, "stage 2 to pause", func(s workflows.Status) bool { return s.Paused })
+	want := `the scale bounds of Revision default/` + name + `-00002 were changed by someone else: min "3" max "3", where sluice last wrote min "1" max "1"`
+	if !strings.Contains(st.PauseReason, want) || st.Weight != 25 {
+		t.Fatalf("paused at %d%%: %s; want at 25%% with %q", st.Weight, st.PauseReason, want)
+	}
+	if out, err := sluice(t, "resume", name, "--reason", "my edit was a mistake"); err != nil {
+		t.Fatalf("sluice resume: %v\n%s", err, out)
+	}
+	st = waitOutcome(t, c, svcTarget(name), name+"-00002", 90*time.Second)
+	if st.Outcome != workflows.OutcomeSucceeded || serviceTraffic(t, name) != name+"-00002=100%" {
+		t.Fatalf("outcome %s (%s), traffic %s", st.Outcome, st.Reason, serviceTraffic(t, name))
+	}
+	waitReadyPods(t, name+"-00002", 4, 60*time.Second)
+	rev, err := stk.Serving.ServingV1().Revisions(ns).Get(context.Background(), name+"-00002", metav1.GetOptions{})
+	if err != nil || rev.Annotations["autoscaling.knative.dev/min-scale"] != "4" || rev.Annotations["autoscaling.knative.dev/max-scale"] != "" {
+		t.Fatalf("the candidate's bounds at the end: %v (%v), want its template's min-scale 4 alone", rev.GetAnnotations(), err)
+	}
+	waitProgress(t, name+"-00002", "started,step,paused,resumed,step,step,step,succeeded")
+}
