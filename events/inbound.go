@@ -104,6 +104,16 @@ func invalid(format string, args ...any) error {
 	return &InvalidError{Reason: fmt.Sprintf(format, args...)}
 }
 
+// IsCommand reports whether an event type is one of sluice's commands
+// (dev.sluice.rollout.*), which only an authenticated sender may send.
+func IsCommand(eventType string) bool {
+	switch eventType {
+	case TypeRequest, TypePromote, TypePause, TypeResume, TypeAbort:
+		return true
+	}
+	return false
+}
+
 // Map turns a CloudEvent into an Action. It returns an *InvalidError for an
 // event that claims a type sluice handles but is malformed.
 func Map(e cloudevents.Event) (Action, error) {
@@ -115,7 +125,8 @@ func Map(e cloudevents.Event) (Action, error) {
 		return mapResource(e)
 	case TypeRefAdd, TypeRefUpdate, TypeRefDelete:
 		return mapReference(e)
-	case TypeRequest, TypePromote, TypePause, TypeResume, TypeAbort:
+	}
+	if IsCommand(e.Type()) {
 		return mapCommand(e)
 	}
 	return Action{Kind: KindIgnore, Reason: "event type " + e.Type() + " is not for sluice"}, nil

@@ -113,6 +113,13 @@ func (r *Receiver) handle(req *http.Request) (string, result) {
 	if r.Seen.Has(key) {
 		return typ, reply(http.StatusOK, "duplicate", "duplicate of an event already handled (source %s, id %s)", e.Source(), e.ID())
 	}
+	// A command's sender is authenticated before its payload is read: an
+	// anonymous caller learns nothing of what a valid command holds.
+	command := events.IsCommand(e.Type())
+	principal, res, ok := r.authenticate(req, command)
+	if !ok {
+		return typ, res
+	}
 	action, err := events.Map(*e)
 	var inv *events.InvalidError
 	if errors.As(err, &inv) {
@@ -124,10 +131,6 @@ func (r *Receiver) handle(req *http.Request) (string, result) {
 	if len(r.Namespaces) > 0 && !r.Namespaces[action.Namespace] {
 		return typ, reply(http.StatusForbidden, "forbidden", "namespace %q is not served by this receiver", action.Namespace)
 	}
-	principal, res, ok := r.authenticate(req, action)
-	if !ok {
-		return typ, res
-	}
 	res = r.dispatch(req.Context(), *e, action, principal)
 	if res.code < 300 {
 		r.Seen.Add(key)
@@ -135,8 +138,8 @@ func (r *Receiver) handle(req *http.Request) (string, result) {
 	return typ, res
 }
 
-func (r *Receiver) authenticate(req *http.Request, a events.Action) (string, result, bool) {
-	if a.Kind != events.KindCommand && r.AllowUnauthenticatedSource {
+func (r *Receiver) authenticate(req *http.Request, command bool) (string, result, bool) {
+	if !command && r.AllowUnauthenticatedSource {
 		return "apiserversource", result{}, true
 	}
 	token := bearerToken(req)

@@ -331,6 +331,21 @@ func TestCommands(t *testing.T) {
 	}
 }
 
+// A command is authenticated before its payload is read: without a token,
+// one that lacks its target gets 401, not a 400 saying what it lacks.
+func TestCommandAuthenticatedBeforeItsPayload(t *testing.T) {
+	e := newEnv(t, helloObjects()...)
+	for _, data := range []string{`{}`, `{"target":"hello","namespace":"default"}`, `not json`} {
+		code, msg := e.postEvent(commandEvent("dev.sluice.rollout.promote", data), "")
+		if code != http.StatusUnauthorized || strings.Contains(msg, "target") {
+			t.Errorf("anonymous promote %s: %d %s, want 401 saying nothing of the payload", data, code, msg)
+		}
+	}
+	if code, msg := e.postEvent(commandEvent("dev.sluice.rollout.promote", `{}`), goodToken); code != http.StatusBadRequest || !strings.Contains(msg, "target") {
+		t.Errorf("authenticated promote without a target: %d %s, want 400 naming data.target", code, msg)
+	}
+}
+
 // postEvent sends an event in binary mode over plain HTTP, to read the answer's body.
 func (e *env) postEvent(ev cloudevents.Event, token string) (int, string) {
 	req, _ := http.NewRequest(http.MethodPost, e.srv.URL, nil)
