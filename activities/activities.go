@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -114,4 +115,33 @@ func kubeError(err error) error {
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidTraffic, err)
 	}
 	return err
+}
+
+// HeartbeatEvery is how often activities that wait (watches, queries,
+// webhook calls) tell Temporal they are alive; the workflow gives them a
+// heartbeat timeout of a few times that, so one cut short by a lost worker
+// is retried in seconds, not after its whole start-to-close timeout.
+const HeartbeatEvery = 2 * time.Second
+
+// keepAlive heartbeats until the returned stop is called.
+func keepAlive(ctx context.Context) (stop func()) {
+	if !activity.IsActivity(ctx) {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(HeartbeatEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() { close(done) }
 }

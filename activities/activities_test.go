@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -430,5 +433,34 @@ func TestAwaitRevision(t *testing.T) {
 	// Gone.
 	if st := await("hello-00009", time.Minute); st.Found {
 		t.Errorf("missing Revision: %+v", st)
+	}
+}
+
+// Activities that wait heartbeat while they do, so a lost worker is noticed
+// in seconds: AwaitRevision on a Revision that is not Ready, and
+// ApplyTraffic watching a status that does not show its write.
+func TestWaitingActivitiesHeartbeat(t *testing.T) {
+	f := newFixture(t, helloObjects()...)
+	var beats atomic.Int32
+	f.env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) { beats.Add(1) })
+	wait := HeartbeatEvery + 500*time.Millisecond
+	if _, err := f.env.ExecuteActivity(f.a.AwaitRevision, AwaitRevisionInput{RevisionRef: knative.RevisionRef{Namespace: ns, Name: "hello-00003"}, For: wait}); err != nil {
+		t.Fatal(err)
+	}
+	if beats.Load() < 1 {
+		t.Errorf("AwaitRevision waited %s with no heartbeat", wait)
+	}
+	beats.Store(0)
+	f.k.SetFrozen(true)
+	_, err := f.env.ExecuteActivity(f.a.ApplyTraffic, ApplyTrafficInput{SetTrafficInput: SetTrafficInput{
+		Object:   knative.ObjectRef{Namespace: ns, Kind: knative.KindService, Name: "hello"},
+		Expected: []servingv1.TrafficTarget{tgt("hello-00001", 100, ""), tgt("hello-00001", 0, "current")},
+		Desired:  []servingv1.TrafficTarget{tgt("hello-00001", 50, ""), tgt("hello-00001", 0, "current"), tgt("hello-00002", 50, "")},
+	}, VerifyFor: wait})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if beats.Load() < 1 {
+		t.Errorf("ApplyTraffic watched for %s with no heartbeat", wait)
 	}
 }

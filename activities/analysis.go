@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.temporal.io/sdk/activity"
-
 	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/config"
 )
@@ -92,33 +90,4 @@ func (a *Activities) CallWebhook(ctx context.Context, in WebhookInput) (analysis
 	m := a.Webhooks.Call(ctx, analysis.Hook{URL: h.URL, Timeout: h.Timeout, Retries: h.Retries}, in.Payload)
 	m.Step, m.Weight, m.At = in.Payload.Rollout.Step, in.Payload.Rollout.Weight, time.Now()
 	return m, nil
-}
-
-// HeartbeatEvery is how often analysis activities tell Temporal they are
-// alive; the workflow gives them a heartbeat timeout of a few times that, so
-// a call cut short by a lost worker is retried in seconds, not after its
-// whole start-to-close timeout.
-const HeartbeatEvery = 2 * time.Second
-
-// keepAlive heartbeats until the returned stop is called.
-func keepAlive(ctx context.Context) (stop func()) {
-	if !activity.IsActivity(ctx) {
-		return func() {}
-	}
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(HeartbeatEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				activity.RecordHeartbeat(ctx)
-			}
-		}
-	}()
-	return func() { close(done) }
 }

@@ -93,6 +93,7 @@ func (a *Activities) checkRevisionsReady(ctx context.Context, namespace string, 
 // time is nearly up, when it fails with a retryable error that says what is
 // missing; the workflow's retry policy and timeout bound the wait.
 func (a *Activities) VerifyTraffic(ctx context.Context, in VerifyInput) error {
+	defer keepAlive(ctx)()
 	live, err := a.Knative.ReadTraffic(ctx, in.Object)
 	if err != nil {
 		return kubeError(err)
@@ -105,6 +106,7 @@ func (a *Activities) VerifyTraffic(ctx context.Context, in VerifyInput) error {
 // status does not show the traffic in that time it still succeeds, with
 // Visible false, and the workflow goes on verifying.
 func (a *Activities) ApplyTraffic(ctx context.Context, in ApplyTrafficInput) (ApplyTrafficResult, error) {
+	defer keepAlive(ctx)()
 	set, live, err := a.setTraffic(ctx, in.SetTrafficInput)
 	if err != nil {
 		return ApplyTrafficResult{}, err

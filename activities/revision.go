@@ -21,6 +21,7 @@ func (a *Activities) ReadRevision(ctx context.Context, ref knative.RevisionRef) 
 // failed, or is gone — watching it, so readiness is seen the moment Knative
 // reports it — or, if none of that happens within in.For, with its state then.
 func (a *Activities) AwaitRevision(ctx context.Context, in AwaitRevisionInput) (knative.RevisionState, error) {
+	defer keepAlive(ctx)()
 	wctx, cancel := a.watchContext(ctx, in.For)
 	st, err := a.Knative.AwaitRevision(wctx, in.RevisionRef)
 	cancel()

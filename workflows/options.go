@@ -48,6 +48,7 @@ func verifyOptions(ctx workflow.Context, timeout time.Duration, summary string) 
 		Summary:                summary,
 		StartToCloseTimeout:    30 * time.Second,
 		ScheduleToCloseTimeout: timeout,
+		HeartbeatTimeout:       heartbeatTimeout,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 1.5, MaximumInterval: 3 * time.Second},
 	})
 }
@@ -59,16 +60,21 @@ func applyOptions(ctx workflow.Context, verifyFor time.Duration, summary string)
 		Summary:                summary,
 		StartToCloseTimeout:    verifyFor + 30*time.Second,
 		ScheduleToCloseTimeout: 5 * time.Minute,
+		HeartbeatTimeout:       heartbeatTimeout,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
 	})
 }
 
 // awaitOptions suit AwaitRevision: it watches for up to wait, then answers.
+// Like every activity that waits (applyOptions, verifyOptions,
+// watchOptions), it heartbeats, so a lost worker is noticed in seconds, not
+// at the end of its start-to-close timeout.
 func awaitOptions(ctx workflow.Context, wait time.Duration, summary string) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		Summary:                summary,
 		StartToCloseTimeout:    wait + 30*time.Second,
 		ScheduleToCloseTimeout: wait + 5*time.Minute,
+		HeartbeatTimeout:       heartbeatTimeout,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
 	})
 }
