@@ -187,7 +187,11 @@ func (r *rollout) awaitPods(ctx workflow.Context, revision string, want int32, a
 
 // stageUp gets step i's pods before its traffic is written, and reports
 // whether the traffic may move. With Availability the candidate's pods come
-// up first (the stable releases its own once the traffic has moved). With
+// up first (the stable releases its own once the traffic has moved) — but
+// only once the stable runs no more than the last stage left it, so the
+// surge is never spent twice (a short hold, or a promote, can come before
+// the autoscaler has scaled it down); that wait also reads the stable's
+// pods for the status. With
 // Resource the stable's pods make room first — but a Revision that still
 // has traffic keeps at least one pod, so at the last stage the candidate
 // takes the traffic one pod short and gets its last pod once the stable
@@ -197,6 +201,11 @@ func (r *rollout) stageUp(ctx workflow.Context, i int) bool {
 	s := c.Stages[i]
 	what := fmt.Sprintf("stage %d of %d", i+1, len(c.Stages))
 	want := s.Candidate
+	if r.st.Policy.Capacity.Strategy == capacity.Availability && i > 0 {
+		if left := c.Stages[i-1].Stable; !r.awaitPods(ctx, r.st.Stable, left, true, what) {
+			return false
+		}
+	}
 	if r.st.Policy.Capacity.Strategy == capacity.Resource {
 		keep := max(s.Stable, 1)
 		if !r.stageScale(ctx, r.st.Stable, knative.Pods(keep)) || !r.awaitPods(ctx, r.st.Stable, keep, true, what) {

@@ -87,6 +87,11 @@ func TestCapacityAvailabilityStagesPodsWithTraffic(t *testing.T) {
 	if c := mid.Capacity; c == nil || c.StablePods != 8 || len(c.Stages) != 8 || c.Stages[0].Weight != 13 || c.Stages[0].Candidate != 1 || c.Stages[0].Stable != 7 {
 		t.Fatalf("capacity plan in the status: %+v", mid.Capacity)
 	}
+	// Both Revisions' pods are read as the stages go, the stable's too
+	// (each stage waits for it to release the last one's).
+	if c := mid.Capacity; c.StablePodsNow < 1 || c.CandidatePods < 1 || c.StablePodsNow+c.CandidatePods > 9 {
+		t.Errorf("pods in the status mid-rollout: candidate %d, stable %d", c.CandidatePods, c.StablePodsNow)
+	}
 	if len(mid.Steps) != 8 || mid.Steps[1].Weight != 25 {
 		t.Fatalf("steps derived from pods: %+v", mid.Steps)
 	}

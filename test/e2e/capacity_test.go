@@ -308,7 +308,7 @@ func TestCapacityStageWithoutRoomPausesThenAbortRestoresStableFirst(t *testing.T
 	}
 	t.Logf("paused: %s", st.PauseReason)
 	out, err := sluice(t, "status", name)
-	if err != nil || !strings.Contains(out, "Pods:") || !strings.Contains(out, name+"-00002 1 Ready") {
+	if err != nil || !strings.Contains(out, "Pods:") || !strings.Contains(out, name+"-00002 1 Ready, "+name+"-00001 7 Ready") {
 		t.Errorf("sluice status while the stage waits: %v\n%s", err, out)
 	}
 	t.Logf("sluice status %s:\n%s", name, out)
