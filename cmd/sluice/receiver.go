@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sluicehq/sluice/config"
@@ -80,12 +82,22 @@ default sluice-pin-latest: the MutatingWebhookConfiguration whose caBundle it ke
 			for _, n := range s.Namespaces {
 				ns[n] = true
 			}
+			kn := knative.Client{Serving: sc.serving}
+			targets, err := knative.NewTargetCache(cmd.Context(), kn, s.Namespaces)
+			if err != nil {
+				return err
+			}
 			rcv := &receiver.Receiver{
 				Control: &control.Client{Temporal: sc.temporal, TaskQueue: s.TaskQueue, Identity: "sluice-receiver"},
-				Knative: knative.Client{Serving: sc.serving}, Auth: auth, AllowUnauthenticatedSource: s.AllowUnauthenticatedSource,
+				Knative: kn, Targets: targets, Auth: auth, AllowUnauthenticatedSource: s.AllowUnauthenticatedSource,
 				Namespaces: ns, MaxBody: s.MaxBody, Log: log, Metrics: receiver.NewMetrics(sc.reg),
 				Seen: receiver.NewSeen(100_000, 15*time.Minute),
+				Gate: &receiver.Gate{Check: func(ctx context.Context) error {
+					_, err := sc.temporal.CheckHealth(ctx, &client.CheckHealthRequest{})
+					return err
+				}},
 			}
+			go rcv.Gate.Run(cmd.Context())
 			mux := http.NewServeMux()
 			worker.HealthRoutes(mux, sc.temporal, sc.reg)
 			mux.Handle("/", rcv)

@@ -80,8 +80,11 @@ func (r *Receiver) revision(ctx context.Context, a events.Action, principal stri
 	}
 	req := control.StartRequest{Target: target, Offer: offer, Reason: "Started by a " + a.ObjectKind + " event from " + principal + ".",
 		Stable: knative.Stable(t.Live.Spec, a.Name, nil), Annotations: t.Annotations}
+	if err := r.Gate.Err(); err != nil {
+		return r.temporalError(err, "offer "+a.Name+" to the rollout of "+target.String())
+	}
 	if _, err := r.Control.Offer(ctx, req); err != nil {
-		return temporalError(err, "offer "+a.Name+" to the rollout of "+target.String())
+		return r.temporalError(err, "offer "+a.Name+" to the rollout of "+target.String())
 	}
 	r.Seen.Add(told)
 	return reply(http.StatusAccepted, "offered", "offered %s (%s) to the rollout of %s", a.Name, readiness(a), target)
@@ -110,7 +113,7 @@ func readiness(a events.Action) string {
 // rollout fails at once, with the reason, where the UI shows it.
 func (r *Receiver) optedInTarget(ctx context.Context, a events.Action) (knative.Target, result, bool) {
 	ref := knative.TargetOf(a.Namespace, knative.RevisionLabels{Service: a.Service, Configuration: a.Configuration})
-	t, err := r.Knative.ReadTarget(ctx, ref)
+	t, err := r.readTarget(ctx, ref, a.Generation)
 	switch {
 	case apierrors.IsNotFound(err):
 		return t, reply(http.StatusOK, "ignored", "ignored: %v", err), false
@@ -125,6 +128,22 @@ func (r *Receiver) optedInTarget(ctx context.Context, a events.Action) (knative.
 		return t, reply(http.StatusOK, "not-opted-in", "ignored: %s is not opted in (%s)", ref, config.AnnotationRollout), false
 	}
 	return t, result{}, true
+}
+
+// readTarget reads a Revision's target from the informers' caches when the
+// receiver has them, else from the API server.
+func (r *Receiver) readTarget(ctx context.Context, ref knative.TargetRef, generation int64) (knative.Target, error) {
+	if r.Targets == nil {
+		r.Metrics.read("api")
+		return r.Knative.ReadTarget(ctx, ref)
+	}
+	t, cached, err := r.Targets.ReadTarget(ctx, ref, generation)
+	from := "api"
+	if cached {
+		from = "cache"
+	}
+	r.Metrics.read(from)
+	return t, err
 }
 
 // alreadyHandled says why a Revision event needs no Temporal call.
@@ -155,6 +174,9 @@ func alreadyHandled(t knative.Target, a events.Action) string {
 // hint signals the running rollout of a target; no running rollout means
 // there is nothing to tell.
 func (r *Receiver) hint(ctx context.Context, t knative.TargetRef, signal string, payload any, what string) result {
+	if err := r.Gate.Err(); err != nil {
+		return r.temporalError(err, what)
+	}
 	err := r.Control.Tell(ctx, t, signal, payload)
 	var nf *serviceerror.NotFound
 	switch {
@@ -163,7 +185,7 @@ func (r *Receiver) hint(ctx context.Context, t knative.TargetRef, signal string,
 	case errors.As(err, &nf):
 		return reply(http.StatusOK, "ignored", "ignored: no rollout is running for %s", t)
 	}
-	return temporalError(err, what)
+	return r.temporalError(err, what)
 }
 
 // command runs a dev.sluice.rollout.* command through the same update
@@ -174,6 +196,9 @@ func (r *Receiver) command(ctx context.Context, a events.Action, principal strin
 	if err != nil {
 		return reply(http.StatusBadRequest, "invalid", "data.target: %v", err)
 	}
+	if err := r.Gate.Err(); err != nil {
+		return r.temporalError(err, cmd.Name+" the rollout of "+target.String())
+	}
 	ctl := *r.Control
 	ctl.Identity = principal
 	if cmd.Requester != "" {
@@ -181,7 +206,7 @@ func (r *Receiver) command(ctx context.Context, a events.Action, principal strin
 	}
 	if cmd.Name == "request" {
 		if _, err := ctl.Start(ctx, target, cmd.Revision, cmd.Reason); err != nil {
-			return temporalError(err, "start a rollout of "+cmd.Revision+" on "+target.String())
+			return r.temporalError(err, "start a rollout of "+cmd.Revision+" on "+target.String())
 		}
 		return reply(http.StatusAccepted, "started", "rollout of %s on %s requested", cmd.Revision, target)
 	}
@@ -195,12 +220,13 @@ func (r *Receiver) command(ctx context.Context, a events.Action, principal strin
 	case errors.Is(err, control.ErrNoRollout):
 		return reply(http.StatusNotFound, "no-rollout", "%v", err)
 	}
-	return temporalError(err, cmd.Name+" the rollout of "+target.String())
+	return r.temporalError(err, cmd.Name+" the rollout of "+target.String())
 }
 
 // temporalError maps a failed Temporal call to what a broker should do:
 // retry later (503), slow down (429), or retry as an unknown failure (500).
-func temporalError(err error, what string) result {
+func (r *Receiver) temporalError(err error, what string) result {
+	r.Gate.Failed(err)
 	var (
 		unavailable *serviceerror.Unavailable
 		exhausted   *serviceerror.ResourceExhausted

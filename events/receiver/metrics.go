@@ -10,6 +10,7 @@ import (
 type Metrics struct {
 	events  *prometheus.CounterVec
 	latency *prometheus.HistogramVec
+	reads   *prometheus.CounterVec
 }
 
 // NewMetrics registers the receiver's metrics.
@@ -20,10 +21,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"type", "outcome"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sluice_receiver_event_duration_seconds", Help: "Time from request to answer, by event type.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+			// From 50 µs: an event answered from the caches takes well
+			// under a millisecond, and the buckets must tell.
+			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 20),
 		}, []string{"type"}),
+		reads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_receiver_target_reads_total", Help: "Reads of a Revision's target, by where they were answered: the informers' cache or the API server.",
+		}, []string{"from"}),
 	}
-	reg.MustRegister(m.events, m.latency)
+	reg.MustRegister(m.events, m.latency, m.reads)
 	return m
 }
 
@@ -36,4 +42,10 @@ func (m *Metrics) observe(typ, outcome string, d time.Duration) {
 	}
 	m.events.WithLabelValues(typ, outcome).Inc()
 	m.latency.WithLabelValues(typ).Observe(d.Seconds())
+}
+
+func (m *Metrics) read(from string) {
+	if m != nil {
+		m.reads.WithLabelValues(from).Inc()
+	}
 }

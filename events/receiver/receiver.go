@@ -29,6 +29,11 @@ const DefaultMaxBody = 1 << 20
 type Receiver struct {
 	Control *control.Client
 	Knative knative.Client
+	// Gate, if set, answers 503 at once while Temporal is unreachable.
+	Gate *Gate
+	// Targets, if set, answers target reads from informers' caches, so an
+	// event about a target that did not opt in costs no API call.
+	Targets *knative.TargetCache
 	// Auth authenticates command events, and source events too unless
 	// AllowUnauthenticatedSource is set. Nil accepts no command event.
 	Auth Authenticator

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/sluicehq/sluice/config"
@@ -26,6 +30,7 @@ import (
 	"github.com/sluicehq/sluice/test/eventsink"
 	"github.com/sluicehq/sluice/test/knativefake"
 	"github.com/sluicehq/sluice/workflows"
+	"github.com/sluicehq/sluice/workflows/control"
 )
 
 const commandToken = "integration-token-0123456789"
@@ -193,3 +198,87 @@ func TestEventsDriveARollout(t *testing.T) {
 	})
 	recordHistory(t, s.temporal, "rollout-events.json")
 }
+
+// With Temporal unreachable — its address takes connections and never
+// answers, as a hung server or a dropped link does (a refused connection
+// fails fast either way) — the receiver answers an event that needs it 503
+// at once, from its gate's probe, where a call through the Temporal client
+// waits out its deadline. Both times are logged.
+func TestReceiverAnswersAtOnceWhenTemporalIsDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		var held []net.Conn // never answered, never closed until the end
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	addr := ln.Addr().String()
+	tc, err := client.NewLazyClient(client.Options{HostPort: addr, Logger: quietLog{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	k := knativefake.New(helloService(nil)...)
+	serve := func(gate *receiver.Gate) string {
+		rcv := &receiver.Receiver{
+			Control: &control.Client{Temporal: tc, TaskQueue: "q", Identity: "sluice-receiver"}, Knative: knative.Client{Serving: k},
+			AllowUnauthenticatedSource: true, MaxBody: receiver.DefaultMaxBody, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Metrics: receiver.NewMetrics(prometheus.NewRegistry()), Seen: receiver.NewSeen(100, time.Minute), Gate: gate,
+		}
+		srv := httptest.NewServer(rcv)
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	gate := &receiver.Gate{Check: func(ctx context.Context) error {
+		_, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{})
+		return err
+	}, Every: 200 * time.Millisecond}
+	go gate.Run(ctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for gate.Err() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the gate's probe did not find Temporal unreachable in 10s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	gated := serve(gate)
+	var took []time.Duration
+	for i := range 5 {
+		began := time.Now()
+		code, msg := replay(t, gated, "resource/02-revision-add.json", fmt.Sprint("gated-", i))
+		took = append(took, time.Since(began))
+		if code != http.StatusServiceUnavailable || !strings.Contains(msg, "Temporal unavailable") {
+			t.Fatalf("with the gate: %d %s", code, msg)
+		}
+	}
+	slices.Sort(took)
+	if took[2] > 100*time.Millisecond {
+		t.Errorf("answered in %v (median %v), want under 100ms", took, took[2])
+	}
+	began := time.Now()
+	code, msg := replay(t, serve(nil), "resource/02-revision-add.json", "ungated")
+	t.Logf("Temporal unreachable: answered %d in %v (median of 5) with the gate, in %v through the client alone (%d %s)",
+		http.StatusServiceUnavailable, took[2], time.Since(began).Round(time.Millisecond), code, msg)
+}
+
+type quietLog struct{}
+
+func (quietLog) Debug(string, ...any) {}
+func (quietLog) Info(string, ...any)  {}
+func (quietLog) Warn(string, ...any)  {}
+func (quietLog) Error(string, ...any) {}

@@ -1,0 +1,132 @@
+package knative
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+	informers "knative.dev/serving/pkg/client/informers/externalversions"
+	listers "knative.dev/serving/pkg/client/listers/serving/v1"
+
+	"github.com/sluicehq/sluice/config"
+)
+
+// TargetCache reads rollout targets from informers' caches of the Services,
+// Configurations and Routes of the namespaces it serves, so that the
+// receiver answers the many events about targets that did not opt in (and
+// the updates Knative makes to every Revision) with no API call. A read the
+// cache cannot answer for sure goes to the API server: a Configuration the
+// cache has not seen at the template the Revision runs (the Revision is
+// newer than the cache), an object not in it yet, or a Service whose opt-in
+// the cache may not have seen (its Configuration, which Knative copies the
+// Service's annotations to, opts in where the cached Service does not).
+type TargetCache struct {
+	Client Client
+	// listers per namespace; "" holds every namespace.
+	listers map[string]targetListers
+}
+
+type targetListers struct {
+	services       listers.ServiceLister
+	configurations listers.ConfigurationLister
+	routes         listers.RouteLister
+}
+
+// NewTargetCache starts the informers of the given namespaces (every
+// namespace when none is given) and waits until their first lists are in.
+// They run until ctx ends.
+func NewTargetCache(ctx context.Context, c Client, namespaces []string) (*TargetCache, error) {
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	tc := &TargetCache{Client: c, listers: map[string]targetListers{}}
+	var synced []cache.InformerSynced
+	for _, ns := range namespaces {
+		f := informers.NewSharedInformerFactoryWithOptions(c.Serving, 0, informers.WithNamespace(ns), informers.WithTransform(slim))
+		v1 := f.Serving().V1()
+		svc, cfg, rt := v1.Services(), v1.Configurations(), v1.Routes()
+		tc.listers[ns] = targetListers{services: svc.Lister(), configurations: cfg.Lister(), routes: rt.Lister()}
+		synced = append(synced, svc.Informer().HasSynced, cfg.Informer().HasSynced, rt.Informer().HasSynced)
+		f.Start(ctx.Done())
+	}
+	wait, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if !cache.WaitForCacheSync(wait.Done(), synced...) {
+		return nil, fmt.Errorf("list Knative Services, Configurations and Routes in %v: not done in 2m0s (check the API server and the rights to list and watch them)", namespaces)
+	}
+	return tc, nil
+}
+
+// slim keeps what a target read needs: no managed fields, and no Revision
+// template (a Service's or Configuration's largest part), which the cache
+// would otherwise hold for every Service of the cluster.
+func slim(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *servingv1.Service:
+		o.ManagedFields = nil
+		o.Spec.Template = servingv1.RevisionTemplateSpec{}
+	case *servingv1.Configuration:
+		o.ManagedFields = nil
+		o.Spec.Template = servingv1.RevisionTemplateSpec{}
+	case *servingv1.Route:
+		o.ManagedFields = nil
+	}
+	return obj, nil
+}
+
+// ReadTarget reads the target of a Revision that runs template generation
+// of its Configuration (0: unknown), as Client.ReadTarget does; cached
+// reports whether the informers' caches answered it.
+func (tc *TargetCache) ReadTarget(ctx context.Context, ref TargetRef, generation int64) (t Target, cached bool, err error) {
+	if t, ok := tc.cached(ref, generation); ok {
+		return t, true, nil
+	}
+	t, err = tc.Client.ReadTarget(ctx, ref)
+	return t, false, err
+}
+
+func (tc *TargetCache) cached(ref TargetRef, generation int64) (Target, bool) {
+	l, ok := tc.listers[ref.Namespace]
+	if !ok {
+		if l, ok = tc.listers[metav1.NamespaceAll]; !ok {
+			return Target{}, false
+		}
+	}
+	cfg, err := l.configurations.Configurations(ref.Namespace).Get(ref.Name)
+	if err != nil || generation <= 0 || cfg.Generation < generation {
+		return Target{}, false
+	}
+	t := Target{Ref: ref, Configuration: ref.Name, ConfigGeneration: cfg.Generation}
+	switch ref.Kind {
+	case KindService:
+		svc, err := l.services.Services(ref.Namespace).Get(ref.Name)
+		if err != nil {
+			return Target{}, false
+		}
+		byConfig, _ := config.OptedIn(cfg.Annotations)
+		if byService, _ := config.OptedIn(svc.Annotations); byConfig && !byService {
+			return Target{}, false
+		}
+		t.Annotations = svc.Annotations
+		t.Object = ObjectRef{Namespace: ref.Namespace, Kind: KindService, Name: ref.Name}
+		t.Live, _ = liveFromObject(svc)
+	case KindConfiguration:
+		route := cfg.Annotations[config.AnnotationRoute]
+		if route == "" {
+			return Target{}, false // the API read says why, as it always has
+		}
+		r, err := l.routes.Routes(ref.Namespace).Get(route)
+		if err != nil {
+			return Target{}, false
+		}
+		t.Annotations = cfg.Annotations
+		t.Object = ObjectRef{Namespace: ref.Namespace, Kind: KindRoute, Name: route}
+		t.Live, _ = liveFromObject(r)
+	default:
+		return Target{}, false
+	}
+	return t, true
+}

@@ -1,0 +1,53 @@
+package knative_test
+
+import (
+	"context"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/knative"
+	"github.com/sluicehq/sluice/test/knativefake"
+)
+
+// The cache answers a Route-mode target as the API server does, and only
+// for a Revision of a template it has seen; the rest go to the API server.
+func TestTargetCacheReadsAsTheAPIServerDoes(t *testing.T) {
+	api := &servingv1.Configuration{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api", Generation: 3,
+		Annotations: map[string]string{config.AnnotationRollout: "enabled", config.AnnotationRoute: "api-route"}}}
+	route := &servingv1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api-route", Generation: 1},
+		Spec: servingv1.RouteSpec{Traffic: []servingv1.TrafficTarget{knativefake.Target("api-00002", 100, "")}}}
+	k := knativefake.New(api, route)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := knative.Client{Serving: k}
+	cache, err := knative.NewTargetCache(ctx, c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := knative.TargetRef{Namespace: ns, Kind: knative.KindConfiguration, Name: "api"}
+	want, err := c.ReadTarget(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		generation int64
+		cached     bool
+	}{{3, true}, {2, true}, {4, false}, {0, false}} {
+		k.ClearActions()
+		got, cached, err := cache.ReadTarget(ctx, ref, tc.generation)
+		if err != nil || cached != tc.cached || got.Object != want.Object || got.ConfigGeneration != 3 ||
+			knative.FormatTraffic(got.Live.Spec) != knative.FormatTraffic(want.Live.Spec) || got.Annotations[config.AnnotationRoute] != "api-route" {
+			t.Errorf("template %d: cached %v, %+v, %v; want cached %v, %+v", tc.generation, cached, got, err, tc.cached, want)
+		}
+		if reads := len(k.Actions()); (reads == 0) != tc.cached {
+			t.Errorf("template %d: %d API calls, cached %v", tc.generation, reads, cached)
+		}
+	}
+	// Not in the cache at all: the API server's answer, error included.
+	if _, cached, err := cache.ReadTarget(ctx, knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: "nope"}, 1); cached || err == nil {
+		t.Errorf("a Service that is not there: cached %v, error %v", cached, err)
+	}
+}
