@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/test/eventsink"
 	"github.com/sluicehq/sluice/test/stack"
 	"github.com/sluicehq/sluice/workflows"
+	"github.com/sluicehq/sluice/workflows/control"
 )
 
 type env struct {
@@ -131,7 +132,11 @@ func measure(ctx context.Context, r Run, e env) (res Result, err error) {
 	t1 := time.Now()
 	after := snapshot(ctx, stk, workerPid, receiverPid)
 	e.log.Info("bench: rollouts done", "rollouts", r.Rollouts, "took", t1.Sub(t0).Round(time.Millisecond))
+	res.Readiness = map[string]int{}
 	for _, end := range ends {
+		if end.readiness != "" {
+			res.Readiness[end.readiness]++
+		}
 		if end.outcome != workflows.OutcomeSucceeded {
 			res.Failed++
 			if len(res.FailedReasons) < 5 {
@@ -293,6 +298,10 @@ type ended struct {
 	at      time.Time
 	outcome workflows.Outcome
 	reason  string
+	// readiness is what told the rollout its candidate was Ready: the
+	// Revision's CloudEvent or the rollout's own watch, whichever came
+	// first.
+	readiness string
 }
 
 // waitRollouts waits until every Service's rollout has closed, and reads
@@ -312,7 +321,8 @@ func waitRollouts(ctx context.Context, tc client.Client, svcs []string, timeout 
 			if !pending[n] {
 				continue
 			}
-			id := workflows.WorkflowID(knative.TargetRef{Namespace: stack.Namespace, Kind: knative.KindService, Name: n})
+			target := knative.TargetRef{Namespace: stack.Namespace, Kind: knative.KindService, Name: n}
+			id := workflows.WorkflowID(target)
 			desc, err := tc.DescribeWorkflowExecution(ctx, id, "")
 			var nf *serviceerror.NotFound
 			if errors.As(err, &nf) {
@@ -331,6 +341,9 @@ func waitRollouts(ctx context.Context, tc client.Client, svcs []string, timeout 
 				e.outcome, e.reason = "error", err.Error()
 			} else {
 				e.outcome, e.reason = result.Outcome, result.Reason
+			}
+			if st, err := (&control.Client{Temporal: tc}).Status(ctx, target); err == nil {
+				e.readiness = st.ReadinessFrom
 			}
 			out = append(out, e)
 			delete(pending, n)
