@@ -39,8 +39,15 @@ type snap struct {
 	receiverTimes    map[string]float64
 }
 
-func snapshot(ctx context.Context, stk *stack.Stack, workerPid, receiverPid int) snap {
-	return snap{worker: sample(workerPid), receiver: sample(receiverPid), metrics: apiRequests(ctx, stk), receiverTimes: receiverTimes(ctx, stk)}
+// snapshot reads the processes' use so far; several workers add up.
+func snapshot(ctx context.Context, stk *stack.Stack, workerPids []int, receiverPid int) snap {
+	var w procSample
+	for _, pid := range workerPids {
+		s := sample(pid)
+		w.cpu += s.cpu
+		w.hwmKiB += s.hwmKiB
+	}
+	return snap{worker: w, receiver: sample(receiverPid), metrics: apiRequests(ctx, stk), receiverTimes: receiverTimes(ctx, stk)}
 }
 
 // sample reads a process's CPU time (utime+stime, in clock ticks of 1/100 s

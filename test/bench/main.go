@@ -2,7 +2,7 @@
 // rollouts at once, each on its own Service, and beside them the floor — a
 // plain client-go loop doing the same read-patch-verify on the same stack.
 //
-//	go run ./test/bench [-rollouts 10,100,500] [-steps 4] [-hold 1s] [-growth 10x8]
+//	go run ./test/bench [-rollouts 10,100,500] [-steps 4] [-hold 1s] [-growth 10x8] [-scale-out 100]
 //
 // Timings come from the API server's own audit log (when a traffic patch
 // arrived) and from a watch of Revisions (when Knative's controller made one
@@ -35,6 +35,17 @@ type Run struct {
 	Rollouts int           `json:"rollouts"`
 	Steps    int           `json:"steps"`
 	Hold     time.Duration `json:"hold_ns"`
+	// Workers is how many sluice worker processes share the task queue.
+	Workers int `json:"workers"`
+}
+
+// Label names the run in the tables: "100 × 4", "100 × 4, 2 workers".
+func (r Run) Label() string {
+	l := fmt.Sprintf("%d × %d", r.Rollouts, r.Steps)
+	if r.Workers > 1 {
+		l += fmt.Sprintf(", %d workers", r.Workers)
+	}
+	return l
 }
 
 func main() {
@@ -42,12 +53,13 @@ func main() {
 	steps := flag.Int("steps", 4, "steps per rollout at every level")
 	hold := flag.Duration("hold", time.Second, "hold of each step")
 	growth := flag.String("growth", "10x8", "extra runs to see growth in steps, ROLLOUTSxSTEPS, comma-separated (empty: none)")
+	scaleOut := flag.String("scale-out", "100", "levels run again with two worker processes on the same Temporal, comma-separated (empty: none)")
 	timeout := flag.Duration("timeout", 5*time.Minute, "how long one level's rollouts may take")
 	flag.BoolVar(inMemory, "temporal-in-memory", true, "keep the Temporal dev server's database in memory (false: a SQLite file, synced to disk on every write)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
-	runs, err := parseRuns(*levels, *growth, *steps, *hold)
+	runs, err := parseRuns(*levels, *growth, *scaleOut, *steps, *hold)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
@@ -74,7 +86,7 @@ func main() {
 		log.Info("bench: run", "rollouts", r.Rollouts, "steps", r.Steps, "hold", r.Hold)
 		res, err := measure(context.Background(), r, env{tools: tools, root: root, crds: crds, log: log, timeout: *timeout})
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "bench: %d rollouts × %d steps: %v\n", r.Rollouts, r.Steps, err)
+			fmt.Fprintf(os.Stderr, "bench: %s: %v\n", r.Label(), err)
 			res.Error = err.Error()
 		}
 		report.Results = append(report.Results, res)
@@ -100,14 +112,22 @@ func main() {
 	}
 }
 
-func parseRuns(levels, growth string, steps int, hold time.Duration) ([]Run, error) {
+func parseRuns(levels, growth, scaleOut string, steps int, hold time.Duration) ([]Run, error) {
 	var runs []Run
-	for _, f := range strings.Split(levels, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("-rollouts: want numbers above 0, got %q", f)
+	for _, list := range []struct {
+		flag, values string
+		workers      int
+	}{{"-rollouts", levels, 1}, {"-scale-out", scaleOut, 2}} {
+		if strings.TrimSpace(list.values) == "" && list.workers > 1 {
+			continue
 		}
-		runs = append(runs, Run{Rollouts: n, Steps: steps, Hold: hold})
+		for _, f := range strings.Split(list.values, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return nil, fmt.Errorf("%s: want numbers above 0, got %q", list.flag, f)
+			}
+			runs = append(runs, Run{Rollouts: n, Steps: steps, Hold: hold, Workers: list.workers})
+		}
 	}
 	if strings.TrimSpace(growth) == "" {
 		return runs, nil
@@ -119,7 +139,7 @@ func parseRuns(levels, growth string, steps int, hold time.Duration) ([]Run, err
 		if !ok || err1 != nil || err2 != nil || rn < 1 || sn < 1 {
 			return nil, fmt.Errorf("-growth: want ROLLOUTSxSTEPS such as 100x8, got %q", f)
 		}
-		runs = append(runs, Run{Rollouts: rn, Steps: sn, Hold: hold})
+		runs = append(runs, Run{Rollouts: rn, Steps: sn, Hold: hold, Workers: 1})
 	}
 	return runs, nil
 }

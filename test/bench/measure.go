@@ -108,7 +108,15 @@ func measure(ctx context.Context, r Run, e env) (res Result, err error) {
 
 	// sluice
 	workerPid, receiverPid := stk.Pids()
-	before := snapshot(ctx, stk, workerPid, receiverPid)
+	workerPids := []int{workerPid}
+	for range r.Workers - 1 {
+		pid, err := stk.AddWorker(ctx)
+		if err != nil {
+			return res, fmt.Errorf("start another worker: %w", err)
+		}
+		workerPids = append(workerPids, pid)
+	}
+	before := snapshot(ctx, stk, workerPids, receiverPid)
 	t0 := time.Now()
 	if err := forEach(ctx, sluiceNames, func(ctx context.Context, name string) error {
 		return trigger(ctx, stk, name, r)
@@ -130,7 +138,7 @@ func measure(ctx context.Context, r Run, e env) (res Result, err error) {
 		finished = append(finished, end.name)
 	}
 	t1 := time.Now()
-	after := snapshot(ctx, stk, workerPid, receiverPid)
+	after := snapshot(ctx, stk, workerPids, receiverPid)
 	e.log.Info("bench: rollouts done", "rollouts", r.Rollouts, "took", t1.Sub(t0).Round(time.Millisecond))
 	res.Readiness = map[string]int{}
 	for _, end := range ends {

@@ -100,7 +100,7 @@ type Target struct {
 
 func find(results []Result, rollouts, steps int) *Result {
 	for i := range results {
-		if results[i].Rollouts == rollouts && results[i].Steps == steps && results[i].Error == "" {
+		if results[i].Rollouts == rollouts && results[i].Steps == steps && results[i].Workers <= 1 && results[i].Error == "" {
 			return &results[i]
 		}
 	}
@@ -145,21 +145,21 @@ func targets(results []Result) []Target {
 // Markdown renders the report as tables.
 func (r Report) Markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sluice bench: %d cores (%s), %s/%s, took %s\n\n", r.Machine.Cores, r.Machine.CPU, r.Machine.GOOS, r.Machine.GOARCH, r.Took)
+	fmt.Fprintf(&b, "sluice bench: %d cores (%s), %s/%s, took %s (worker CPU and peak RSS: all worker processes together)\n\n", r.Machine.Cores, r.Machine.CPU, r.Machine.GOOS, r.Machine.GOARCH, r.Took)
 	b.WriteString("| rollouts × steps | failed / unfinished | trigger p50 / p99 ms | step overhead p50 / p99 ms | floor p50 / p99 ms | ratio p50 / p99 | rollouts/min | worker CPU s / peak RSS MiB | receiver CPU s / peak RSS MiB |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for _, x := range r.Results {
 		if x.Error != "" {
-			fmt.Fprintf(&b, "| %d × %d | error: %s |||||||\n", x.Rollouts, x.Steps, x.Error)
+			fmt.Fprintf(&b, "| %s | error: %s |||||||\n", x.Label(), x.Error)
 			continue
 		}
-		fmt.Fprintf(&b, "| %d × %d | %d / %d | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.2f / %.2f | %.0f | %.1f / %.0f | %.1f / %.0f |\n",
-			x.Rollouts, x.Steps, x.Failed, x.Unfinished, x.Trigger.P50, x.Trigger.P99, x.StepOverhead.P50, x.StepOverhead.P99, x.Floor.P50, x.Floor.P99,
+		fmt.Fprintf(&b, "| %s | %d / %d | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.2f / %.2f | %.0f | %.1f / %.0f | %.1f / %.0f |\n",
+			x.Label(), x.Failed, x.Unfinished, x.Trigger.P50, x.Trigger.P99, x.StepOverhead.P50, x.StepOverhead.P99, x.Floor.P50, x.Floor.P99,
 			x.RatioP50, x.RatioP99, x.PerMinute, x.Worker.CPUSeconds, x.Worker.PeakRSSMiB, x.Receiver.CPUSeconds, x.Receiver.PeakRSSMiB)
 	}
 	for _, x := range r.Results {
 		if x.FloorError != "" {
-			fmt.Fprintf(&b, "\nAt %d × %d the floor loop did not finish (its columns are 0): %s\n", x.Rollouts, x.Steps, x.FloorError)
+			fmt.Fprintf(&b, "\nAt %s the floor loop did not finish (its columns are 0): %s\n", x.Label(), x.FloorError)
 		}
 	}
 	b.WriteString("\nCost per rollout\n\n")
@@ -170,7 +170,7 @@ func (r Report) Markdown() string {
 			continue
 		}
 		n := float64(x.Rollouts)
-		fmt.Fprintf(&b, "| %d × %d | %.1f | %.1f (%.2f) | %s | %.2f | %s; %s | %s |\n", x.Rollouts, x.Steps,
+		fmt.Fprintf(&b, "| %s | %.1f | %.1f (%.2f) | %s | %.2f | %s; %s | %s |\n", x.Label(),
 			x.History.EventsPerRollout, x.History.ActionsPerRollout, x.History.ActionsPerStep, perKind(x.History.Actions),
 			x.WorkerWritesPerStep, perRollout(x.APIByUser["worker"], n), perRollout(x.APIByUser["receiver"], n), perRollout(x.APIByVerb, n))
 	}
@@ -187,7 +187,7 @@ func (r Report) Markdown() string {
 		for _, k := range sortedKeys(x.Readiness) {
 			told = append(told, fmt.Sprintf("%s %d", k, x.Readiness[k]))
 		}
-		fmt.Fprintf(&b, "| %d × %d | %s | %s |\n", x.Rollouts, x.Steps, strings.Join(parts, ", "), strings.Join(told, ", "))
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", x.Label(), strings.Join(parts, ", "), strings.Join(told, ", "))
 	}
 	b.WriteString("\nTargets\n\n| goal | where sluice stands | met |\n|---|---|---|\n")
 	for _, t := range r.Targets {

@@ -491,6 +491,14 @@ func (s *Stack) StartWorker(ctx context.Context) error {
 		return err
 	}
 	s.WorkerHTTP = fmt.Sprintf("127.0.0.1:%d", port)
+	s.worker, err = startProc(s.opts.Dir, "worker", s.workerEnv(), s.opts.Tools.Sluice, "worker", "--http-addr", s.WorkerHTTP)
+	if err != nil {
+		return err
+	}
+	return waitFor(ctx, s.worker, "sluice worker", 30*time.Second, httpOK("http://"+s.WorkerHTTP+"/readyz"))
+}
+
+func (s *Stack) workerEnv() []string {
 	env := append([]string{"KUBECONFIG=" + s.workerKubeconfig, "TEMPORAL_ADDRESS=" + s.TemporalAddr}, s.opts.WorkerEnv...)
 	if s.PrometheusURL != "" {
 		env = append(env, "SLUICE_PROMETHEUS_URL="+s.PrometheusURL)
@@ -498,11 +506,23 @@ func (s *Stack) StartWorker(ctx context.Context) error {
 	if s.opts.ProgressSink != "" {
 		env = append(env, "K_SINK="+s.opts.ProgressSink)
 	}
-	s.worker, err = startProc(s.opts.Dir, "worker", env, s.opts.Tools.Sluice, "worker", "--http-addr", s.WorkerHTTP)
+	return env
+}
+
+// AddWorker starts one more sluice worker process on the same task queue,
+// as scaling out does in a cluster, and returns its pid. It stops with the
+// stack.
+func (s *Stack) AddWorker(ctx context.Context) (int, error) {
+	port, err := freePort()
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return waitFor(ctx, s.worker, "sluice worker", 30*time.Second, httpOK("http://"+s.WorkerHTTP+"/readyz"))
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	p, err := s.run(ctx, fmt.Sprintf("worker-%d", len(s.extra)), s.workerEnv(), httpOK("http://"+addr+"/readyz"), s.opts.Tools.Sluice, "worker", "--http-addr", addr)
+	if err != nil {
+		return 0, err
+	}
+	return p.cmd.Process.Pid, nil
 }
 
 // KillWorker kills the worker with SIGKILL, as a crash would.
