@@ -57,8 +57,8 @@ type Result struct {
 	ReceiverEvents map[string]ReceiverLoad `json:"receiver_events"`
 	// Readiness counts what told each rollout its candidate was Ready
 	// first: the Revision's CloudEvent, or the rollout's own watch.
-	Readiness map[string]int `json:"readiness_told_by"`
-	ProgressEvents int                     `json:"progress_events"`
+	Readiness      map[string]int `json:"readiness_told_by"`
+	ProgressEvents int            `json:"progress_events"`
 }
 
 // Stats summarise a sample in milliseconds.
