@@ -9,11 +9,13 @@
 #   make images  container images with ko, no Docker engine: dist/oci, dist/sluice.yaml (KO_DOCKER_REPO=...)
 #   make bench   rollouts on the local stack at 10, 100 and 500 at once (docs/benchmarks.md; JSON to $BENCH_OUT),
 #                Go benchmarks of the hot paths, and the receiver's event-to-start latency (1,000 events, 3 runs)
+#   make bench-peers  sluice and Flagger v1.44.0 (knative provider) side by side on one stack at 1, 10 and 100
+#                Services (PEERS=...), the same plan and the same measuring code (docs/benchmarks.md)
 
 GO ?= go
 TOOLS := test/tools/install.sh
 
-.PHONY: build test lint tools worker demo bench images
+.PHONY: build test lint tools worker demo bench bench-peers images
 
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 
@@ -67,3 +69,11 @@ bench: build
 	SLUICE_TEMPORAL_BIN=$$temporal $(GO) test -run '^$$' -bench EventToWorkflowStart -benchtime 1000x -count 3 ./test/integration/ | grep -v '^time=' | tee -a bench-go.txt
 	@status=$$(cat bin/.bench-status); rm -f bin/.bench-status; \
 	if [ "$$status" != 0 ]; then echo "bench: a level of the stack bench failed; see its table above"; exit $$status; fi
+
+# Flagger is built from the Go module proxy into the tool cache, its Canary
+# CRD and RBAC applied from its module.
+PEERS ?= 1,10,100
+bench-peers: build
+	@$(TOOL_ENV); export FLAGGER_BIN=$$(bash $(TOOLS) flagger) || exit 1; \
+	export FLAGGER_DIR=$$(cd test/tools/flagger && $(GO) list -m -f '{{.Dir}}' github.com/fluxcd/flagger) || exit 1; \
+	$(GO) run ./test/bench -peers $(PEERS) -timeout 10m

@@ -48,7 +48,7 @@ func auditPatch(user, svc string, at time.Time, candidate int64) auditEvent {
 	e.ResponseStatus.Code = 200
 	stable := 100 - candidate
 	e.RequestObject = &auditPatchBody{}
-	e.RequestObject.Spec.Traffic = []auditTarget{{svc + "-00001", &stable}, {svc + "-00002", &candidate}}
+	e.RequestObject.Spec.Traffic = []auditTarget{{RevisionName: svc + "-00001", Percent: &stable}, {RevisionName: svc + "-00002", Percent: &candidate}}
 	return e
 }
 
@@ -75,5 +75,32 @@ func TestStepOverheadFromAudit(t *testing.T) {
 	got := stats(gaps(patches, time.Second))
 	if got.N != 2 || got.P50 != 200 || got.Max != 300 {
 		t.Errorf("overheads %+v, want 300 ms and 200 ms", got)
+	}
+}
+
+// Flagger's Knative provider updates the whole Service: the canary's share
+// on latestRevision beside its named primary, then the new primary named at
+// 100%. Its first write, which only annotates, and a Service that only
+// follows its latest Revision are not steps.
+func TestFlaggerWritesAreSteps(t *testing.T) {
+	yes, hundred, ten, ninety, zero := true, int64(100), int64(10), int64(90), int64(0)
+	write := func(targets ...auditTarget) auditEvent {
+		e := auditEvent{Verb: "update"}
+		e.ObjectRef.Name = "g-0000"
+		e.RequestObject = &auditPatchBody{}
+		e.RequestObject.Spec.Traffic = targets
+		return e
+	}
+	for _, tc := range []struct {
+		e    auditEvent
+		want int64
+	}{
+		{write(auditTarget{LatestRevision: &yes, Percent: &hundred}), 0},
+		{write(auditTarget{LatestRevision: &yes, Percent: &ten}, auditTarget{RevisionName: "g-0000-00001", Percent: &ninety}), 10},
+		{write(auditTarget{LatestRevision: &yes, Percent: &zero}, auditTarget{RevisionName: "g-0000-00002", Percent: &hundred}), 100},
+	} {
+		if got, _ := candidatePercent(tc.e); got != tc.want {
+			t.Errorf("%+v: %d%%, want %d%%", tc.e.RequestObject.Spec.Traffic, got, tc.want)
+		}
 	}
 }

@@ -268,8 +268,9 @@ type auditPatchBody struct {
 }
 
 type auditTarget struct {
-	RevisionName string `json:"revisionName"`
-	Percent      *int64 `json:"percent"`
+	RevisionName   string `json:"revisionName"`
+	LatestRevision *bool  `json:"latestRevision"`
+	Percent        *int64 `json:"percent"`
 }
 
 func readAudit(path string) ([]auditEvent, error) {
@@ -291,16 +292,28 @@ func readAudit(path string) ([]auditEvent, error) {
 	return out, sc.Err()
 }
 
-// candidatePercent is the share a traffic patch gives the Service's second
-// Revision, and whether the patch set traffic at all.
+// candidatePercent is the share a traffic write gives the Service's second
+// Revision, and whether the write set traffic at all. sluice names the
+// Revision; Flagger's Knative provider gives the canary's share to
+// latestRevision beside its primary, named, and once it has promoted it
+// names the new primary.
 func candidatePercent(e auditEvent) (int64, bool) {
 	if e.RequestObject == nil || len(e.RequestObject.Spec.Traffic) == 0 {
 		return 0, false
 	}
+	var latest *int64
+	named := false
 	for _, t := range e.RequestObject.Spec.Traffic {
 		if t.RevisionName == e.ObjectRef.Name+"-00002" && t.Percent != nil {
 			return *t.Percent, true
 		}
+		if t.LatestRevision != nil && *t.LatestRevision && t.Percent != nil {
+			latest = t.Percent
+		}
+		named = named || t.RevisionName != ""
+	}
+	if latest != nil && named {
+		return *latest, true
 	}
 	return 0, true
 }
@@ -310,7 +323,7 @@ func candidatePercent(e auditEvent) (int64, bool) {
 func stepPatches(audit []auditEvent, user string, from, to time.Time) map[string][]time.Time {
 	out := map[string][]time.Time{}
 	for _, e := range audit {
-		if e.User.Username != user || e.Verb != "patch" || e.ObjectRef.Resource != "services" || e.ObjectRef.Subresource != "" ||
+		if e.User.Username != user || (e.Verb != "patch" && e.Verb != "update") || e.ObjectRef.Resource != "services" || e.ObjectRef.Subresource != "" ||
 			e.ResponseStatus.Code != http.StatusOK || e.Received.Before(from) || e.Received.After(to) {
 			continue
 		}

@@ -55,6 +55,7 @@ func main() {
 	growth := flag.String("growth", "10x8", "extra runs to see growth in steps, ROLLOUTSxSTEPS, comma-separated (empty: none)")
 	scaleOut := flag.String("scale-out", "100", "levels run again with two worker processes on the same Temporal, comma-separated (empty: none)")
 	timeout := flag.Duration("timeout", 5*time.Minute, "how long one level's rollouts may take")
+	peers := flag.String("peers", "", "instead: sluice and Flagger side by side at these levels, e.g. 1,10,100 (FLAGGER_BIN, FLAGGER_DIR: its binary and module)")
 	flag.BoolVar(inMemory, "temporal-in-memory", true, "keep the Temporal dev server's database in memory (false: a SQLite file, synced to disk on every write)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -80,11 +81,15 @@ func main() {
 		os.Exit(2)
 	}
 
+	e := env{tools: tools, root: root, crds: crds, log: log, timeout: *timeout}
+	if *peers != "" {
+		os.Exit(runPeers(*peers, e, flaggerTool{bin: os.Getenv("FLAGGER_BIN"), dir: os.Getenv("FLAGGER_DIR")}))
+	}
 	began := time.Now()
 	report := Report{Machine: machine(), Started: began.UTC()}
 	for _, r := range runs {
 		log.Info("bench: run", "rollouts", r.Rollouts, "steps", r.Steps, "hold", r.Hold)
-		res, err := measure(context.Background(), r, env{tools: tools, root: root, crds: crds, log: log, timeout: *timeout})
+		res, err := measure(context.Background(), r, e)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "bench: %s: %v\n", r.Label(), err)
 			res.Error = err.Error()

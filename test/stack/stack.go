@@ -627,10 +627,10 @@ kind: Policy
 omitStages: [RequestReceived]
 rules:
 - level: Request
-  verbs: [patch]
+  verbs: [patch, update]
   resources: [{group: serving.knative.dev, resources: [services, routes]}]
 - level: Metadata
-  resources: [{group: serving.knative.dev}]
+  resources: [{group: serving.knative.dev}, {group: flagger.app}]
 - level: None
 `
 
@@ -639,6 +639,9 @@ rules:
 func (s *Stack) Pids() (worker, receiver int) {
 	return s.worker.cmd.Process.Pid, s.receiver.cmd.Process.Pid
 }
+
+// TemporalPid is the Temporal dev server's process ID.
+func (s *Stack) TemporalPid() int { return s.temporal.cmd.Process.Pid }
 
 func (s *Stack) procs() []*proc {
 	return append([]*proc{s.etcd, s.apiserver, s.controllerManager, s.scheduler, s.kwok, s.temporal, s.worker, s.receiver, s.adapter, s.prometheus}, s.extra...)

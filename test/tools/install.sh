@@ -16,6 +16,7 @@ EVENTING_VERSION=v0.50.0   # test/tools/eventing/go.mod
 SERVING_VERSION=v0.50.0    # test/tools/serving/go.mod
 KWOK_VERSION=v0.8.0        # test/tools/kwok/go.mod
 KO_VERSION=v0.19.1         # images/go.mod
+FLAGGER_VERSION=v1.44.0    # test/tools/flagger/go.mod (make bench-peers only)
 PROMETHEUS_VERSION=v0.316.0 # test/tools/prometheus/go.mod (the module's version of Prometheus 3.16.0)
 
 cache_root=${SLUICE_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice/tools}
@@ -95,6 +96,15 @@ install_kwok() {
   build_in_module kwok "$cache_root/kwok-$KWOK_VERSION" "kwok $KWOK_VERSION (about 3 minutes cold)" sigs.k8s.io/kwok/cmd/kwok
 }
 
+# install_flagger builds Flagger, measured beside sluice by make bench-peers
+# (not by make test). It prints the binary.
+install_flagger() {
+  local dir
+  dir=$(build_in_module flagger "$cache_root/flagger-$FLAGGER_VERSION" "Flagger $FLAGGER_VERSION (a few minutes cold)" \
+    github.com/fluxcd/flagger/cmd/flagger) || return
+  echo "$dir/flagger"
+}
+
 install_etcd() {
   local dir
   dir="$cache_root/etcd-$ETCD_VERSION"
@@ -165,6 +175,7 @@ case "${1:-}" in
   serving) install_serving ;;
   kwok) install_kwok ;;
   ko) install_ko ;;
+  flagger) install_flagger ;;
   all)
     # Prints one line per tool, "export NAME=PATH", for the tests' and the
     # local stack's environment.
@@ -191,5 +202,5 @@ case "${1:-}" in
     echo "export SLUICE_KO_BIN=$ko"
     echo "export SLUICE_PROMETHEUS_BIN=$prometheus"
     ;;
-  *) echo "usage: $0 temporal|conformance|kube|etcd|eventing|serving|kwok|browser|ko|prometheus|all" >&2; exit 2 ;;
+  *) echo "usage: $0 temporal|conformance|kube|etcd|eventing|serving|kwok|browser|ko|prometheus|flagger|all" >&2; exit 2 ;;
 esac

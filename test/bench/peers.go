@@ -1,0 +1,367 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/sluicehq/sluice/test/eventsink"
+	"github.com/sluicehq/sluice/test/stack"
+)
+
+// The plan both tools run in the side-by-side benchmark: Flagger's Knative
+// provider moves the canary through stepWeights on its analysis interval
+// (10 s is its minimum), then promotes it to 100%; sluice takes the same
+// weights with the same holds, readiness only, no analysis.
+var (
+	peerWeights = []int64{10, 20, 30, 40, 50}
+	peerHold    = 10 * time.Second
+)
+
+// flaggerTool is where Flagger's binary and its module (its manifests) are.
+type flaggerTool struct{ bin, dir string }
+
+// PeerFigures are one tool's figures at one level, measured by the same
+// code from the API server's audit log and /proc.
+type PeerFigures struct {
+	Tool       string `json:"tool"`
+	Services   int    `json:"services"`
+	Unfinished int    `json:"unfinished"`
+	Failed     int    `json:"failed"`
+	// Trigger: the candidate Revision Ready → the tool's first traffic
+	// write giving it a share.
+	Trigger Stats `json:"ready_to_first_traffic_ms"`
+	// StepOverhead: the time between two traffic writes, less the hold.
+	StepOverhead Stats `json:"step_overhead_ms"`
+	// DeployTo100: the template change → the write giving the candidate
+	// all the traffic.
+	DeployTo100 Stats `json:"deploy_to_100_ms"`
+	// Reads and writes per step: the tool's API-server requests while its
+	// rollouts ran (Knative's kinds and Flagger's Canaries), over
+	// services × steps.
+	ReadsPerStep  float64 `json:"reads_per_step"`
+	WritesPerStep float64 `json:"writes_per_step"`
+	// The tool's processes: sluice's worker and receiver (its Temporal dev
+	// server apart), Flagger's one process.
+	CPUSeconds float64 `json:"cpu_seconds"`
+	PeakRSSMiB float64 `json:"peak_rss_mib"`
+	// TemporalCPUSeconds is the Temporal dev server's CPU while sluice's
+	// rollouts ran: what sluice's durability costs on the side.
+	TemporalCPUSeconds float64 `json:"temporal_cpu_seconds,omitempty"`
+}
+
+var canaries = schema.GroupVersionResource{Group: "flagger.app", Version: "v1beta1", Resource: "canaries"}
+
+// measurePeers runs sluice and Flagger on one fresh stack, n Services each,
+// one tool after the other, and measures both the same way.
+func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigures, error) {
+	dir, err := os.MkdirTemp("", "sluice-bench-peers-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	sink, stopSink := eventsink.Start()
+	defer stopSink()
+	ready := &readyLog{at: map[string]time.Time{}}
+	stk, err := stack.Start(ctx, stack.Options{
+		Dir: dir, Tools: e.tools, Root: e.root, CRDDirs: e.crds, DeployDir: filepath.Join(e.root, "config", "deploy"),
+		Adapter: true, ProgressSink: sink.URL, Audit: true, OnReady: ready.set, Log: e.log, TemporalInMemory: *inMemory,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start the local stack: %w", err)
+	}
+	defer stk.Stop()
+	flaggerPid, err := stk.StartFlagger(ctx, fl.bin, fl.dir)
+	if err != nil {
+		return nil, err
+	}
+	tc, err := client.Dial(client.Options{HostPort: stk.TemporalAddr, Logger: nopLogger{}})
+	if err != nil {
+		return nil, err
+	}
+	defer tc.Close()
+	dyn, err := dynamic.NewForConfig(stk.Rest)
+	if err != nil {
+		return nil, err
+	}
+
+	sNames, gNames := names("s", n), names("g", n)
+	svcs := stk.Serving.ServingV1().Services(stack.Namespace)
+	if err := forEach(ctx, append(append([]string{}, sNames...), gNames...), func(ctx context.Context, name string) error {
+		_, err := svcs.Create(ctx, service(name), metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("create Services: %w", err)
+	}
+	if err := waitReady(ready, append(append([]string{}, sNames...), gNames...), "00001", e.timeout); err != nil {
+		return nil, err
+	}
+	if err := forEach(ctx, gNames, func(ctx context.Context, name string) error {
+		_, err := dyn.Resource(canaries).Namespace(stack.Namespace).Create(ctx, canary(name), metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("create Canaries: %w", err)
+	}
+	if _, err := waitCanaries(ctx, dyn, gNames, "Initialized", e.timeout); err != nil {
+		return nil, err
+	}
+	e.log.Info("bench-peers: services ready", "services", 2*n)
+
+	deployed := &readyLog{at: map[string]time.Time{}}
+	change := func(plan map[string]string) func(context.Context, string) error {
+		return func(ctx context.Context, name string) error {
+			patch, _ := json.Marshal(map[string]any{
+				"metadata": map[string]any{"annotations": plan},
+				"spec":     map[string]any{"template": map[string]any{"spec": map[string]any{"containers": []map[string]string{{"image": imageV2}}}}},
+			})
+			deployed.set(name, time.Now())
+			_, err := svcs.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+			return err
+		}
+	}
+	var steps []string
+	for _, w := range peerWeights {
+		steps = append(steps, fmt.Sprint(w))
+	}
+	workerPid, receiverPid := stk.Pids()
+	temporalPid := stk.TemporalPid()
+
+	// sluice
+	before := []procSample{sample(workerPid), sample(receiverPid), sample(temporalPid)}
+	s0 := time.Now()
+	if err := forEach(ctx, sNames, change(map[string]string{"sluice.dev/rollout": "enabled",
+		"sluice.dev/steps": strings.Join(append(steps, "100"), ","), "sluice.dev/hold": peerHold.String()})); err != nil {
+		return nil, err
+	}
+	ends, err := waitRollouts(ctx, tc, sNames, e.timeout)
+	sUnfinished := 0
+	if late, ok := err.(*unfinishedError); ok {
+		sUnfinished = late.n
+	} else if err != nil {
+		return nil, err
+	}
+	s1 := time.Now()
+	after := []procSample{sample(workerPid), sample(receiverPid), sample(temporalPid)}
+	sFailed := 0
+	for _, end := range ends {
+		if end.outcome != "Succeeded" {
+			sFailed++
+			e.log.Warn("bench-peers: a sluice rollout did not succeed", "service", end.name, "outcome", end.outcome, "reason", end.reason)
+		}
+	}
+
+	// Flagger
+	fBefore := sample(flaggerPid)
+	f0 := time.Now()
+	if err := forEach(ctx, gNames, change(nil)); err != nil {
+		return nil, err
+	}
+	fUnfinished, err := waitCanaries(ctx, dyn, gNames, "Succeeded", e.timeout)
+	if err != nil {
+		return nil, err
+	}
+	f1 := time.Now()
+	fAfter := sample(flaggerPid)
+
+	stk.Stop() // flushes the audit log
+	audit, err := readAudit(stk.AuditLog)
+	if err != nil {
+		return nil, err
+	}
+	stepsPer := len(peerWeights) + 1
+	s := peerFigures("sluice", audit, []string{workerUser, receiverUser}, workerUser, s0, s1, ready, deployed, n, stepsPer)
+	s.Unfinished, s.Failed = sUnfinished, sFailed
+	s.CPUSeconds = round(after[0].cpu-before[0].cpu+after[1].cpu-before[1].cpu, 2)
+	s.PeakRSSMiB = round((after[0].hwmKiB+after[1].hwmKiB)/1024, 1)
+	s.TemporalCPUSeconds = round(after[2].cpu-before[2].cpu, 2)
+	f := peerFigures("Flagger", audit, []string{stack.FlaggerUser}, stack.FlaggerUser, f0, f1, ready, deployed, n, stepsPer)
+	f.Unfinished = fUnfinished
+	f.CPUSeconds = round(fAfter.cpu-fBefore.cpu, 2)
+	f.PeakRSSMiB = round(fAfter.hwmKiB/1024, 1)
+	return []PeerFigures{s, f}, nil
+}
+
+// canary is a Flagger Canary for a Knative Service: the peers' plan,
+// readiness only (no metric checks).
+func canary(name string) *unstructured.Unstructured {
+	weights := make([]any, len(peerWeights))
+	for i, w := range peerWeights {
+		weights[i] = w
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "flagger.app/v1beta1", "kind": "Canary",
+		"metadata": map[string]any{"name": name, "namespace": stack.Namespace},
+		"spec": map[string]any{
+			"provider":                "knative",
+			"targetRef":               map[string]any{"apiVersion": "serving.knative.dev/v1", "kind": "Service", "name": name},
+			"progressDeadlineSeconds": int64(600),
+			"analysis":                map[string]any{"interval": peerHold.String(), "threshold": int64(5), "stepWeights": weights},
+		},
+	}}
+}
+
+// waitCanaries waits until every Canary's phase is phase (or Failed), and
+// reports how many were not there in time.
+func waitCanaries(ctx context.Context, dyn dynamic.Interface, list []string, phase string, timeout time.Duration) (int, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		l, err := dyn.Resource(canaries).Namespace(stack.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return 0, fmt.Errorf("list Canaries: %w", err)
+		}
+		at := map[string]string{}
+		for _, c := range l.Items {
+			p, _, _ := unstructured.NestedString(c.Object, "status", "phase")
+			at[c.GetName()] = p
+		}
+		pending := 0
+		for _, n := range list {
+			if at[n] != phase {
+				if at[n] == "Failed" {
+					return 0, fmt.Errorf("Canary %s failed", n)
+				}
+				pending++
+			}
+		}
+		if pending == 0 {
+			return 0, nil
+		}
+		if time.Now().After(deadline) {
+			if phase == "Initialized" {
+				return pending, fmt.Errorf("%d of %d Canaries not %s after %s", pending, len(list), phase, timeout)
+			}
+			return pending, nil
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// peerFigures reads one tool's figures from the audit log: its traffic
+// writes by writer, its requests by users, in [from, to].
+func peerFigures(tool string, audit []auditEvent, users []string, writer string, from, to time.Time, ready, deployed *readyLog, n, steps int) PeerFigures {
+	f := PeerFigures{Tool: tool, Services: n}
+	writes := stepPatches(audit, writer, from, to)
+	var trig, full []float64
+	for name, ts := range writes {
+		if at, ok := ready.get(name + "-00002"); ok && len(ts) > 0 {
+			trig = append(trig, ms(ts[0].Sub(at)))
+		}
+		if at, ok := deployed.get(name); ok && len(ts) > 0 {
+			full = append(full, ms(ts[len(ts)-1].Sub(at)))
+		}
+	}
+	f.Trigger, f.StepOverhead, f.DeployTo100 = stats(trig), stats(gaps(writes, peerHold)), stats(full)
+	by := map[string]bool{}
+	for _, u := range users {
+		by[u] = true
+	}
+	var reads, wr int
+	for _, e := range audit {
+		if !by[e.User.Username] || e.Received.Before(from) || e.Received.After(to) {
+			continue
+		}
+		switch e.Verb {
+		case "get", "list", "watch":
+			reads++
+		case "patch", "update", "create", "delete":
+			wr++
+		}
+	}
+	f.ReadsPerStep = round(float64(reads)/float64(n*steps), 2)
+	f.WritesPerStep = round(float64(wr)/float64(n*steps), 2)
+	return f
+}
+
+// peersMarkdown renders the side-by-side table, with sluice's ratio to
+// Flagger per figure (below 1: sluice is ahead).
+func peersMarkdown(all [][]PeerFigures) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sluice and Flagger %s (knative provider), side by side: steps %v then 100%%, %s holds, readiness only\n\n", flaggerVersion, peerWeights, peerHold)
+	b.WriteString("| services | tool | unfinished / failed | Ready → first traffic p50 / p99 ms | step overhead p50 / p99 ms | deploy → 100% p50 / p99 s | reads / writes per step | CPU s | peak RSS MiB |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	for _, level := range all {
+		for _, f := range level {
+			cpu := fmt.Sprintf("%.1f", f.CPUSeconds)
+			if f.TemporalCPUSeconds > 0 {
+				cpu += fmt.Sprintf(" (+ Temporal %.1f)", f.TemporalCPUSeconds)
+			}
+			fmt.Fprintf(&b, "| %d | %s | %d / %d | %.0f / %.0f | %.0f / %.0f | %.1f / %.1f | %.2f / %.2f | %s | %.0f |\n", f.Services, f.Tool, f.Unfinished, f.Failed,
+				f.Trigger.P50, f.Trigger.P99, f.StepOverhead.P50, f.StepOverhead.P99, f.DeployTo100.P50/1000, f.DeployTo100.P99/1000,
+				f.ReadsPerStep, f.WritesPerStep, cpu, f.PeakRSSMiB)
+		}
+	}
+	b.WriteString("\nRatios, sluice / Flagger, in the same run (below 1: sluice is ahead)\n\n")
+	b.WriteString("| services | Ready → first traffic p50 / p99 | step overhead p50 / p99 | deploy → 100% p50 / p99 | reads / writes per step | CPU | peak RSS |\n|---|---|---|---|---|---|---|\n")
+	for _, level := range all {
+		if len(level) != 2 {
+			continue
+		}
+		s, f := level[0], level[1]
+		r := func(a, b float64) string {
+			if b == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.2f", a/b)
+		}
+		fmt.Fprintf(&b, "| %d | %s / %s | %s / %s | %s / %s | %s / %s | %s | %s |\n", s.Services,
+			r(s.Trigger.P50, f.Trigger.P50), r(s.Trigger.P99, f.Trigger.P99), r(s.StepOverhead.P50, f.StepOverhead.P50), r(s.StepOverhead.P99, f.StepOverhead.P99),
+			r(s.DeployTo100.P50, f.DeployTo100.P50), r(s.DeployTo100.P99, f.DeployTo100.P99), r(s.ReadsPerStep, f.ReadsPerStep), r(s.WritesPerStep, f.WritesPerStep),
+			r(s.CPUSeconds, f.CPUSeconds), r(s.PeakRSSMiB, f.PeakRSSMiB))
+	}
+	return b.String()
+}
+
+// flaggerVersion is the Flagger measured: keep in step with
+// test/tools/flagger/go.mod.
+const flaggerVersion = "v1.44.0"
+
+// runPeers measures each level on a fresh stack, prints the tables and
+// writes JSON to $BENCH_OUT (default bench-peers.json); it returns the exit
+// code.
+func runPeers(levels string, e env, fl flaggerTool) int {
+	if fl.bin == "" || fl.dir == "" {
+		fmt.Fprintln(os.Stderr, "bench-peers: FLAGGER_BIN and FLAGGER_DIR must name Flagger's binary and module (make bench-peers sets them)")
+		return 2
+	}
+	runs, err := parseRuns(levels, "", "", 1, peerHold)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-peers:", err)
+		return 2
+	}
+	began := time.Now()
+	var all [][]PeerFigures
+	code := 0
+	for _, r := range runs {
+		e.log.Info("bench-peers: level", "services", r.Rollouts)
+		figs, err := measurePeers(context.Background(), r.Rollouts, e, fl)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench-peers: %d services: %v\n", r.Rollouts, err)
+			code = 1
+			continue
+		}
+		all = append(all, figs)
+	}
+	fmt.Print(peersMarkdown(all))
+	fmt.Printf("\n(took %s on %d cores)\n", time.Since(began).Round(time.Second), machine().Cores)
+	out := os.Getenv("BENCH_OUT")
+	if out == "" {
+		out = "bench-peers.json"
+	}
+	b, _ := json.MarshalIndent(map[string]any{"machine": machine(), "started": began.UTC(), "levels": all}, "", "  ")
+	if err := os.WriteFile(out, append(b, '\n'), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-peers:", err)
+		return 1
+	}
+	return code
+}
