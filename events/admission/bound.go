@@ -56,9 +56,7 @@ func BoundFor(ctx context.Context, k knative.Client, rev *servingv1.Revision) (B
 	if on, err := t.OptedIn(); err != nil || !on {
 		return Bound{}, false, nil
 	}
-	// The worker's defaults are not known here; the built-in ones decide
-	// only whether the policy parses, never the bounds.
-	policy, err := config.FromAnnotations(t.Annotations, config.BuiltinDefaults())
+	policy, err := config.FromAnnotations(t.Annotations, workerDefaults())
 	if err != nil || policy.Capacity == nil {
 		return Bound{}, false, nil
 	}
@@ -79,4 +77,17 @@ func BoundFor(ctx context.Context, k knative.Client, rev *servingv1.Revision) (B
 	return Bound{Annotations: ann, Note: fmt.Sprintf(
 		"sluice bounded the new Revision %s/%s of %s to %d pod (min-scale = max-scale = %d) while %s serves: its %s rollout raises it stage by stage and restores the template's bounds when it ends",
 		rev.Namespace, rev.Name, ref, firstPods, firstPods, stable, policy.Capacity.Strategy)}, true, nil
+}
+
+// workerDefaults stand in for the worker's, which the webhook does not know:
+// the built-in ones, and a Prometheus. They decide only whether the policy
+// parses, never the bounds — and a policy whose analysis checks query the
+// worker's Prometheus (SLUICE_PROMETHEUS_URL, not the document's) parses on
+// the worker, so it must here: without one, every capacity target with such
+// checks was let through unbounded, its template's min-scale running beside
+// the stable's from the first pod.
+func workerDefaults() config.Defaults {
+	d := config.BuiltinDefaults()
+	d.PrometheusURL = "http://the-workers-prometheus.invalid"
+	return d
 }

@@ -46,6 +46,11 @@ func TestBoundFor(t *testing.T) {
 				"sluice.dev/template-scale": `{"min":"8","max":"12"}`}},
 		{"a template without bounds", capacitySvc(capacityOn), newRevision("hello-00002", nil),
 			map[string]string{"autoscaling.knative.dev/min-scale": "1", "autoscaling.knative.dev/max-scale": "1", "sluice.dev/template-scale": `{}`}},
+		{"with analysis checks on the worker's Prometheus (which the webhook does not know)", capacitySvc(map[string]string{
+			"sluice.dev/rollout": "enabled", "sluice.dev/capacity": "availability",
+			"sluice.dev/analysis": "checks: [{name: success-rate, builtin: success-rate}]"}), newRevision("hello-00002", minScale),
+			map[string]string{"autoscaling.knative.dev/min-scale": "1", "autoscaling.knative.dev/max-scale": "1", "other": "kept",
+				"sluice.dev/template-scale": `{"min":"8","max":"12"}`}},
 		{"no capacity mode", capacitySvc(map[string]string{"sluice.dev/rollout": "enabled"}), newRevision("hello-00002", minScale), nil},
 		{"not opted in", capacitySvc(map[string]string{"sluice.dev/capacity": "availability"}), newRevision("hello-00002", minScale), nil},
 		{"a policy that does not parse: its rollout fails, so nothing would lift the bounds", capacitySvc(map[string]string{

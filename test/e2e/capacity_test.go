@@ -269,6 +269,11 @@ func checkCapacityBack(t *testing.T, name string, ps podStats, maxPeak int32) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Sluice's admission webhook bounded the candidate as Knative made it
+	// (with analysis checks too, whose Prometheus only the worker knows).
+	if got := rev.Annotations["sluice.dev/template-scale"]; got != `{"min":"8"}` {
+		t.Errorf("%s: the candidate was created with template-scale %q, want it bounded as it was made", name, got)
+	}
 	if got := rev.Annotations["autoscaling.knative.dev/min-scale"]; got != "8" || rev.Annotations["autoscaling.knative.dev/max-scale"] != "" {
 		t.Errorf("%s: the candidate's bounds after the rollback: min-scale %q max-scale %q, want its template's 8 and none",
 			name, got, rev.Annotations["autoscaling.knative.dev/max-scale"])
