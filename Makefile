@@ -8,7 +8,7 @@
 #   make worker  run a Temporal dev server (UI on :8233) and a sluice worker against $KUBECONFIG
 #   make images  container images with ko, no Docker engine: dist/oci, dist/sluice.yaml (KO_DOCKER_REPO=...)
 #   make bench   rollouts on the local stack at 10, 100 and 500 at once (docs/benchmarks.md; JSON to $BENCH_OUT),
-#                Go benchmarks of the hot paths, and the receiver's event-to-start latency (1,000 events, 3 runs)
+#                Go benchmarks of the hot paths, and the receiver's answer to a new candidate and to an irrelevant event (1,000 events each, 3 runs)
 #   make bench-peers  sluice and Flagger v1.44.0 (knative provider) side by side on one stack at 1, 10 and 100
 #                Services (PEERS=...), the same plan and the same measuring code (docs/benchmarks.md)
 
@@ -66,7 +66,7 @@ bench: build
 	@$(TOOL_ENV); $(GO) run ./test/bench $(BENCH_FLAGS); echo $$? > bin/.bench-status
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./knative/ ./workflows/ ./events/ ./analysis/ | tee bench-go.txt
 	@temporal=$$(bash $(TOOLS) temporal) || exit 1; \
-	SLUICE_TEMPORAL_BIN=$$temporal $(GO) test -run '^$$' -bench EventToWorkflowStart -benchtime 1000x -count 3 ./test/integration/ | grep -v '^time=' | tee -a bench-go.txt
+	SLUICE_TEMPORAL_BIN=$$temporal $(GO) test -run '^$$' -bench 'EventToWorkflowStart|IrrelevantEvent' -benchtime 1000x -count 3 ./test/integration/ | grep -v '^time=' | tee -a bench-go.txt
 	@status=$$(cat bin/.bench-status); rm -f bin/.bench-status; \
 	if [ "$$status" != 0 ]; then echo "bench: a level of the stack bench failed; see its table above"; exit $$status; fi
 

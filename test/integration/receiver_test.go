@@ -36,11 +36,25 @@ import (
 const commandToken = "integration-token-0123456789"
 
 // startReceiver serves sluice's receiver over the stack's Temporal and cluster.
-func (s *stack) startReceiver(t testing.TB) string {
+func (s *stack) startReceiver(t testing.TB) string { return s.serveReceiver(t, nil) }
+
+// startCachedReceiver serves it with its informers' caches, as `sluice
+// receiver` runs.
+func (s *stack) startCachedReceiver(t testing.TB) (string, *knative.TargetCache) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	tc, err := knative.NewTargetCache(ctx, knative.Client{Serving: s.k}, []string{ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.serveReceiver(t, tc), tc
+}
+
+func (s *stack) serveReceiver(t testing.TB, targets *knative.TargetCache) string {
 	tokens := &receiver.StaticTokens{}
 	tokens.Add("pipeline", commandToken)
 	rcv := &receiver.Receiver{
-		Control: s.ctl, Knative: knative.Client{Serving: s.k}, Auth: tokens, AllowUnauthenticatedSource: true,
+		Control: s.ctl, Knative: knative.Client{Serving: s.k}, Targets: targets, Auth: tokens, AllowUnauthenticatedSource: true,
 		MaxBody: receiver.DefaultMaxBody, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Metrics: receiver.NewMetrics(prometheus.NewRegistry()), Seen: receiver.NewSeen(10000, time.Minute),
 	}
