@@ -121,10 +121,11 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 	deployed := &readyLog{at: map[string]time.Time{}}
 	change := func(plan map[string]string) func(context.Context, string) error {
 		return func(ctx context.Context, name string) error {
-			patch, _ := json.Marshal(map[string]any{
-				"metadata": map[string]any{"annotations": plan},
-				"spec":     map[string]any{"template": map[string]any{"spec": map[string]any{"containers": []map[string]string{{"image": imageV2}}}}},
-			})
+			body := map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"containers": []map[string]string{{"image": imageV2}}}}}}
+			if plan != nil {
+				body["metadata"] = map[string]any{"annotations": plan}
+			}
+			patch, _ := json.Marshal(body)
 			deployed.set(name, time.Now())
 			_, err := svcs.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 			return err
@@ -312,7 +313,7 @@ func peersMarkdown(all [][]PeerFigures) string {
 			if b == 0 {
 				return "-"
 			}
-			return fmt.Sprintf("%.2f", a/b)
+			return fmt.Sprintf("%.3g", a/b)
 		}
 		fmt.Fprintf(&b, "| %d | %s / %s | %s / %s | %s / %s | %s / %s | %s | %s |\n", s.Services,
 			r(s.Trigger.P50, f.Trigger.P50), r(s.Trigger.P99, f.Trigger.P99), r(s.StepOverhead.P50, f.StepOverhead.P50), r(s.StepOverhead.P99, f.StepOverhead.P99),

@@ -10,24 +10,28 @@ import (
 
 // FlaggerUser is who Flagger is to the API server (its audit log): the
 // ServiceAccount of Flagger's own manifests.
-const FlaggerUser = "system:serviceaccount:default:flagger"
+const FlaggerUser = "system:serviceaccount:flagger-system:flagger"
 
 // StartFlagger runs Flagger with its Knative provider against the stack,
 // for the side-by-side benchmark: its Canary CRD and its ServiceAccount and
-// RBAC from its own manifests (artifacts/flagger in its module, at dir),
+// RBAC from its own manifests (kustomize/base/flagger in its module, at
+// dir: the ones that grant its Knative provider its rights),
 // its process with that account's token. Flagger needs a Prometheus only
 // for metric checks, which the benchmark's canaries have none of: it is
 // given an address that answers nothing, and says so once in its log.
 func (s *Stack) StartFlagger(ctx context.Context, bin, dir string) (pid int, err error) {
-	for _, f := range []string{"crd.yaml", "account.yaml"} {
-		if _, err := s.kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(dir, "artifacts", "flagger", f)); err != nil {
+	if _, err := s.kubectl(ctx, "create", "namespace", "flagger-system"); err != nil && !strings.Contains(err.Error(), "AlreadyExists") {
+		return 0, err
+	}
+	for _, f := range []string{"crd.yaml", "account.yaml", "rbac.yaml"} {
+		if _, err := s.kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(dir, "kustomize", "base", "flagger", f)); err != nil {
 			return 0, fmt.Errorf("apply Flagger's %s: %w", f, err)
 		}
 	}
 	if _, err := s.kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd/canaries.flagger.app"); err != nil {
 		return 0, err
 	}
-	token, err := s.kubectl(ctx, "create", "token", "flagger", "-n", "default", "--duration", "48h")
+	token, err := s.kubectl(ctx, "create", "token", "flagger", "-n", "flagger-system", "--duration", "48h")
 	if err != nil {
 		return 0, err
 	}
