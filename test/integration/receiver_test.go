@@ -51,12 +51,13 @@ func (s *stack) startCachedReceiver(t testing.TB) (string, *knative.TargetCache)
 }
 
 func (s *stack) serveReceiver(t testing.TB, targets *knative.TargetCache) string {
+	s.receiverMetrics = prometheus.NewRegistry()
 	tokens := &receiver.StaticTokens{}
 	tokens.Add("pipeline", commandToken)
 	rcv := &receiver.Receiver{
 		Control: s.ctl, Knative: knative.Client{Serving: s.k}, Targets: targets, Auth: tokens, AllowUnauthenticatedSource: true,
 		MaxBody: receiver.DefaultMaxBody, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Metrics: receiver.NewMetrics(prometheus.NewRegistry()), Seen: receiver.NewSeen(10000, time.Minute),
+		Metrics: receiver.NewMetrics(s.receiverMetrics), Seen: receiver.NewSeen(10000, time.Minute),
 	}
 	srv := httptest.NewServer(rcv)
 	t.Cleanup(srv.Close)

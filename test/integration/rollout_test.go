@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"log/slog"
 	"net/http"
@@ -41,6 +42,8 @@ type stack struct {
 	ctl      *control.Client
 	httpAddr string
 	address  string
+	// receiverMetrics is the registry of the last receiver served.
+	receiverMetrics *prometheus.Registry
 }
 
 // cli runs the sluice binary against the stack and returns its combined
