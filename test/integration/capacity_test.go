@@ -20,17 +20,7 @@ import (
 // history, with a scale write and a wait for pods per stage, is the one
 // the replay test keeps.
 func TestCapacityRolloutOnRealServer(t *testing.T) {
-	objs := helloService(map[string]string{config.AnnotationCapacity: "availability", config.AnnotationCapacitySurge: "4", config.AnnotationHold: "1s"})
-	eight := int32(8)
-	stable, cand := knativefake.Revision(ns, "hello", 1, true), knativefake.Revision(ns, "hello", 2, true)
-	stable.Annotations = map[string]string{autoscaling.MinScaleAnnotationKey: "8"}
-	cand.Annotations = map[string]string{autoscaling.MinScaleAnnotationKey: "8"}
-	stable.Status.ActualReplicas = &eight
-	s := startStack(t, objs[0], stable, cand)
-	ctx := context.Background()
-	if _, err := s.ctl.Start(ctx, hello, "hello-00002", ""); err != nil {
-		t.Fatal(err)
-	}
+	s, ctx := startCapacityRollout(t, "1s")
 	res, err := s.ctl.Wait(ctx, hello)
 	if err != nil || res.Outcome != workflows.OutcomeSucceeded {
 		t.Fatalf("result: %+v, %v", res, err)
@@ -54,17 +44,7 @@ func TestCapacityRolloutOnRealServer(t *testing.T) {
 // template's bounds only once Knative has put it in reserve. Its history is
 // the one the replay test keeps for a capacity rollback.
 func TestCapacityAbortOnRealServer(t *testing.T) {
-	objs := helloService(map[string]string{config.AnnotationCapacity: "availability", config.AnnotationCapacitySurge: "4", config.AnnotationHold: "10m"})
-	eight := int32(8)
-	stable, cand := knativefake.Revision(ns, "hello", 1, true), knativefake.Revision(ns, "hello", 2, true)
-	stable.Annotations = map[string]string{autoscaling.MinScaleAnnotationKey: "8"}
-	cand.Annotations = map[string]string{autoscaling.MinScaleAnnotationKey: "8"}
-	stable.Status.ActualReplicas = &eight
-	s := startStack(t, objs[0], stable, cand)
-	ctx := context.Background()
-	if _, err := s.ctl.Start(ctx, hello, "hello-00002", ""); err != nil {
-		t.Fatal(err)
-	}
+	s, ctx := startCapacityRollout(t, "10m")
 	eventually(t, 30*time.Second, "the first stage's hold", func() bool {
 		st, err := s.ctl.Status(ctx, hello)
 		return err == nil && st.Phase == workflows.PhaseHolding && st.HoldLeftAt > 0
@@ -114,4 +94,23 @@ func TestCapacityAbortOnRealServer(t *testing.T) {
 		t.Fatalf("the rollback's activities:\n %s\nwant them to begin:\n %s", got, strings.Join(want, "; "))
 	}
 	recordHistory(t, s.temporal, "rollout-capacity-abort.json")
+}
+
+// startCapacityRollout starts the rollout of hello-00002 in capacity mode
+// (availability, a surge of 4, the given hold) from hello-00001 at 8 Ready
+// pods; both Revisions' templates ask for min-scale 8.
+func startCapacityRollout(t *testing.T, hold string) (*stack, context.Context) {
+	t.Helper()
+	objs := helloService(map[string]string{config.AnnotationCapacity: "availability", config.AnnotationCapacitySurge: "4", config.AnnotationHold: hold})
+	eight := int32(8)
+	stable, cand := knativefake.Revision(ns, "hello", 1, true), knativefake.Revision(ns, "hello", 2, true)
+	stable.Annotations = map[string]string{autoscaling.MinScaleAnnotationKey: "8"}
+	cand.Annotations = map[string]string{autoscaling.MinScaleAnnotationKey: "8"}
+	stable.Status.ActualReplicas = &eight
+	s := startStack(t, objs[0], stable, cand)
+	ctx := context.Background()
+	if _, err := s.ctl.Start(ctx, hello, "hello-00002", ""); err != nil {
+		t.Fatal(err)
+	}
+	return s, ctx
 }
