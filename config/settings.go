@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -21,6 +22,20 @@ type Settings struct {
 	Kubeconfig string
 	// Defaults fill in what a target's annotations leave out.
 	Defaults Defaults
+	// Sizing of the Temporal worker (docs/operations.md says how to choose).
+	Sizing WorkerSizing
+}
+
+// WorkerSizing is how much work one worker process takes from Temporal at a
+// time.
+type WorkerSizing struct {
+	// WorkflowPollers and ActivityPollers are how many long polls the
+	// worker keeps open on its task queue for each kind of task: each poll
+	// brings one task at a time.
+	WorkflowPollers, ActivityPollers int
+	// MaxActivities is how many activities may run at once. A rollout
+	// holds at most two (a watch, and a progress event or a check).
+	MaxActivities int
 }
 
 // Environment variable names.
@@ -35,7 +50,14 @@ const (
 	EnvDeadline         = "SLUICE_DEFAULT_DEADLINE"
 	EnvPrometheusURL    = "SLUICE_PROMETHEUS_URL"
 	EnvKnativeMetrics   = "SLUICE_KNATIVE_METRICS"
+	EnvWorkflowPollers  = "SLUICE_WORKFLOW_POLLERS"
+	EnvActivityPollers  = "SLUICE_ACTIVITY_POLLERS"
+	EnvMaxActivities    = "SLUICE_MAX_ACTIVITIES"
 )
+
+// DefaultSizing suits a worker running up to a few hundred rollouts at once
+// (docs/operations.md, from the measurements in docs/benchmarks.md).
+var DefaultSizing = WorkerSizing{WorkflowPollers: 8, ActivityPollers: 8, MaxActivities: 1000}
 
 // DefaultTaskQueue is where rollouts run unless SLUICE_TASK_QUEUE says otherwise.
 const DefaultTaskQueue = "sluice-rollouts"
@@ -43,7 +65,7 @@ const DefaultTaskQueue = "sluice-rollouts"
 // LoadSettings reads settings through lookup (os.LookupEnv in production).
 // Invalid values are errors that name the variable, never silently ignored.
 func LoadSettings(lookup func(string) (string, bool)) (Settings, error) {
-	s := Settings{TaskQueue: DefaultTaskQueue, HTTPAddr: ":9090", Defaults: BuiltinDefaults()}
+	s := Settings{TaskQueue: DefaultTaskQueue, HTTPAddr: ":9090", Defaults: BuiltinDefaults(), Sizing: DefaultSizing}
 	get := func(key string) (string, bool) {
 		v, ok := lookup(key)
 		v = strings.TrimSpace(v)
@@ -83,6 +105,28 @@ func LoadSettings(lookup func(string) (string, bool)) (Settings, error) {
 		} else {
 			s.Defaults.Steps = w
 		}
+	}
+	for _, n := range []struct {
+		key  string
+		into *int
+	}{
+		{EnvWorkflowPollers, &s.Sizing.WorkflowPollers},
+		{EnvActivityPollers, &s.Sizing.ActivityPollers},
+		{EnvMaxActivities, &s.Sizing.MaxActivities},
+	} {
+		if v, ok := get(n.key); ok {
+			i, err := strconv.Atoi(v)
+			if err != nil || i < 1 {
+				errs = append(errs, &FieldError{Key: n.key, Message: "must be a whole number of at least 1", Value: v})
+				continue
+			}
+			*n.into = i
+		}
+	}
+	if s.Sizing.WorkflowPollers < 2 {
+		// The SDK needs two workflow pollers: one on the sticky queue, one
+		// on the shared one.
+		errs = append(errs, &FieldError{Key: EnvWorkflowPollers, Message: "must be at least 2 (one for the worker's sticky queue, one for the shared queue)", Value: strconv.Itoa(s.Sizing.WorkflowPollers)})
 	}
 	for _, d := range []struct {
 		key    string

@@ -43,3 +43,20 @@ func TestLoadSettingsErrors(t *testing.T) {
 		t.Errorf("holds longer than the deadline: %v", err)
 	}
 }
+
+func TestLoadSettingsSizing(t *testing.T) {
+	s, err := LoadSettings(lookupFrom(nil))
+	if err != nil || s.Sizing != DefaultSizing {
+		t.Fatalf("default sizing: %+v, %v", s.Sizing, err)
+	}
+	s, err = LoadSettings(lookupFrom(map[string]string{EnvWorkflowPollers: "16", EnvActivityPollers: " 4 ", EnvMaxActivities: "200"}))
+	if err != nil || s.Sizing != (WorkerSizing{WorkflowPollers: 16, ActivityPollers: 4, MaxActivities: 200}) {
+		t.Fatalf("sizing from env: %+v, %v", s.Sizing, err)
+	}
+	for env, value := range map[string]string{EnvWorkflowPollers: "1", EnvActivityPollers: "0", EnvMaxActivities: "lots"} {
+		_, err := LoadSettings(lookupFrom(map[string]string{env: value}))
+		if err == nil || !strings.Contains(err.Error(), env+": must be") {
+			t.Errorf("%s=%s: error %v, want one naming the variable", env, value, err)
+		}
+	}
+}

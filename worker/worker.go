@@ -60,8 +60,12 @@ func Register(w sdkworker.Registry, acts *activities.Activities) {
 // in flight get time to finish, and whatever does not is retried by Temporal
 // on another worker.
 func (w *Worker) Run(ctx context.Context) error {
+	sz := w.Settings.Sizing
 	tw := sdkworker.New(w.Temporal, w.Settings.TaskQueue, sdkworker.Options{
-		WorkerStopTimeout: 10 * time.Second,
+		WorkerStopTimeout:                  10 * time.Second,
+		MaxConcurrentWorkflowTaskPollers:   sz.WorkflowPollers,
+		MaxConcurrentActivityTaskPollers:   sz.ActivityPollers,
+		MaxConcurrentActivityExecutionSize: sz.MaxActivities,
 	})
 	Register(tw, &activities.Activities{Knative: knative.Client{Serving: w.Serving}, Defaults: w.Settings.Defaults, Events: w.Events})
 

@@ -113,7 +113,7 @@ func (r *rollout) writeTraffic(ctx workflow.Context, desired []servingTraffic, s
 	set := activities.SetTrafficInput{
 		Object: r.st.Object, Expected: r.st.Live, Desired: desired, Force: r.st.Phase == PhaseRollingBack,
 	}
-	verifyFor := min(r.st.Policy.VerifyTimeout, verifyBurst)
+	verifyFor := min(r.st.Policy.VerifyTimeout, applyWatch)
 	var applied activities.ApplyTrafficResult
 	err := workflow.ExecuteActivity(applyOptions(ctx, verifyFor, summary), a.ApplyTraffic,
 		activities.ApplyTrafficInput{SetTrafficInput: set, VerifyFor: verifyFor}).Get(ctx, &applied)
@@ -197,6 +197,15 @@ func (r *rollout) verify(ctx workflow.Context, in activities.VerifyInput, timeou
 
 // verifyBurst bounds one round of quick status checks.
 const verifyBurst = 5 * time.Second
+
+// applyWatch bounds how long the write itself watches for its traffic in
+// the status. Long enough that a busy cluster's status (5 to 8 s when 100
+// rollouts step at once on two cores) shows within it: a write that has to
+// hand over to a round of VerifyTraffic costs two more workflow tasks and an
+// activity, each slowest exactly when the cluster is. Short enough that a
+// command arriving meanwhile (the workflow acts on it once the activity
+// answers) waits at most this long.
+const applyWatch = 20 * time.Second
 
 // notReady names the Revision a RevisionNotReady error is about.
 func notReady(err *temporal.ApplicationError) string {

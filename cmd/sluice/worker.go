@@ -24,7 +24,9 @@ Settings come from the environment: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
 TEMPORAL_API_KEY, TEMPORAL_TLS* (Temporal's conventions); SLUICE_TASK_QUEUE,
 SLUICE_HTTP_ADDR (health and metrics, default :9090), KUBECONFIG, and the policy
 defaults SLUICE_DEFAULT_STEPS, SLUICE_DEFAULT_HOLD, SLUICE_DEFAULT_PROGRESS_DEADLINE,
-SLUICE_DEFAULT_VERIFY_TIMEOUT, SLUICE_DEFAULT_DEADLINE. Progress events go to K_SINK, with
+SLUICE_DEFAULT_VERIFY_TIMEOUT, SLUICE_DEFAULT_DEADLINE; the worker's size
+SLUICE_WORKFLOW_POLLERS, SLUICE_ACTIVITY_POLLERS, SLUICE_MAX_ACTIVITIES and its Kubernetes
+API rate SLUICE_KUBE_QPS, SLUICE_KUBE_BURST (docs/operations.md). Progress events go to K_SINK, with
 K_CE_OVERRIDES applied (the SinkBinding convention); without K_SINK none are sent.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

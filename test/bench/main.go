@@ -30,6 +30,10 @@ import (
 // inMemory is -temporal-in-memory.
 var inMemory = new(bool)
 
+// sluiceOnly is -peers-sluice-only: the peers' plan for sluice alone, to
+// look at its figures without waiting for Flagger's.
+var sluiceOnly = new(bool)
+
 // Run is one configuration measured on a fresh stack.
 type Run struct {
 	Rollouts int           `json:"rollouts"`
@@ -49,13 +53,14 @@ func (r Run) Label() string {
 }
 
 func main() {
-	levels := flag.String("rollouts", "10,100,500", "concurrency levels: rollouts at once, each on its own Service")
+	levels := flag.String("rollouts", "10,25,50,100", "concurrency levels: rollouts at once, each on its own Service (the knee is looked for among them)")
 	steps := flag.Int("steps", 4, "steps per rollout at every level")
 	hold := flag.Duration("hold", time.Second, "hold of each step")
 	growth := flag.String("growth", "10x8", "extra runs to see growth in steps, ROLLOUTSxSTEPS, comma-separated (empty: none)")
 	scaleOut := flag.String("scale-out", "100", "levels run again with two worker processes on the same Temporal, comma-separated (empty: none)")
 	timeout := flag.Duration("timeout", 5*time.Minute, "how long one level's rollouts may take")
 	peers := flag.String("peers", "", "instead: sluice and Flagger side by side at these levels, e.g. 1,10,100 (FLAGGER_BIN, FLAGGER_DIR: its binary and module)")
+	flag.BoolVar(sluiceOnly, "peers-sluice-only", false, "with -peers: run sluice's half alone")
 	flag.BoolVar(inMemory, "temporal-in-memory", true, "keep the Temporal dev server's database in memory (false: a SQLite file, synced to disk on every write)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))

@@ -117,6 +117,7 @@ func measure(ctx context.Context, r Run, e env) (res Result, err error) {
 		workerPids = append(workerPids, pid)
 	}
 	before := snapshot(ctx, stk, workerPids, receiverPid)
+	cpu0 := cpuByProcess(stk)
 	t0 := time.Now()
 	if err := forEach(ctx, sluiceNames, func(ctx context.Context, name string) error {
 		return trigger(ctx, stk, name, r)
@@ -139,6 +140,8 @@ func measure(ctx context.Context, r Run, e env) (res Result, err error) {
 	}
 	t1 := time.Now()
 	after := snapshot(ctx, stk, workerPids, receiverPid)
+	res.CPUByProcess, res.cpuLine = cpuUsed(cpu0, cpuByProcess(stk))
+	res.Busy = busy(res.CPUByProcess, t1.Sub(t0))
 	e.log.Info("bench: rollouts done", "rollouts", r.Rollouts, "took", t1.Sub(t0).Round(time.Millisecond))
 	res.Readiness = map[string]int{}
 	for _, end := range ends {
@@ -164,6 +167,9 @@ func measure(ctx context.Context, r Run, e env) (res Result, err error) {
 	res.APIByVerb = diffMetrics(before.metrics, after.metrics)
 	res.ReceiverEvents = receiverLoad(before.receiverTimes, after.receiverTimes)
 	if res.History, err = historyCost(ctx, tc, finished, r.Steps); err != nil {
+		return res, err
+	}
+	if res.Breakdown, err = stepBreakdown(ctx, tc, finished, r.Hold); err != nil {
 		return res, err
 	}
 	res.ProgressEvents = len(sink.Events())

@@ -59,6 +59,15 @@ type PeerFigures struct {
 	// TemporalCPUSeconds is the Temporal dev server's CPU while sluice's
 	// rollouts ran: what sluice's durability costs on the side.
 	TemporalCPUSeconds float64 `json:"temporal_cpu_seconds,omitempty"`
+	// CPUByProcess is what every process of the stack used while this
+	// tool's rollouts ran: which resource saturates first.
+	CPUByProcess map[string]float64 `json:"cpu_by_process_seconds,omitempty"`
+	cpuLine      string
+	// WindowSeconds is how long the tool's rollouts ran, from the first
+	// deploy to the last end.
+	WindowSeconds float64 `json:"window_seconds"`
+	// Breakdown splits sluice's step gaps into their parts.
+	Breakdown *StepBreakdown `json:"step_breakdown,omitempty"`
 }
 
 var canaries = schema.GroupVersionResource{Group: "flagger.app", Version: "v1beta1", Resource: "canaries"}
@@ -140,6 +149,7 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 
 	// sluice
 	before := []procSample{sample(workerPid), sample(receiverPid), sample(temporalPid)}
+	sAll := cpuByProcess(stk)
 	s0 := time.Now()
 	if err := forEach(ctx, sNames, change(map[string]string{"sluice.dev/rollout": "enabled",
 		"sluice.dev/steps": strings.Join(append(steps, "100"), ","), "sluice.dev/hold": peerHold.String()})); err != nil {
@@ -154,6 +164,11 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 	}
 	s1 := time.Now()
 	after := []procSample{sample(workerPid), sample(receiverPid), sample(temporalPid)}
+	sCPU, sCPULine := cpuUsed(sAll, cpuByProcess(stk))
+	breakdown, err := stepBreakdown(ctx, tc, sNames, peerHold)
+	if err != nil {
+		return nil, err
+	}
 	sFailed := 0
 	for _, end := range ends {
 		if end.outcome != "Succeeded" {
@@ -162,8 +177,28 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 		}
 	}
 
+	stepsPer := len(peerWeights) + 1
+	sluiceFigures := func(audit []auditEvent) PeerFigures {
+		s := peerFigures("sluice", audit, []string{workerUser, receiverUser}, workerUser, s0, s1, ready, deployed, n, stepsPer)
+		s.Unfinished, s.Failed = sUnfinished, sFailed
+		s.CPUSeconds = round(after[0].cpu-before[0].cpu+after[1].cpu-before[1].cpu, 2)
+		s.PeakRSSMiB = round((after[0].hwmKiB+after[1].hwmKiB)/1024, 1)
+		s.TemporalCPUSeconds = round(after[2].cpu-before[2].cpu, 2)
+		s.CPUByProcess, s.cpuLine, s.Breakdown, s.WindowSeconds = sCPU, sCPULine, &breakdown, round(s1.Sub(s0).Seconds(), 1)
+		return s
+	}
+	if *sluiceOnly {
+		stk.Stop() // flushes the audit log
+		audit, err := readAudit(stk.AuditLog)
+		if err != nil {
+			return nil, err
+		}
+		return []PeerFigures{sluiceFigures(audit)}, nil
+	}
+
 	// Flagger
 	fBefore := sample(flaggerPid)
+	fAll := cpuByProcess(stk)
 	f0 := time.Now()
 	if err := forEach(ctx, gNames, change(nil)); err != nil {
 		return nil, err
@@ -174,22 +209,19 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 	}
 	f1 := time.Now()
 	fAfter := sample(flaggerPid)
+	fCPU, fCPULine := cpuUsed(fAll, cpuByProcess(stk))
 
 	stk.Stop() // flushes the audit log
 	audit, err := readAudit(stk.AuditLog)
 	if err != nil {
 		return nil, err
 	}
-	stepsPer := len(peerWeights) + 1
-	s := peerFigures("sluice", audit, []string{workerUser, receiverUser}, workerUser, s0, s1, ready, deployed, n, stepsPer)
-	s.Unfinished, s.Failed = sUnfinished, sFailed
-	s.CPUSeconds = round(after[0].cpu-before[0].cpu+after[1].cpu-before[1].cpu, 2)
-	s.PeakRSSMiB = round((after[0].hwmKiB+after[1].hwmKiB)/1024, 1)
-	s.TemporalCPUSeconds = round(after[2].cpu-before[2].cpu, 2)
+	s := sluiceFigures(audit)
 	f := peerFigures("Flagger", audit, []string{stack.FlaggerUser}, stack.FlaggerUser, f0, f1, ready, deployed, n, stepsPer)
 	f.Unfinished = fUnfinished
 	f.CPUSeconds = round(fAfter.cpu-fBefore.cpu, 2)
 	f.PeakRSSMiB = round(fAfter.hwmKiB/1024, 1)
+	f.CPUByProcess, f.cpuLine, f.WindowSeconds = fCPU, fCPULine, round(f1.Sub(f0).Seconds(), 1)
 	return []PeerFigures{s, f}, nil
 }
 
@@ -319,6 +351,16 @@ func peersMarkdown(all [][]PeerFigures) string {
 			r(s.Trigger.P50, f.Trigger.P50), r(s.Trigger.P99, f.Trigger.P99), r(s.StepOverhead.P50, f.StepOverhead.P50), r(s.StepOverhead.P99, f.StepOverhead.P99),
 			r(s.DeployTo100.P50, f.DeployTo100.P50), r(s.DeployTo100.P99, f.DeployTo100.P99), r(s.ReadsPerStep, f.ReadsPerStep), r(s.WritesPerStep, f.WritesPerStep),
 			r(s.CPUSeconds, f.CPUSeconds), r(s.PeakRSSMiB, f.PeakRSSMiB))
+	}
+	b.WriteString("\nWhere the time went: each process's CPU seconds while the tool's rollouts ran, and sluice's step gaps split by its histories (ms, p50 / p99)\n\n")
+	for _, level := range all {
+		for _, f := range level {
+			fmt.Fprintf(&b, "- %d, %s: busy %.0f%% over %.0f s: %s\n", f.Services, f.Tool, busy(f.CPUByProcess, time.Duration(f.WindowSeconds*float64(time.Second)))*100, f.WindowSeconds, f.cpuLine)
+			if d := f.Breakdown; d != nil {
+				fmt.Fprintf(&b, "  - write and verify %.0f / %.0f, decide %.0f / %.0f, timer late %.0f / %.0f, dispatch %.0f / %.0f, queue %.0f / %.0f; workflow tasks: wait %.0f / %.0f, run %.0f / %.0f\n",
+					d.Write.P50, d.Write.P99, d.Decide.P50, d.Decide.P99, d.TimerLate.P50, d.TimerLate.P99, d.Dispatch.P50, d.Dispatch.P99, d.Queue.P50, d.Queue.P99, d.TaskWait.P50, d.TaskWait.P99, d.TaskRun.P50, d.TaskRun.P99)
+			}
+		}
 	}
 	return b.String()
 }

@@ -59,6 +59,14 @@ type Result struct {
 	// first: the Revision's CloudEvent, or the rollout's own watch.
 	Readiness      map[string]int `json:"readiness_told_by"`
 	ProgressEvents int            `json:"progress_events"`
+	// CPUByProcess is what each process of the stack used while the
+	// rollouts ran, and Busy the share of the machine's cores they used
+	// together: which resource saturates first.
+	CPUByProcess map[string]float64 `json:"cpu_by_process_seconds"`
+	Busy         float64            `json:"machine_busy"`
+	cpuLine      string
+	// Breakdown splits the step gaps into their parts, from the histories.
+	Breakdown StepBreakdown `json:"step_breakdown"`
 }
 
 // Stats summarise a sample in milliseconds.
@@ -129,6 +137,7 @@ func targets(results []Result) []Target {
 			fmt.Sprintf("%d failed, %d unfinished after the timeout, p99 %.1f ms", r.Failed, r.Unfinished, r.StepOverhead.P99),
 			r.Failed == 0 && r.Unfinished == 0 && r.StepOverhead.N > 0 && r.StepOverhead.P99 < 1000})
 	}
+	out = append(out, knee(results))
 	worstActions, worstWrites := 0.0, 0.0
 	for _, r := range results {
 		if r.Error == "" {
@@ -140,6 +149,33 @@ func targets(results []Result) []Target {
 		Target{"at most 6 billable Temporal actions per step", fmt.Sprintf("at most %.2f per step in any run", worstActions), worstActions > 0 && worstActions <= 6},
 		Target{"at most 2 API-server writes per step", fmt.Sprintf("at most %.2f per step in any run", worstWrites), worstWrites > 0 && worstWrites <= 2})
 	return out
+}
+
+// knee is the largest level (one worker) at which every rollout succeeded
+// with step overhead p99 under 1 s, and what ran out at the next level up.
+func knee(results []Result) Target {
+	var levels []Result
+	for _, r := range results {
+		if r.Workers <= 1 && r.Error == "" && (len(levels) == 0 || r.Steps == levels[0].Steps) {
+			levels = append(levels, r)
+		}
+	}
+	sort.Slice(levels, func(i, j int) bool { return levels[i].Rollouts < levels[j].Rollouts })
+	best, next := 0, -1
+	for i, r := range levels {
+		if r.Failed == 0 && r.Unfinished == 0 && r.StepOverhead.N > 0 && r.StepOverhead.P99 < 1000 {
+			best = r.Rollouts
+			continue
+		}
+		next = i
+		break
+	}
+	goal := "the most concurrent rollouts with every one correct and step overhead p99 under 1 s (the knee)"
+	if next < 0 {
+		return Target{goal, fmt.Sprintf("%d, the largest level run: no knee within the levels", best), best > 0}
+	}
+	r := levels[next]
+	return Target{goal, fmt.Sprintf("%d; at %d, step overhead p99 %.0f ms with the machine %.0f%% busy (%s)", best, r.Rollouts, r.StepOverhead.P99, r.Busy*100, r.cpuLine), best > 0}
 }
 
 // Markdown renders the report as tables.
@@ -188,6 +224,16 @@ func (r Report) Markdown() string {
 			told = append(told, fmt.Sprintf("%s %d", k, x.Readiness[k]))
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", x.Label(), strings.Join(parts, ", "), strings.Join(told, ", "))
+	}
+	b.WriteString("\nWhere the time went: CPU seconds of each process while the rollouts ran (machine busy: all of them over the window and its cores), and the step gaps split by the histories (ms, p50 / p99)\n\n")
+	for _, x := range r.Results {
+		if x.Error != "" {
+			continue
+		}
+		d := x.Breakdown
+		fmt.Fprintf(&b, "- %s: busy %.0f%%: %s\n  - write and verify %.0f / %.0f, decide %.0f / %.0f, timer late %.0f / %.0f, dispatch %.0f / %.0f, queue %.0f / %.0f; workflow tasks: wait %.0f / %.0f, run %.0f / %.0f\n",
+			x.Label(), x.Busy*100, x.cpuLine, d.Write.P50, d.Write.P99, d.Decide.P50, d.Decide.P99, d.TimerLate.P50, d.TimerLate.P99,
+			d.Dispatch.P50, d.Dispatch.P99, d.Queue.P50, d.Queue.P99, d.TaskWait.P50, d.TaskWait.P99, d.TaskRun.P50, d.TaskRun.P99)
 	}
 	b.WriteString("\nTargets\n\n| goal | where sluice stands | met |\n|---|---|---|\n")
 	for _, t := range r.Targets {

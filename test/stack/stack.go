@@ -643,6 +643,21 @@ func (s *Stack) Pids() (worker, receiver int) {
 // TemporalPid is the Temporal dev server's process ID.
 func (s *Stack) TemporalPid() int { return s.temporal.cmd.Process.Pid }
 
+// ProcessPids names every running process of the stack with its process ID,
+// for a benchmark to read what each one used.
+func (s *Stack) ProcessPids() map[string]int {
+	out := map[string]int{}
+	for _, p := range s.procs() {
+		if p == nil {
+			continue
+		}
+		if done, _ := p.exited(); !done {
+			out[p.name] = p.cmd.Process.Pid
+		}
+	}
+	return out
+}
+
 func (s *Stack) procs() []*proc {
 	return append([]*proc{s.etcd, s.apiserver, s.controllerManager, s.scheduler, s.kwok, s.temporal, s.worker, s.receiver, s.adapter, s.prometheus}, s.extra...)
 }

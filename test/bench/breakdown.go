@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/sluicehq/sluice/knative"
+	"github.com/sluicehq/sluice/test/stack"
+	"github.com/sluicehq/sluice/workflows"
+)
+
+// StepBreakdown splits sluice's gap between two steps into its parts, read
+// from the rollouts' Temporal histories (server times), in milliseconds:
+//   - Write: ApplyTraffic started → completed: the patch, then the watch
+//     until Knative's status shows the traffic.
+//   - Decide: ApplyTraffic completed → the hold's timer started: a workflow
+//     task.
+//   - TimerLate: the hold's timer fired later than it was set for.
+//   - Dispatch: the timer fired → the next ApplyTraffic scheduled: a
+//     workflow task.
+//   - Queue: the next ApplyTraffic scheduled → started: an activity task
+//     waiting for a worker.
+//
+// What is left of the gap is the next write's own time before its patch
+// reaches the API server.
+type StepBreakdown struct {
+	Write     Stats `json:"write_and_verify_ms"`
+	Decide    Stats `json:"decide_ms"`
+	TimerLate Stats `json:"timer_late_ms"`
+	Dispatch  Stats `json:"dispatch_ms"`
+	Queue     Stats `json:"queue_ms"`
+	// Every workflow task of the rollouts: scheduled → started (waiting
+	// for a worker's poll) and started → completed (the worker's work,
+	// and its answer's way back).
+	TaskWait Stats `json:"workflow_task_wait_ms"`
+	TaskRun  Stats `json:"workflow_task_run_ms"`
+}
+
+// stepBreakdown reads each rollout's history and measures its steps.
+func stepBreakdown(ctx context.Context, tc client.Client, svcs []string, hold time.Duration) (StepBreakdown, error) {
+	var write, decide, late, dispatch, queue, taskWait, taskRun []float64
+	for _, n := range svcs {
+		id := workflows.WorkflowID(knative.TargetRef{Namespace: stack.Namespace, Kind: knative.KindService, Name: n})
+		it := tc.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		type act struct{ scheduled, started, completed time.Time }
+		applies := map[int64]*act{} // by scheduled event ID
+		var timerStarted time.Time
+		var timerFor time.Duration
+		var fired time.Time
+		var last *act
+		var taskScheduled, taskStarted time.Time
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				return StepBreakdown{}, fmt.Errorf("history of %s: %w", id, err)
+			}
+			at := ev.GetEventTime().AsTime()
+			switch ev.GetEventType() {
+			case enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+				taskScheduled = at
+			case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+				taskStarted = at
+				taskWait = append(taskWait, ms(at.Sub(taskScheduled)))
+			case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+				taskRun = append(taskRun, ms(at.Sub(taskStarted)))
+			case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+				if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() != "ApplyTraffic" {
+					continue
+				}
+				a := &act{scheduled: at}
+				applies[ev.GetEventId()] = a
+				if !fired.IsZero() && last != nil {
+					dispatch = append(dispatch, ms(at.Sub(fired)))
+				}
+				fired = time.Time{}
+			case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+				if a := applies[ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId()]; a != nil {
+					a.started = at
+					if last != nil {
+						queue = append(queue, ms(at.Sub(a.scheduled)))
+					}
+				}
+			case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+				if a := applies[ev.GetActivityTaskCompletedEventAttributes().GetScheduledEventId()]; a != nil {
+					a.completed = at
+					write = append(write, ms(at.Sub(a.started)))
+					last = a
+					timerStarted = time.Time{}
+				}
+			case enumspb.EVENT_TYPE_TIMER_STARTED:
+				// The hold's timer, by its summary ("hold 10s at 20%"),
+				// not a wait for status.
+				d := ev.GetTimerStartedEventAttributes().GetStartToFireTimeout().AsDuration()
+				isHold := strings.Contains(string(ev.GetUserMetadata().GetSummary().GetData()), "hold ")
+				if last != nil && timerStarted.IsZero() && isHold && d <= hold {
+					timerStarted, timerFor = at, d
+					decide = append(decide, ms(at.Sub(last.completed)))
+				}
+			case enumspb.EVENT_TYPE_TIMER_FIRED:
+				if !timerStarted.IsZero() && fired.IsZero() {
+					fired = at
+					late = append(late, ms(at.Sub(timerStarted)-timerFor))
+				}
+			}
+		}
+	}
+	return StepBreakdown{Write: stats(write), Decide: stats(decide), TimerLate: stats(late), Dispatch: stats(dispatch), Queue: stats(queue),
+		TaskWait: stats(taskWait), TaskRun: stats(taskRun)}, nil
+}
+
+// cpuByProcess is the CPU seconds each of the stack's processes used
+// between two samples, with the bench itself (which hosts the stand-ins
+// below Knative) as "bench".
+func cpuByProcess(stk *stack.Stack) map[string]float64 {
+	out := map[string]float64{"bench": sample(os.Getpid()).cpu}
+	for name, pid := range stk.ProcessPids() {
+		out[name] = sample(pid).cpu
+	}
+	return out
+}
+
+// cpuUsed is what each process used from before to after, largest first,
+// as "name 12.3 s".
+func cpuUsed(before, after map[string]float64) (map[string]float64, string) {
+	used := map[string]float64{}
+	var names []string
+	for name, v := range after {
+		if d := v - before[name]; d >= 0.05 {
+			used[name] = round(d, 1)
+			names = append(names, name)
+		}
+	}
+	sort.Slice(names, func(i, j int) bool { return used[names[i]] > used[names[j]] })
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %.1f s", n, used[n])
+	}
+	return used, strings.Join(parts, ", ")
+}
+
+// busy is the share of the machine's cores the processes used together
+// over the window.
+func busy(used map[string]float64, window time.Duration) float64 {
+	total := 0.0
+	for _, v := range used {
+		total += v
+	}
+	if window <= 0 {
+		return 0
+	}
+	return round(total/window.Seconds()/float64(runtime.NumCPU()), 2)
+}
