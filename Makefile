@@ -7,7 +7,7 @@
 #   make demo    the local stack and a guided rollout (SLUICE_DEMO_UNATTENDED=1: promote by itself, check, exit)
 #   make worker  run a Temporal dev server (UI on :8233) and a sluice worker against $KUBECONFIG
 #   make images  container images with ko, no Docker engine: dist/oci, dist/sluice.yaml (KO_DOCKER_REPO=...)
-#   make bench   rollouts on the local stack at 10, 25, 50 and 100 at once, 100 again on two workers, and 10 × 8
+#   make bench   rollouts on the local stack at 1, 5, 10, 25, 50 and 100 at once, 100 again on two workers, and 10 × 8
 #                steps (docs/benchmarks.md; JSON to $BENCH_OUT), the knee and what saturates,
 #                Go benchmarks of the hot paths, and the receiver's answer to a new candidate and to an irrelevant event (1,000 events each, 3 runs)
 #   make bench-peers  sluice and Flagger v1.44.0 (knative provider) side by side on one stack at 1, 10 and 100

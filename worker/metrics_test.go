@@ -1,14 +1,17 @@
 package worker
 
 import (
+	"context"
 	"io"
 	"log/slog"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	k8smetrics "k8s.io/client-go/tools/metrics"
 )
 
 func TestPromMetricsFitsTagsToLabels(t *testing.T) {
@@ -32,5 +35,25 @@ temporal_request{namespace="default",task_queue="q"} 2
 	}
 	if n, err := testutil.GatherAndCount(reg, "temporal_num_pollers", "temporal_request_latency_seconds"); err != nil || n != 2 {
 		t.Fatalf("gauge and timer series = %d, %v", n, err)
+	}
+}
+
+func TestKubeMetricsRecordRateLimiterWaits(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	RegisterKubeMetrics(reg)
+	k8smetrics.RateLimiterLatency.Observe(context.Background(), "PATCH", url.URL{}, 30*time.Millisecond)
+	k8smetrics.RequestLatency.Observe(context.Background(), "GET", url.URL{}, 2*time.Millisecond)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]uint64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			seen[f.GetName()+" "+m.GetLabel()[0].GetValue()] = m.GetHistogram().GetSampleCount()
+		}
+	}
+	if seen["sluice_kube_rate_limiter_wait_seconds PATCH"] != 1 || seen["sluice_kube_request_duration_seconds GET"] != 1 {
+		t.Fatalf("recorded: %v", seen)
 	}
 }

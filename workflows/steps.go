@@ -180,10 +180,14 @@ func (r *rollout) verify(ctx workflow.Context, in activities.VerifyInput, timeou
 		if left < minTimeout {
 			return err
 		}
-		// Short rounds of checks with a pause between, rather than one
-		// activity for the whole timeout: the workflow looks up between
-		// rounds, and a slow status costs a timer, not a stuck worker slot.
-		burst := min(left, verifyBurst)
+		// Rounds of watching, each as long as the write's own watch, rather
+		// than one activity for the whole timeout: the workflow looks up
+		// between rounds. A round that watched to its end goes straight on
+		// to the next (a pause would only hide a status that shows during
+		// it); one that failed early (the API server refusing) pauses
+		// first.
+		burst := min(left, applyWatch)
+		began := workflow.Now(ctx)
 		if err = workflow.ExecuteActivity(verifyOptions(ctx, burst, summary), a.VerifyTraffic, in).Get(ctx, nil); err == nil {
 			return nil
 		}
@@ -191,15 +195,18 @@ func (r *rollout) verify(ctx workflow.Context, in activities.VerifyInput, timeou
 		if left < minTimeout {
 			return err
 		}
+		if workflow.Now(ctx).Sub(began) >= burst/2 {
+			continue
+		}
 		_ = workflow.NewTimerWithOptions(ctx, min(left, verifyBurst), workflow.TimerOptions{Summary: "wait for status: " + summary}).Get(ctx, nil)
 	}
 }
 
-// verifyBurst bounds one round of quick status checks.
+// verifyBurst is the pause after a round of status checks that failed early.
 const verifyBurst = 5 * time.Second
 
-// applyWatch bounds how long the write itself watches for its traffic in
-// the status. Long enough that a busy cluster's status (5 to 8 s when 100
+// applyWatch bounds how long the write itself, and then each round of
+// checks, watches for its traffic in the status. Long enough that a busy cluster's status (5 to 8 s when 100
 // rollouts step at once on two cores) shows within it: a write that has to
 // hand over to a round of VerifyTraffic costs two more workflow tasks and an
 // activity, each slowest exactly when the cluster is. Short enough that a

@@ -23,6 +23,7 @@ type serverClients struct {
 // --address and --temporal-namespace flags) and the cluster of kubeconfig.
 func connectServer(cmd *cobra.Command, log *slog.Logger, kubeconfig string) (*serverClients, error) {
 	reg, metrics := worker.NewRegistry(log)
+	worker.RegisterKubeMetrics(reg)
 	opts, err := worker.TemporalOptions(log, metrics)
 	if err != nil {
 		return nil, err

@@ -37,6 +37,7 @@ type snap struct {
 	worker, receiver procSample
 	metrics          map[string]float64 // verb → requests, serving.knative.dev
 	receiverTimes    map[string]float64
+	throttle         map[string]float64
 }
 
 // snapshot reads the processes' use so far; several workers add up.
@@ -47,7 +48,8 @@ func snapshot(ctx context.Context, stk *stack.Stack, workerPids []int, receiverP
 		w.cpu += s.cpu
 		w.hwmKiB += s.hwmKiB
 	}
-	return snap{worker: w, receiver: sample(receiverPid), metrics: apiRequests(ctx, stk), receiverTimes: receiverTimes(ctx, stk)}
+	return snap{worker: w, receiver: sample(receiverPid), metrics: apiRequests(ctx, stk), receiverTimes: receiverTimes(ctx, stk),
+		throttle: scrape(ctx, "http://"+stk.WorkerHTTP+"/metrics", "", "sluice_kube_rate_limiter_wait_seconds_")}
 }
 
 // sample reads a process's CPU time (utime+stime, in clock ticks of 1/100 s
@@ -128,6 +130,36 @@ func receiverLoad(before, after map[string]float64) map[string]ReceiverLoad {
 		out[strings.TrimPrefix(typ, "dev.knative.apiserver.")] = ReceiverLoad{Events: int(n), MeanMS: round(sum/n*1000, 1)}
 	}
 	return out
+}
+
+// Throttle is how the worker's Kubernetes requests waited in its
+// client-side rate limiter (SLUICE_KUBE_QPS, SLUICE_KUBE_BURST) while the
+// rollouts ran: requests, mean wait, and how many waited over 100 ms.
+type Throttle struct {
+	Requests int     `json:"requests"`
+	MeanMS   float64 `json:"mean_wait_ms"`
+	Over100  int     `json:"waited_over_100ms"`
+}
+
+func throttle(before, after map[string]float64) Throttle {
+	var t Throttle
+	var sum, under float64
+	for series, v := range after {
+		d := v - before[series]
+		switch {
+		case strings.HasPrefix(series, "sluice_kube_rate_limiter_wait_seconds_count"):
+			t.Requests += int(d)
+		case strings.HasPrefix(series, "sluice_kube_rate_limiter_wait_seconds_sum"):
+			sum += d
+		case strings.HasPrefix(series, "sluice_kube_rate_limiter_wait_seconds_bucket") && label(series, "le") == "0.1":
+			under += d
+		}
+	}
+	if t.Requests > 0 {
+		t.MeanMS = round(sum/float64(t.Requests)*1000, 2)
+		t.Over100 = t.Requests - int(under)
+	}
+	return t
 }
 
 // scrape reads the series of a Prometheus text endpoint that start with prefix.

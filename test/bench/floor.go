@@ -10,19 +10,25 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	informers "knative.dev/serving/pkg/client/informers/externalversions"
 
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/stack"
 )
 
-// floor steps every Service the plainest way client-go allows, with no
-// durability: per step, read the Service, patch its traffic (with the
-// resourceVersion it read, as sluice does), wait — on a watch, not by
-// polling — until its status shows the traffic, then sleep the hold. The
-// gaps between its patches are the best a step can do on this stack.
-func floor(ctx context.Context, stk *stack.Stack, svcs []string, r Run) error {
+// floor rolls every Service out the plainest way client-go allows, with no
+// durability, from the same starting point as sluice's: it deploys the
+// second Revision (the template change, with the traffic pinned to the
+// first, in one write), waits until the Revision is Ready, then per step
+// reads the Service, patches its traffic (with the resourceVersion it read,
+// as sluice does), waits — on a watch, not by polling — until its status
+// shows the traffic, and sleeps the hold. Its steps thus run while Knative
+// brings the new Revisions up, as sluice's do. The gaps between its patches
+// are the best a step can do on this stack.
+func floor(ctx context.Context, stk *stack.Stack, svcs []string, r Run, ready *readyLog, timeout time.Duration) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(stk.Serving, 0, informers.WithNamespace(stack.Namespace))
 	inf := factory.Serving().V1().Services()
 	var mu sync.Mutex
@@ -59,6 +65,10 @@ func floor(ctx context.Context, stk *stack.Stack, svcs []string, r Run) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if err := deployAndAwait(ctx, client, ready, name, timeout); err != nil {
+				errs <- fmt.Errorf("%s: %w", name, err)
+				return
+			}
 			for i, w := range weights(r.Steps) {
 				if err := floorStep(ctx, client, lister, wake[name], name, w); err != nil {
 					errs <- fmt.Errorf("%s step %d: %w", name, i+1, err)
@@ -75,6 +85,25 @@ func floor(ctx context.Context, stk *stack.Stack, svcs []string, r Run) error {
 	return <-errs
 }
 
+// deployAndAwait changes the Service's template, its traffic pinned to the
+// first Revision, and waits until the second is Ready.
+func deployAndAwait(ctx context.Context, client servicesClient, ready *readyLog, name string, timeout time.Duration) error {
+	patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"image":%q}]}},"traffic":[{"revisionName":"%s-00001","percent":100}]}}`, imageV2, name)
+	if _, err := client.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("deploy the second Revision: %w", err)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		if _, ok := ready.get(name + "-00002"); ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s-00002 not Ready after %s", name, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 type servicesClient interface {
 	Get(context.Context, string, metav1.GetOptions) (*servingv1.Service, error)
 	Patch(context.Context, string, types.PatchType, []byte, metav1.PatchOptions, ...string) (*servingv1.Service, error)
@@ -85,23 +114,31 @@ type servicesLister interface {
 }
 
 func floorStep(ctx context.Context, client servicesClient, lister servicesLister, wake <-chan struct{}, name string, weight int64) error {
-	svc, err := client.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
 	desired := []servingv1.TrafficTarget{{RevisionName: name + "-00002", Percent: ptr(weight)}}
 	if weight < 100 {
 		desired = append([]servingv1.TrafficTarget{{RevisionName: name + "-00001", Percent: ptr(100 - weight)}}, desired...)
 	}
-	patch, _ := json.Marshal(map[string]any{
-		"metadata": map[string]any{"resourceVersion": svc.ResourceVersion},
-		"spec":     map[string]any{"traffic": desired},
+	// A conflict (Knative wrote the object's status between the read and
+	// the patch) is read again and retried, as any client-go loop does.
+	var out *servingv1.Service
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		svc, err := client.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		patch, _ := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": svc.ResourceVersion},
+			"spec":     map[string]any{"traffic": desired},
+		})
+		out, err = client.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
 	})
-	out, err := client.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		return err
 	}
-	deadline := time.After(30 * time.Second)
+	// As long as sluice's own default verify timeout.
+	wait := config.BuiltinDefaults().VerifyTimeout
+	deadline := time.After(wait)
 	for {
 		if cur, err := lister.Get(name); err == nil && cur.Status.ObservedGeneration >= out.Generation && knative.SameTraffic(cur.Status.Traffic, desired) {
 			return nil
@@ -109,7 +146,7 @@ func floorStep(ctx context.Context, client servicesClient, lister servicesLister
 		select {
 		case <-wake:
 		case <-deadline:
-			return fmt.Errorf("status did not show %s within 30s", knative.FormatTraffic(desired))
+			return fmt.Errorf("status did not show %s within %s", knative.FormatTraffic(desired), wait)
 		case <-ctx.Done():
 			return ctx.Err()
 		}

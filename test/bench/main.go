@@ -53,7 +53,7 @@ func (r Run) Label() string {
 }
 
 func main() {
-	levels := flag.String("rollouts", "10,25,50,100", "concurrency levels: rollouts at once, each on its own Service (the knee is looked for among them)")
+	levels := flag.String("rollouts", "1,5,10,25,50,100", "concurrency levels: rollouts at once, each on its own Service (the knee is looked for among them)")
 	steps := flag.Int("steps", 4, "steps per rollout at every level")
 	hold := flag.Duration("hold", time.Second, "hold of each step")
 	growth := flag.String("growth", "10x8", "extra runs to see growth in steps, ROLLOUTSxSTEPS, comma-separated (empty: none)")

@@ -166,6 +166,7 @@ func measure(ctx context.Context, r Run, e env) (res Result, err error) {
 	res.Receiver = footprint(before.receiver, after.receiver)
 	res.APIByVerb = diffMetrics(before.metrics, after.metrics)
 	res.ReceiverEvents = receiverLoad(before.receiverTimes, after.receiverTimes)
+	res.Throttle = throttle(before.throttle, after.throttle)
 	if res.History, err = historyCost(ctx, tc, finished, r.Steps); err != nil {
 		return res, err
 	}
@@ -176,7 +177,7 @@ func measure(ctx context.Context, r Run, e env) (res Result, err error) {
 
 	// the floor, on the same stack
 	f0 := time.Now()
-	if err := floor(ctx, stk, floorNames, r); err != nil {
+	if err := floor(ctx, stk, floorNames, r, ready, e.timeout); err != nil {
 		// sluice's figures stand; the ratio to the floor does not.
 		res.FloorError = err.Error()
 		e.log.Warn("bench: floor loop failed", "error", err)
@@ -243,17 +244,7 @@ func setup(ctx context.Context, stk *stack.Stack, sluiceNames, floorNames []stri
 	}); err != nil {
 		return fmt.Errorf("create Services: %w", err)
 	}
-	if err := waitReady(ready, all, "00001", timeout); err != nil {
-		return err
-	}
-	if err := forEach(ctx, floorNames, func(ctx context.Context, name string) error {
-		patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"image":%q}]}},"traffic":[{"revisionName":"%s-00001","percent":100}]}}`, imageV2, name)
-		_, err := svcs.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-		return err
-	}); err != nil {
-		return fmt.Errorf("floor Services' second Revision: %w", err)
-	}
-	return waitReady(ready, floorNames, "00002", timeout)
+	return waitReady(ready, all, "00001", timeout)
 }
 
 func waitReady(ready *readyLog, svcs []string, suffix string, timeout time.Duration) error {

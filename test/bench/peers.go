@@ -68,6 +68,8 @@ type PeerFigures struct {
 	WindowSeconds float64 `json:"window_seconds"`
 	// Breakdown splits sluice's step gaps into their parts.
 	Breakdown *StepBreakdown `json:"step_breakdown,omitempty"`
+	// Throttle: sluice's worker's waits in its Kubernetes rate limiter.
+	Throttle *Throttle `json:"kube_rate_limiter,omitempty"`
 }
 
 var canaries = schema.GroupVersionResource{Group: "flagger.app", Version: "v1beta1", Resource: "canaries"}
@@ -150,6 +152,10 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 	// sluice
 	before := []procSample{sample(workerPid), sample(receiverPid), sample(temporalPid)}
 	sAll := cpuByProcess(stk)
+	workerMetrics := func() map[string]float64 {
+		return scrape(ctx, "http://"+stk.WorkerHTTP+"/metrics", "", "sluice_kube_rate_limiter_wait_seconds_")
+	}
+	waits0 := workerMetrics()
 	s0 := time.Now()
 	if err := forEach(ctx, sNames, change(map[string]string{"sluice.dev/rollout": "enabled",
 		"sluice.dev/steps": strings.Join(append(steps, "100"), ","), "sluice.dev/hold": peerHold.String()})); err != nil {
@@ -165,6 +171,7 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 	s1 := time.Now()
 	after := []procSample{sample(workerPid), sample(receiverPid), sample(temporalPid)}
 	sCPU, sCPULine := cpuUsed(sAll, cpuByProcess(stk))
+	waits := throttle(waits0, workerMetrics())
 	breakdown, err := stepBreakdown(ctx, tc, sNames, peerHold)
 	if err != nil {
 		return nil, err
@@ -184,7 +191,7 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 		s.CPUSeconds = round(after[0].cpu-before[0].cpu+after[1].cpu-before[1].cpu, 2)
 		s.PeakRSSMiB = round((after[0].hwmKiB+after[1].hwmKiB)/1024, 1)
 		s.TemporalCPUSeconds = round(after[2].cpu-before[2].cpu, 2)
-		s.CPUByProcess, s.cpuLine, s.Breakdown, s.WindowSeconds = sCPU, sCPULine, &breakdown, round(s1.Sub(s0).Seconds(), 1)
+		s.CPUByProcess, s.cpuLine, s.Breakdown, s.WindowSeconds, s.Throttle = sCPU, sCPULine, &breakdown, round(s1.Sub(s0).Seconds(), 1), &waits
 		return s
 	}
 	if *sluiceOnly {
@@ -356,6 +363,9 @@ func peersMarkdown(all [][]PeerFigures) string {
 	for _, level := range all {
 		for _, f := range level {
 			fmt.Fprintf(&b, "- %d, %s: busy %.0f%% over %.0f s: %s\n", f.Services, f.Tool, busy(f.CPUByProcess, time.Duration(f.WindowSeconds*float64(time.Second)))*100, f.WindowSeconds, f.cpuLine)
+			if t := f.Throttle; t != nil {
+				fmt.Fprintf(&b, "  - the worker's Kubernetes rate limiter: %d requests, mean wait %.2f ms, %d waited over 100 ms\n", t.Requests, t.MeanMS, t.Over100)
+			}
 			if d := f.Breakdown; d != nil {
 				fmt.Fprintf(&b, "  - write and verify %.0f / %.0f, decide %.0f / %.0f, timer late %.0f / %.0f, dispatch %.0f / %.0f, queue %.0f / %.0f; workflow tasks: wait %.0f / %.0f, run %.0f / %.0f\n",
 					d.Write.P50, d.Write.P99, d.Decide.P50, d.Decide.P99, d.TimerLate.P50, d.TimerLate.P99, d.Dispatch.P50, d.Dispatch.P99, d.Queue.P50, d.Queue.P99, d.TaskWait.P50, d.TaskWait.P99, d.TaskRun.P50, d.TaskRun.P99)

@@ -67,6 +67,8 @@ type Result struct {
 	cpuLine      string
 	// Breakdown splits the step gaps into their parts, from the histories.
 	Breakdown StepBreakdown `json:"step_breakdown"`
+	// Throttle: the first worker's waits in its Kubernetes rate limiter.
+	Throttle Throttle `json:"kube_rate_limiter"`
 }
 
 // Stats summarise a sample in milliseconds.
@@ -231,8 +233,8 @@ func (r Report) Markdown() string {
 			continue
 		}
 		d := x.Breakdown
-		fmt.Fprintf(&b, "- %s: busy %.0f%%: %s\n  - write and verify %.0f / %.0f, decide %.0f / %.0f, timer late %.0f / %.0f, dispatch %.0f / %.0f, queue %.0f / %.0f; workflow tasks: wait %.0f / %.0f, run %.0f / %.0f\n",
-			x.Label(), x.Busy*100, x.cpuLine, d.Write.P50, d.Write.P99, d.Decide.P50, d.Decide.P99, d.TimerLate.P50, d.TimerLate.P99,
+		fmt.Fprintf(&b, "- %s: busy %.0f%%: %s\n  - the worker's Kubernetes rate limiter: %d requests, mean wait %.2f ms, %d waited over 100 ms\n  - write and verify %.0f / %.0f, decide %.0f / %.0f, timer late %.0f / %.0f, dispatch %.0f / %.0f, queue %.0f / %.0f; workflow tasks: wait %.0f / %.0f, run %.0f / %.0f\n",
+			x.Label(), x.Busy*100, x.cpuLine, x.Throttle.Requests, x.Throttle.MeanMS, x.Throttle.Over100, d.Write.P50, d.Write.P99, d.Decide.P50, d.Decide.P99, d.TimerLate.P50, d.TimerLate.P99,
 			d.Dispatch.P50, d.Dispatch.P99, d.Queue.P50, d.Queue.P99, d.TaskWait.P50, d.TaskWait.P99, d.TaskRun.P50, d.TaskRun.P99)
 	}
 	b.WriteString("\nTargets\n\n| goal | where sluice stands | met |\n|---|---|---|\n")
