@@ -42,11 +42,18 @@ type StepBreakdown struct {
 	// and its answer's way back).
 	TaskWait Stats `json:"workflow_task_wait_ms"`
 	TaskRun  Stats `json:"workflow_task_run_ms"`
+	// The first write, from the candidate Ready (the bench's watch) to
+	// the history event that told the rollout (the receiver's signal or
+	// the rollout's watch completing), then to the first traffic write
+	// scheduled, then to a worker starting it.
+	ReadyToTold    Stats `json:"ready_to_told_ms"`
+	ToldToSchedule Stats `json:"told_to_first_write_scheduled_ms"`
+	FirstQueue     Stats `json:"first_write_queue_ms"`
 }
 
 // stepBreakdown reads each rollout's history and measures its steps.
-func stepBreakdown(ctx context.Context, tc client.Client, svcs []string, hold time.Duration) (StepBreakdown, error) {
-	var write, decide, late, dispatch, queue, taskWait, taskRun []float64
+func stepBreakdown(ctx context.Context, tc client.Client, svcs []string, hold time.Duration, ready *readyLog) (StepBreakdown, error) {
+	var write, decide, late, dispatch, queue, taskWait, taskRun, readyTold, toldSchedule, firstQueue []float64
 	for _, n := range svcs {
 		id := workflows.WorkflowID(knative.TargetRef{Namespace: stack.Namespace, Kind: knative.KindService, Name: n})
 		it := tc.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
@@ -56,7 +63,9 @@ func stepBreakdown(ctx context.Context, tc client.Client, svcs []string, hold ti
 		var timerFor time.Duration
 		var fired time.Time
 		var last *act
-		var taskScheduled, taskStarted time.Time
+		var taskScheduled, taskStarted, told time.Time
+		awaits := map[int64]bool{} // AwaitRevision activities, by scheduled event ID
+		var first *act
 		for it.HasNext() {
 			ev, err := it.Next()
 			if err != nil {
@@ -71,12 +80,27 @@ func stepBreakdown(ctx context.Context, tc client.Client, svcs []string, hold ti
 				taskWait = append(taskWait, ms(at.Sub(taskScheduled)))
 			case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
 				taskRun = append(taskRun, ms(at.Sub(taskStarted)))
+			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+				told = at
 			case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-				if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() != "ApplyTraffic" {
+				name := ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName()
+				if name == "AwaitRevision" {
+					awaits[ev.GetEventId()] = true
+				}
+				if name != "ApplyTraffic" {
 					continue
 				}
 				a := &act{scheduled: at}
 				applies[ev.GetEventId()] = a
+				if first == nil {
+					first = a
+					if !told.IsZero() {
+						toldSchedule = append(toldSchedule, ms(at.Sub(told)))
+						if r, ok := ready.get(n + "-00002"); ok {
+							readyTold = append(readyTold, ms(told.Sub(r)))
+						}
+					}
+				}
 				if !fired.IsZero() && last != nil {
 					dispatch = append(dispatch, ms(at.Sub(fired)))
 				}
@@ -84,11 +108,17 @@ func stepBreakdown(ctx context.Context, tc client.Client, svcs []string, hold ti
 			case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
 				if a := applies[ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId()]; a != nil {
 					a.started = at
-					if last != nil {
+					switch {
+					case last != nil:
 						queue = append(queue, ms(at.Sub(a.scheduled)))
+					case a == first:
+						firstQueue = append(firstQueue, ms(at.Sub(a.scheduled)))
 					}
 				}
 			case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+				if awaits[ev.GetActivityTaskCompletedEventAttributes().GetScheduledEventId()] {
+					told = at
+				}
 				if a := applies[ev.GetActivityTaskCompletedEventAttributes().GetScheduledEventId()]; a != nil {
 					a.completed = at
 					write = append(write, ms(at.Sub(a.started)))
@@ -113,7 +143,8 @@ func stepBreakdown(ctx context.Context, tc client.Client, svcs []string, hold ti
 		}
 	}
 	return StepBreakdown{Write: stats(write), Decide: stats(decide), TimerLate: stats(late), Dispatch: stats(dispatch), Queue: stats(queue),
-		TaskWait: stats(taskWait), TaskRun: stats(taskRun)}, nil
+		TaskWait: stats(taskWait), TaskRun: stats(taskRun),
+		ReadyToTold: stats(readyTold), ToldToSchedule: stats(toldSchedule), FirstQueue: stats(firstQueue)}, nil
 }
 
 // cpuByProcess is the CPU seconds each of the stack's processes used

@@ -170,7 +170,7 @@ func measure(ctx context.Context, r Run, e env) (res Result, err error) {
 	if res.History, err = historyCost(ctx, tc, finished, r.Steps); err != nil {
 		return res, err
 	}
-	if res.Breakdown, err = stepBreakdown(ctx, tc, finished, r.Hold); err != nil {
+	if res.Breakdown, err = stepBreakdown(ctx, tc, finished, r.Hold, ready); err != nil {
 		return res, err
 	}
 	res.ProgressEvents = len(sink.Events())
