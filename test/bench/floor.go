@@ -28,7 +28,7 @@ import (
 // shows the traffic, and sleeps the hold. Its steps thus run while Knative
 // brings the new Revisions up, as sluice's do. The gaps between its patches
 // are the best a step can do on this stack.
-func floor(ctx context.Context, stk *stack.Stack, svcs []string, r Run, ready *readyLog, timeout time.Duration) error {
+func floor(ctx context.Context, stk *stack.Stack, svcs []string, plan floorPlan) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(stk.Serving, 0, informers.WithNamespace(stack.Namespace))
 	inf := factory.Serving().V1().Services()
 	var mu sync.Mutex
@@ -65,17 +65,20 @@ func floor(ctx context.Context, stk *stack.Stack, svcs []string, r Run, ready *r
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := deployAndAwait(ctx, client, ready, name, timeout); err != nil {
+			if plan.deployed != nil {
+				plan.deployed.set(name, time.Now())
+			}
+			if err := deployAndAwait(ctx, client, plan.ready, name, plan.timeout); err != nil {
 				errs <- fmt.Errorf("%s: %w", name, err)
 				return
 			}
-			for i, w := range weights(r.Steps) {
+			for i, w := range plan.weights {
 				if err := floorStep(ctx, client, lister, wake[name], name, w); err != nil {
 					errs <- fmt.Errorf("%s step %d: %w", name, i+1, err)
 					return
 				}
-				if i < r.Steps-1 {
-					time.Sleep(r.Hold)
+				if i < len(plan.weights)-1 {
+					time.Sleep(plan.hold)
 				}
 			}
 		}()
@@ -83,6 +86,17 @@ func floor(ctx context.Context, stk *stack.Stack, svcs []string, r Run, ready *r
 	wg.Wait()
 	close(errs)
 	return <-errs
+}
+
+// floorPlan is what the floor loop does: its steps' weights and hold, where
+// it learns that Revisions are Ready, how long it waits for them, and where
+// it notes when it deployed each (nil: nowhere).
+type floorPlan struct {
+	weights  []int64
+	hold     time.Duration
+	ready    *readyLog
+	deployed *readyLog
+	timeout  time.Duration
 }
 
 // deployAndAwait changes the Service's template, its traffic pinned to the

@@ -177,7 +177,7 @@ func measure(ctx context.Context, r Run, e env) (res Result, err error) {
 
 	// the floor, on the same stack
 	f0 := time.Now()
-	if err := floor(ctx, stk, floorNames, r, ready, e.timeout); err != nil {
+	if err := floor(ctx, stk, floorNames, floorPlan{weights: weights(r.Steps), hold: r.Hold, ready: ready, timeout: e.timeout}); err != nil {
 		// sluice's figures stand; the ratio to the floor does not.
 		res.FloorError = err.Error()
 		e.log.Warn("bench: floor loop failed", "error", err)

@@ -107,15 +107,16 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 		return nil, err
 	}
 
-	sNames, gNames := names("s", n), names("g", n)
+	sNames, gNames, fNames := names("s", n), names("g", n), names("f", n)
+	all := append(append(append([]string{}, sNames...), gNames...), fNames...)
 	svcs := stk.Serving.ServingV1().Services(stack.Namespace)
-	if err := forEach(ctx, append(append([]string{}, sNames...), gNames...), func(ctx context.Context, name string) error {
+	if err := forEach(ctx, all, func(ctx context.Context, name string) error {
 		_, err := svcs.Create(ctx, service(name), metav1.CreateOptions{})
 		return err
 	}); err != nil {
 		return nil, fmt.Errorf("create Services: %w", err)
 	}
-	if err := waitReady(ready, append(append([]string{}, sNames...), gNames...), "00001", e.timeout); err != nil {
+	if err := waitReady(ready, all, "00001", e.timeout); err != nil {
 		return nil, err
 	}
 	if err := forEach(ctx, gNames, func(ctx context.Context, name string) error {
@@ -218,6 +219,16 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 	fAfter := sample(flaggerPid)
 	fCPU, fCPULine := cpuUsed(fAll, cpuByProcess(stk))
 
+	// sluice's floor: the same plan by a plain client-go loop.
+	var floorErr error
+	l0 := time.Now()
+	if err := floor(ctx, stk, fNames, floorPlan{weights: append(append([]int64{}, peerWeights...), 100), hold: peerHold,
+		ready: ready, deployed: deployed, timeout: e.timeout}); err != nil {
+		floorErr = err
+		e.log.Warn("bench-peers: floor loop failed", "error", err)
+	}
+	l1 := time.Now()
+
 	stk.Stop() // flushes the audit log
 	audit, err := readAudit(stk.AuditLog)
 	if err != nil {
@@ -229,7 +240,12 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 	f.CPUSeconds = round(fAfter.cpu-fBefore.cpu, 2)
 	f.PeakRSSMiB = round(fAfter.hwmKiB/1024, 1)
 	f.CPUByProcess, f.cpuLine, f.WindowSeconds = fCPU, fCPULine, round(f1.Sub(f0).Seconds(), 1)
-	return []PeerFigures{s, f}, nil
+	floorFig := peerFigures(floorTool, audit, []string{"admin"}, "admin", l0, l1, ready, deployed, n, stepsPer)
+	if floorErr != nil {
+		floorFig.Failed = 1
+	}
+	floorFig.WindowSeconds = round(l1.Sub(l0).Seconds(), 1)
+	return []PeerFigures{s, f, floorFig}, nil
 }
 
 // canary is a Flagger Canary for a Knative Service: the peers' plan,
@@ -332,19 +348,22 @@ func peersMarkdown(all [][]PeerFigures) string {
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for _, level := range all {
 		for _, f := range level {
-			cpu := fmt.Sprintf("%.1f", f.CPUSeconds)
+			cpu, rss := fmt.Sprintf("%.1f", f.CPUSeconds), fmt.Sprintf("%.0f", f.PeakRSSMiB)
 			if f.TemporalCPUSeconds > 0 {
 				cpu += fmt.Sprintf(" (+ Temporal %.1f)", f.TemporalCPUSeconds)
 			}
-			fmt.Fprintf(&b, "| %d | %s | %d / %d | %.0f / %.0f | %.0f / %.0f | %.1f / %.1f | %.2f / %.2f | %s | %.0f |\n", f.Services, f.Tool, f.Unfinished, f.Failed,
+			if f.Tool == floorTool {
+				cpu, rss = "(in the bench)", "-"
+			}
+			fmt.Fprintf(&b, "| %d | %s | %d / %d | %.0f / %.0f | %.0f / %.0f | %.1f / %.1f | %.2f / %.2f | %s | %s |\n", f.Services, f.Tool, f.Unfinished, f.Failed,
 				f.Trigger.P50, f.Trigger.P99, f.StepOverhead.P50, f.StepOverhead.P99, f.DeployTo100.P50/1000, f.DeployTo100.P99/1000,
-				f.ReadsPerStep, f.WritesPerStep, cpu, f.PeakRSSMiB)
+				f.ReadsPerStep, f.WritesPerStep, cpu, rss)
 		}
 	}
 	b.WriteString("\nRatios, sluice / Flagger, in the same run (below 1: sluice is ahead)\n\n")
-	b.WriteString("| services | Ready → first traffic p50 / p99 | step overhead p50 / p99 | deploy → 100% p50 / p99 | reads / writes per step | CPU | peak RSS |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("| services | Ready → first traffic p50 / p99 | step overhead p50 / p99 | deploy → 100% p50 / p99 | reads / writes per step | CPU | peak RSS | sluice's step overhead / the floor's, p50 / p99 |\n|---|---|---|---|---|---|---|---|\n")
 	for _, level := range all {
-		if len(level) != 2 {
+		if len(level) < 2 {
 			continue
 		}
 		s, f := level[0], level[1]
@@ -354,14 +373,21 @@ func peersMarkdown(all [][]PeerFigures) string {
 			}
 			return fmt.Sprintf("%.3g", a/b)
 		}
-		fmt.Fprintf(&b, "| %d | %s / %s | %s / %s | %s / %s | %s / %s | %s | %s |\n", s.Services,
+		vsFloor := "-"
+		if len(level) > 2 {
+			vsFloor = r(s.StepOverhead.P50, level[2].StepOverhead.P50) + " / " + r(s.StepOverhead.P99, level[2].StepOverhead.P99)
+		}
+		fmt.Fprintf(&b, "| %d | %s / %s | %s / %s | %s / %s | %s / %s | %s | %s | %s |\n", s.Services,
 			r(s.Trigger.P50, f.Trigger.P50), r(s.Trigger.P99, f.Trigger.P99), r(s.StepOverhead.P50, f.StepOverhead.P50), r(s.StepOverhead.P99, f.StepOverhead.P99),
 			r(s.DeployTo100.P50, f.DeployTo100.P50), r(s.DeployTo100.P99, f.DeployTo100.P99), r(s.ReadsPerStep, f.ReadsPerStep), r(s.WritesPerStep, f.WritesPerStep),
-			r(s.CPUSeconds, f.CPUSeconds), r(s.PeakRSSMiB, f.PeakRSSMiB))
+			r(s.CPUSeconds, f.CPUSeconds), r(s.PeakRSSMiB, f.PeakRSSMiB), vsFloor)
 	}
 	b.WriteString("\nWhere the time went: each process's CPU seconds while the tool's rollouts ran, and sluice's step gaps split by its histories (ms, p50 / p99)\n\n")
 	for _, level := range all {
 		for _, f := range level {
+			if f.CPUByProcess == nil {
+				continue
+			}
 			fmt.Fprintf(&b, "- %d, %s: busy %.0f%% over %.0f s: %s\n", f.Services, f.Tool, busy(f.CPUByProcess, time.Duration(f.WindowSeconds*float64(time.Second)))*100, f.WindowSeconds, f.cpuLine)
 			if t := f.Throttle; t != nil {
 				fmt.Fprintf(&b, "  - the worker's Kubernetes rate limiter: %d requests, mean wait %.2f ms, %d waited over 100 ms\n", t.Requests, t.MeanMS, t.Over100)
@@ -376,6 +402,10 @@ func peersMarkdown(all [][]PeerFigures) string {
 	}
 	return b.String()
 }
+
+// floorTool names the floor's row: a plain client-go loop in the bench's
+// process (its CPU is not told apart from the bench's).
+const floorTool = "floor (client-go loop)"
 
 // flaggerVersion is the Flagger measured: keep in step with
 // test/tools/flagger/go.mod.
