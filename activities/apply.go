@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -25,14 +26,29 @@ func (a *Activities) setTraffic(ctx context.Context, in SetTrafficInput) (SetTra
 		return SetTrafficResult{}, knative.Live{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("refusing to write invalid traffic to %s: %v", in.Object, err), ErrInvalidTraffic, nil)
 	}
-	if err := a.checkRevisionsReady(ctx, in.Object.Namespace, in.Desired); err != nil {
-		return SetTrafficResult{}, knative.Live{}, err
+	// The Revisions' readiness and the object are read at once: on a busy
+	// API server each read is a round trip, and all of them stand between
+	// the decision and the write.
+	var live knative.Live
+	var readErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		live, readErr = a.Knative.ReadTraffic(ctx, in.Object)
+	}()
+	notReady := a.checkRevisionsReady(ctx, in.Object.Namespace, in.Desired)
+	wg.Wait()
+	if notReady != nil {
+		return SetTrafficResult{}, knative.Live{}, notReady
 	}
 	const attempts = 5
 	for i := 0; i < attempts; i++ {
-		live, err := a.Knative.ReadTraffic(ctx, in.Object)
-		if err != nil {
-			return SetTrafficResult{}, knative.Live{}, kubeError(err)
+		if i > 0 {
+			live, readErr = a.Knative.ReadTraffic(ctx, in.Object)
+		}
+		if readErr != nil {
+			return SetTrafficResult{}, knative.Live{}, kubeError(readErr)
 		}
 		if knative.SameTraffic(live.Spec, in.Desired) {
 			return SetTrafficResult{Generation: live.Generation}, live, nil
@@ -62,20 +78,37 @@ func (a *Activities) setTraffic(ctx context.Context, in SetTrafficInput) (SetTra
 // checkRevisionsReady refuses a list that names a Revision that is not Ready:
 // Knative would freeze the whole Route until it becomes Ready.
 func (a *Activities) checkRevisionsReady(ctx context.Context, namespace string, traffic []servingv1.TrafficTarget) error {
+	// Each Revision named is read once, all at once; the first one in the
+	// list's order that is not Ready is the one reported.
+	states := map[string]*revisionRead{}
+	var wg sync.WaitGroup
+	for _, t := range traffic {
+		if t.RevisionName == "" || states[t.RevisionName] != nil {
+			continue
+		}
+		r := &revisionRead{}
+		states[t.RevisionName] = r
+		wg.Add(1)
+		go func(name string) {
+			defer wg.Done()
+			r.st, r.err = a.Knative.ReadRevision(ctx, knative.RevisionRef{Namespace: namespace, Name: name})
+		}(t.RevisionName)
+	}
+	wg.Wait()
 	for i, t := range traffic {
 		if t.RevisionName == "" {
 			continue
 		}
-		st, err := a.Knative.ReadRevision(ctx, knative.RevisionRef{Namespace: namespace, Name: t.RevisionName})
-		if err != nil {
-			return err
+		r := states[t.RevisionName]
+		if r.err != nil {
+			return r.err
 		}
-		if !st.Ready {
+		if !r.st.Ready {
 			why := "not found"
-			if st.Found {
+			if r.st.Found {
 				why = "not Ready"
-				if st.Message != "" {
-					why += ": " + st.Message
+				if r.st.Message != "" {
+					why += ": " + r.st.Message
 				}
 			}
 			return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
@@ -84,6 +117,12 @@ func (a *Activities) checkRevisionsReady(ctx context.Context, namespace string, 
 		}
 	}
 	return nil
+}
+
+// revisionRead is one Revision's state as read for checkRevisionsReady.
+type revisionRead struct {
+	st  knative.RevisionState
+	err error
 }
 
 // VerifyTraffic succeeds once the object's status shows Desired at the

@@ -128,7 +128,7 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 	if _, err := waitCanaries(ctx, dyn, gNames, "Initialized", e.timeout); err != nil {
 		return nil, err
 	}
-	e.log.Info("bench-peers: services ready", "services", 2*n)
+	e.log.Info("bench-peers: services ready", "services", 3*n)
 
 	deployed := &readyLog{at: map[string]time.Time{}}
 	change := func(plan map[string]string) func(context.Context, string) error {
