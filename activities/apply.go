@@ -152,7 +152,11 @@ func (a *Activities) ApplyTraffic(ctx context.Context, in ApplyTrafficInput) (Ap
 	}
 	// The patch's answer is where the watch starts: no second read.
 	v := VerifyInput{Object: in.Object, Desired: in.Desired, Generation: set.Generation}
-	return ApplyTrafficResult{SetTrafficResult: set, Visible: a.awaitVisible(ctx, v, live, in.VerifyFor) == nil}, nil
+	res := ApplyTrafficResult{SetTrafficResult: set, Visible: true}
+	if err := a.awaitVisible(ctx, v, live, in.VerifyFor); err != nil {
+		res.Visible, res.Lacks = false, errorText(err)
+	}
+	return res, nil
 }
 
 // awaitVisible returns nil once the object's status shows the traffic —
@@ -239,4 +243,13 @@ func refusesTraffic(err error) bool {
 		}
 	}
 	return strings.Contains(err.Error(), "spec.traffic") || strings.Contains(err.Error(), "status.traffic")
+}
+
+// errorText is an error's message without Temporal's decoration.
+func errorText(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.Message()
+	}
+	return err.Error()
 }

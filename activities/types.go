@@ -117,6 +117,9 @@ type ApplyTrafficInput struct {
 type ApplyTrafficResult struct {
 	SetTrafficResult
 	Visible bool `json:"visible"`
+	// Lacks, when the traffic is not visible yet, says what the status
+	// still lacked when the watch ended.
+	Lacks string `json:"lacks,omitempty"`
 }
 
 // LiveTraffic is a traffic object's spec.traffic as last read, and the

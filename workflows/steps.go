@@ -152,7 +152,7 @@ func (r *rollout) writeTraffic(ctx workflow.Context, desired []servingTraffic, s
 	}
 	// ApplyTraffic watched for verifyFor already; none left when it had all of it.
 	timeout := r.st.Policy.VerifyTimeout - verifyFor
-	err = r.verify(ctx, activities.VerifyInput{Object: r.st.Object, Desired: desired, Generation: applied.Generation}, timeout, "verify "+summary)
+	err = r.verify(ctx, activities.VerifyInput{Object: r.st.Object, Desired: desired, Generation: applied.Generation}, timeout, applied.Lacks, "verify "+summary)
 	if err != nil {
 		msg := fmt.Sprintf("%s: traffic did not show in %s status within the verify timeout of %s: %s", summary, r.st.Object, r.st.Policy.VerifyTimeout, errorMessage(err))
 		if r.st.Phase == PhaseRollingBack {
@@ -168,9 +168,14 @@ func (r *rollout) writeTraffic(ctx workflow.Context, desired []servingTraffic, s
 // verify waits until the object's status shows the traffic written, for at
 // most timeout: one activity, retried quickly (retries cost no history
 // events) until its schedule-to-close timeout.
-func (r *rollout) verify(ctx workflow.Context, in activities.VerifyInput, timeout time.Duration, summary string) error {
+func (r *rollout) verify(ctx workflow.Context, in activities.VerifyInput, timeout time.Duration, lacks, summary string) error {
 	deadline := workflow.Now(ctx).Add(timeout)
-	err := temporal.NewApplicationError(fmt.Sprintf("%s: not verified within %s", in.Object, timeout), activities.ErrNotVisible)
+	// What the write's own watch last saw missing, until a round of checks
+	// says better.
+	if lacks == "" {
+		lacks = fmt.Sprintf("%s: not verified within %s", in.Object, timeout)
+	}
+	err := temporal.NewApplicationError(lacks, activities.ErrNotVisible)
 	for {
 		// Time left is checked before every activity and timer: a server
 		// fires a timeout a little before or after the workflow's own
