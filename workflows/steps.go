@@ -211,12 +211,12 @@ func (r *rollout) verify(ctx workflow.Context, in activities.VerifyInput, timeou
 const verifyBurst = 5 * time.Second
 
 // applyWatch bounds how long the write itself, and then each round of
-// checks, watches for its traffic in the status. Long enough that a busy cluster's status (5 to 8 s when 100
-// rollouts step at once on two cores) shows within it: a write that has to
-// hand over to a round of VerifyTraffic costs two more workflow tasks and an
-// activity, each slowest exactly when the cluster is. Short enough that a
-// command arriving meanwhile (the workflow acts on it once the activity
-// answers) waits at most this long.
+// checks, watches for its traffic in the status. Long enough that a busy
+// cluster's status (5 to 10 s when 100 rollouts step at once on two cores)
+// shows within it: a write that hands over to a round of VerifyTraffic costs
+// two more workflow tasks and an activity, each slowest exactly when the
+// cluster is. A command arriving meanwhile acts once the status shows the
+// traffic or the verify timeout ends, as it did with shorter rounds.
 const applyWatch = 20 * time.Second
 
 // notReady names the Revision a RevisionNotReady error is about.
