@@ -152,18 +152,24 @@ func (a *Activities) ApplyTraffic(ctx context.Context, in ApplyTrafficInput) (Ap
 	}
 	// The patch's answer is where the watch starts: no second read.
 	v := VerifyInput{Object: in.Object, Desired: in.Desired, Generation: set.Generation}
-	res := ApplyTrafficResult{SetTrafficResult: set, Visible: true}
-	if err := a.awaitVisible(ctx, v, live, in.VerifyFor); err != nil {
-		res.Visible, res.Lacks = false, errorText(err)
-	}
-	return res, nil
+	lacks := a.lacksAfterWatch(ctx, v, live, in.VerifyFor)
+	return ApplyTrafficResult{SetTrafficResult: set, Visible: lacks == "", Lacks: lacks}, nil
 }
 
-// awaitVisible returns nil once the object's status shows the traffic —
-// at once if live shows it, else by watching from live for at most limit
-// (0: until shortly before the activity's deadline) — or, as a retryable
-// error, the last reason it did not.
+// awaitVisible returns nil once the object's status shows the traffic, or,
+// as a retryable error, what it still lacks (see lacksAfterWatch).
 func (a *Activities) awaitVisible(ctx context.Context, in VerifyInput, live knative.Live, limit time.Duration) error {
+	if lacks := a.lacksAfterWatch(ctx, in, live, limit); lacks != "" {
+		return temporal.NewApplicationError(lacks, ErrNotVisible)
+	}
+	return nil
+}
+
+// lacksAfterWatch is "" once the object's status shows the traffic — at
+// once if live shows it, else by watching from live for at most limit (0:
+// until shortly before the activity's deadline) — or else the last reason
+// it did not.
+func (a *Activities) lacksAfterWatch(ctx context.Context, in VerifyInput, live knative.Live, limit time.Duration) string {
 	lacks := live.Lacks(in.Object, in.Desired, in.Generation)
 	if lacks != "" {
 		wctx, cancel := a.watchContext(ctx, limit)
@@ -177,10 +183,7 @@ func (a *Activities) awaitVisible(ctx context.Context, in VerifyInput, live knat
 		})
 		warnNoWatch(ctx, err)
 	}
-	if lacks != "" {
-		return temporal.NewApplicationError(lacks, ErrNotVisible)
-	}
-	return nil
+	return lacks
 }
 
 // watchContext bounds a watch by limit (0: none) and by WatchLimit.
@@ -243,13 +246,4 @@ func refusesTraffic(err error) bool {
 		}
 	}
 	return strings.Contains(err.Error(), "spec.traffic") || strings.Contains(err.Error(), "status.traffic")
-}
-
-// errorText is an error's message without Temporal's decoration.
-func errorText(err error) string {
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		return appErr.Message()
-	}
-	return err.Error()
 }

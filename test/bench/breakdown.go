@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"runtime"
@@ -10,11 +9,8 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
 
-	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/stack"
-	"github.com/sluicehq/sluice/workflows"
 )
 
 // StepBreakdown splits sluice's gap between two steps into its parts, read
@@ -51,12 +47,10 @@ type StepBreakdown struct {
 	FirstQueue     Stats `json:"first_write_queue_ms"`
 }
 
-// stepBreakdown reads each rollout's history and measures its steps.
-func stepBreakdown(ctx context.Context, tc client.Client, svcs []string, hold time.Duration, ready *readyLog) (StepBreakdown, error) {
+// stepBreakdown measures the rollouts' steps from their histories.
+func stepBreakdown(hists []history, ready *readyLog) StepBreakdown {
 	var write, decide, late, dispatch, queue, taskWait, taskRun, readyTold, toldSchedule, firstQueue []float64
-	for _, n := range svcs {
-		id := workflows.WorkflowID(knative.TargetRef{Namespace: stack.Namespace, Kind: knative.KindService, Name: n})
-		it := tc.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for _, h := range hists {
 		type act struct{ scheduled, started, completed time.Time }
 		applies := map[int64]*act{} // by scheduled event ID
 		var timerStarted time.Time
@@ -66,11 +60,7 @@ func stepBreakdown(ctx context.Context, tc client.Client, svcs []string, hold ti
 		var taskScheduled, taskStarted, told time.Time
 		awaits := map[int64]bool{} // AwaitRevision activities, by scheduled event ID
 		var first *act
-		for it.HasNext() {
-			ev, err := it.Next()
-			if err != nil {
-				return StepBreakdown{}, fmt.Errorf("history of %s: %w", id, err)
-			}
+		for _, ev := range h.events {
 			at := ev.GetEventTime().AsTime()
 			switch ev.GetEventType() {
 			case enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
@@ -96,7 +86,7 @@ func stepBreakdown(ctx context.Context, tc client.Client, svcs []string, hold ti
 					first = a
 					if !told.IsZero() {
 						toldSchedule = append(toldSchedule, ms(at.Sub(told)))
-						if r, ok := ready.get(n + "-00002"); ok {
+						if r, ok := ready.get(h.service + "-00002"); ok {
 							readyTold = append(readyTold, ms(told.Sub(r)))
 						}
 					}
@@ -130,7 +120,7 @@ func stepBreakdown(ctx context.Context, tc client.Client, svcs []string, hold ti
 				// not a wait for status.
 				d := ev.GetTimerStartedEventAttributes().GetStartToFireTimeout().AsDuration()
 				isHold := strings.Contains(string(ev.GetUserMetadata().GetSummary().GetData()), "hold ")
-				if last != nil && timerStarted.IsZero() && isHold && d <= hold {
+				if last != nil && timerStarted.IsZero() && isHold {
 					timerStarted, timerFor = at, d
 					decide = append(decide, ms(at.Sub(last.completed)))
 				}
@@ -144,7 +134,7 @@ func stepBreakdown(ctx context.Context, tc client.Client, svcs []string, hold ti
 	}
 	return StepBreakdown{Write: stats(write), Decide: stats(decide), TimerLate: stats(late), Dispatch: stats(dispatch), Queue: stats(queue),
 		TaskWait: stats(taskWait), TaskRun: stats(taskRun),
-		ReadyToTold: stats(readyTold), ToldToSchedule: stats(toldSchedule), FirstQueue: stats(firstQueue)}, nil
+		ReadyToTold: stats(readyTold), ToldToSchedule: stats(toldSchedule), FirstQueue: stats(firstQueue)}
 }
 
 // cpuByProcess is the CPU seconds each of the stack's processes used

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/sluicehq/sluice/knative"
@@ -222,22 +223,42 @@ type HistoryCost struct {
 	Actions map[string]float64 `json:"billable_actions_by_kind"`
 }
 
+// history is one rollout's Temporal history, read once for every figure
+// taken from it.
+type history struct {
+	service string
+	events  []*historypb.HistoryEvent
+}
+
+// readHistories reads each Service's rollout history.
+func readHistories(ctx context.Context, tc client.Client, svcs []string) ([]history, error) {
+	out := make([]history, 0, len(svcs))
+	for _, n := range svcs {
+		id := workflows.WorkflowID(knative.TargetRef{Namespace: stack.Namespace, Kind: knative.KindService, Name: n})
+		it := tc.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		h := history{service: n}
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				return nil, fmt.Errorf("history of %s: %w", id, err)
+			}
+			h.events = append(h.events, ev)
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
 // historyCost counts each rollout's history events and the billable actions
 // among them, as Temporal Cloud counts them: a start (or continue-as-new),
 // each activity attempt, each timer, signal and update, each search-attribute
 // upsert, and each marker other than a version marker. Queries are billable
 // too but leave no event; the bench sends none.
-func historyCost(ctx context.Context, tc client.Client, svcs []string, steps int) (HistoryCost, error) {
+func historyCost(hists []history, steps int) HistoryCost {
 	kinds := map[string]float64{}
 	events := 0
-	for _, n := range svcs {
-		id := workflows.WorkflowID(knative.TargetRef{Namespace: stack.Namespace, Kind: knative.KindService, Name: n})
-		it := tc.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		for it.HasNext() {
-			ev, err := it.Next()
-			if err != nil {
-				return HistoryCost{}, fmt.Errorf("history of %s: %w", id, err)
-			}
+	for _, h := range hists {
+		for _, ev := range h.events {
 			events++
 			switch ev.GetEventType() {
 			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
@@ -259,9 +280,9 @@ func historyCost(ctx context.Context, tc client.Client, svcs []string, steps int
 			}
 		}
 	}
-	n := float64(len(svcs))
+	n := float64(len(hists))
 	if n == 0 {
-		return HistoryCost{}, nil
+		return HistoryCost{}
 	}
 	c := HistoryCost{EventsPerRollout: round(float64(events)/n, 1), Actions: map[string]float64{}}
 	total := 0.0
@@ -271,7 +292,7 @@ func historyCost(ctx context.Context, tc client.Client, svcs []string, steps int
 	}
 	c.ActionsPerRollout = round(total/n, 1)
 	c.ActionsPerStep = round(total/n/float64(steps), 2)
-	return c, nil
+	return c
 }
 
 // auditEvent is the part of a Kubernetes audit event the bench reads.

@@ -167,12 +167,11 @@ func measure(ctx context.Context, r Run, e env) (res Result, err error) {
 	res.APIByVerb = diffMetrics(before.metrics, after.metrics)
 	res.ReceiverEvents = receiverLoad(before.receiverTimes, after.receiverTimes)
 	res.Throttle = throttle(before.throttle, after.throttle)
-	if res.History, err = historyCost(ctx, tc, finished, r.Steps); err != nil {
+	hists, err := readHistories(ctx, tc, finished)
+	if err != nil {
 		return res, err
 	}
-	if res.Breakdown, err = stepBreakdown(ctx, tc, finished, r.Hold, ready); err != nil {
-		return res, err
-	}
+	res.History, res.Breakdown = historyCost(hists, r.Steps), stepBreakdown(hists, ready)
 	res.ProgressEvents = len(sink.Events())
 
 	// the floor, on the same stack

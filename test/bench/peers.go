@@ -173,10 +173,11 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 	after := []procSample{sample(workerPid), sample(receiverPid), sample(temporalPid)}
 	sCPU, sCPULine := cpuUsed(sAll, cpuByProcess(stk))
 	waits := throttle(waits0, workerMetrics())
-	breakdown, err := stepBreakdown(ctx, tc, sNames, peerHold, ready)
+	hists, err := readHistories(ctx, tc, sNames)
 	if err != nil {
 		return nil, err
 	}
+	breakdown := stepBreakdown(hists, ready)
 	sFailed := 0
 	for _, end := range ends {
 		if end.outcome != "Succeeded" {
