@@ -110,7 +110,7 @@ func measure(ctx context.Context, r Run, e env) (res Result, err error) {
 	workerPid, receiverPid := stk.Pids()
 	workerPids := []int{workerPid}
 	for range r.Workers - 1 {
-		pid, err := stk.AddWorker(ctx)
+		pid, _, err := stk.AddWorker(ctx)
 		if err != nil {
 			return res, fmt.Errorf("start another worker: %w", err)
 		}

@@ -21,6 +21,9 @@ type proc struct {
 	done    chan struct{}
 	mu      sync.Mutex
 	err     error
+	// dir, env, bin and args start it again (respawn).
+	dir, bin  string
+	env, args []string
 }
 
 func startProc(dir, name string, env []string, bin string, args ...string) (*proc, error) {
@@ -38,7 +41,7 @@ func startProc(dir, name string, env []string, bin string, args ...string) (*pro
 		f.Close()
 		return nil, fmt.Errorf("start %s (%s): %w", name, bin, err)
 	}
-	p := &proc{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	p := &proc{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{}), dir: dir, bin: bin, env: env, args: args}
 	go func() {
 		err := cmd.Wait()
 		f.Close()
@@ -48,6 +51,12 @@ func startProc(dir, name string, env []string, bin string, args ...string) (*pro
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// respawn starts the same command again, appending to the same log; p must
+// have ended.
+func (p *proc) respawn() (*proc, error) {
+	return startProc(p.dir, p.name, p.env, p.bin, p.args...)
 }
 
 // exited reports whether the process has ended, and how.

@@ -133,6 +133,15 @@ type Options struct {
 	// Audit turns on the API server's audit log (AuditLog) for Knative's
 	// kinds: traffic patches with their bodies, other requests without.
 	Audit bool
+	// AuditBlocking writes each audit event before the API server answers
+	// the request, so a killed API server loses none of them (the default,
+	// batch, is cheaper and what the benchmark measures with).
+	AuditBlocking bool
+	// Via, if set, gives the address sluice's worker and receiver reach a
+	// server through: for "kube-apiserver" and "temporal" it is given and
+	// returns host:port, for "events" (the ApiServerSource adapter's sink)
+	// the receiver's URL. A fault-injecting proxy's, for chaos runs.
+	Via func(name, addr string) (string, error)
 	// Prometheus runs a real Prometheus server scraping the real
 	// queue-proxies (ScrapeConfig); the worker's SLUICE_PROMETHEUS_URL
 	// points at it.
@@ -175,8 +184,10 @@ type Stack struct {
 	PrometheusURL string
 	// AuditLog is the API server's audit log (JSON lines), with Options.Audit.
 	AuditLog string
-	// workerKubeconfig and receiverKubeconfig are what those processes use.
+	// workerKubeconfig and receiverKubeconfig are what those processes use;
+	// sluiceTemporal is their Temporal address (TemporalAddr, or Via's).
 	workerKubeconfig, receiverKubeconfig string
+	sluiceTemporal                       string
 	// admissionPort is where the receiver serves its admission webhook
 	// (with DeployDir, whose webhook configuration the stack points at it).
 	admissionPort int
@@ -317,8 +328,12 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 		if err := os.WriteFile(filepath.Join(dir, "audit-policy.yaml"), []byte(auditPolicy), 0o600); err != nil {
 			return err
 		}
+		mode := "batch"
+		if s.opts.AuditBlocking {
+			mode = "blocking"
+		}
 		audit = []string{"--audit-policy-file", filepath.Join(dir, "audit-policy.yaml"), "--audit-log-path", s.AuditLog,
-			"--audit-log-format", "json", "--audit-log-mode", "batch", "--audit-log-maxsize", "0"}
+			"--audit-log-format", "json", "--audit-log-mode", mode, "--audit-log-maxsize", "0"}
 	}
 	addr := s.opts.APIServerAddress
 	if addr == "" {
@@ -355,8 +370,17 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 	if err := writeKubeconfig(s.Kubeconfig, s.KubeURL, token); err != nil {
 		return err
 	}
+	if err := waitFor(ctx, s.apiserver, "kube-apiserver", 60*time.Second, s.apiServerReady(token)); err != nil {
+		return err
+	}
+	s.Serving, err = servingclient.NewForConfig(s.Rest)
+	return err
+}
+
+// apiServerReady passes once the API server's /readyz answers 200.
+func (s *Stack) apiServerReady(token string) func() error {
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 2 * time.Second}
-	if err := waitFor(ctx, s.apiserver, "kube-apiserver", 60*time.Second, func() error {
+	return func() error {
 		req, _ := http.NewRequest(http.MethodGet, s.KubeURL+"/readyz", nil)
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := hc.Do(req)
@@ -368,11 +392,7 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 			return fmt.Errorf("readyz: %s", resp.Status)
 		}
 		return nil
-	}); err != nil {
-		return err
 	}
-	s.Serving, err = servingclient.NewForConfig(s.Rest)
-	return err
 }
 
 func (s *Stack) kubectl(ctx context.Context, args ...string) (string, error) {
@@ -411,6 +431,19 @@ func (s *Stack) applyCRDs(ctx context.Context) error {
 // the administrator's.
 func (s *Stack) applyDeploy(ctx context.Context) error {
 	s.workerKubeconfig, s.receiverKubeconfig = s.Kubeconfig, s.Kubeconfig
+	sluiceKube := s.KubeURL
+	if s.opts.Via != nil {
+		addr, err := s.opts.Via("kube-apiserver", strings.TrimPrefix(s.KubeURL, "https://"))
+		if err != nil {
+			return err
+		}
+		sluiceKube = "https://" + addr
+		if s.opts.DeployDir == "" {
+			s.workerKubeconfig = filepath.Join(s.opts.Dir, "sluice.kubeconfig")
+			s.receiverKubeconfig = s.workerKubeconfig
+			return writeKubeconfig(s.workerKubeconfig, sluiceKube, s.Rest.BearerToken)
+		}
+	}
 	if s.opts.DeployDir == "" {
 		return nil
 	}
@@ -434,7 +467,7 @@ func (s *Stack) applyDeploy(ctx context.Context) error {
 			return err
 		}
 		path := filepath.Join(s.opts.Dir, sa.name+".kubeconfig")
-		if err := writeKubeconfig(path, s.KubeURL, strings.TrimSpace(token)); err != nil {
+		if err := writeKubeconfig(path, sluiceKube, strings.TrimSpace(token)); err != nil {
 			return err
 		}
 		*sa.into = path
@@ -468,13 +501,25 @@ func (s *Stack) startTemporal(ctx context.Context) error {
 	} else {
 		args = append(args, "--headless")
 	}
+	s.TemporalAddr = fmt.Sprintf("127.0.0.1:%d", port)
+	s.sluiceTemporal = s.TemporalAddr
+	if s.opts.Via != nil {
+		var err error
+		if s.sluiceTemporal, err = s.opts.Via("temporal", s.TemporalAddr); err != nil {
+			return err
+		}
+	}
 	var err error
 	s.temporal, err = startProc(s.opts.Dir, "temporal", nil, s.opts.Tools.Temporal, args...)
 	if err != nil {
 		return err
 	}
-	s.TemporalAddr = fmt.Sprintf("127.0.0.1:%d", port)
-	// sluice setup is both the readiness check and the search attributes' registration.
+	return s.temporalReady(ctx)
+}
+
+// temporalReady waits for the dev server to answer; `sluice setup` is both
+// the readiness check and the search attributes' registration.
+func (s *Stack) temporalReady(ctx context.Context) error {
 	return waitFor(ctx, s.temporal, "Temporal dev server", 60*time.Second, func() error {
 		out, err := exec.CommandContext(ctx, s.opts.Tools.Sluice, "setup", "--address", s.TemporalAddr).CombinedOutput()
 		if err != nil {
@@ -499,7 +544,7 @@ func (s *Stack) StartWorker(ctx context.Context) error {
 }
 
 func (s *Stack) workerEnv() []string {
-	env := append([]string{"KUBECONFIG=" + s.workerKubeconfig, "TEMPORAL_ADDRESS=" + s.TemporalAddr}, s.opts.WorkerEnv...)
+	env := append([]string{"KUBECONFIG=" + s.workerKubeconfig, "TEMPORAL_ADDRESS=" + s.sluiceTemporal}, s.opts.WorkerEnv...)
 	if s.PrometheusURL != "" {
 		env = append(env, "SLUICE_PROMETHEUS_URL="+s.PrometheusURL)
 	}
@@ -510,19 +555,20 @@ func (s *Stack) workerEnv() []string {
 }
 
 // AddWorker starts one more sluice worker process on the same task queue,
-// as scaling out does in a cluster, and returns its pid. It stops with the
-// stack.
-func (s *Stack) AddWorker(ctx context.Context) (int, error) {
+// as scaling out does in a cluster, and returns its pid and its name (for
+// Kill and Restart). It stops with the stack.
+func (s *Stack) AddWorker(ctx context.Context) (int, string, error) {
 	port, err := freePort()
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	p, err := s.run(ctx, fmt.Sprintf("worker-%d", len(s.extra)), s.workerEnv(), httpOK("http://"+addr+"/readyz"), s.opts.Tools.Sluice, "worker", "--http-addr", addr)
+	name := fmt.Sprintf("worker-%d", len(s.extra))
+	p, err := s.run(ctx, name, s.workerEnv(), httpOK("http://"+addr+"/readyz"), s.opts.Tools.Sluice, "worker", "--http-addr", addr)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	return p.cmd.Process.Pid, nil
+	return p.cmd.Process.Pid, name, nil
 }
 
 // KillWorker kills the worker with SIGKILL, as a crash would.
@@ -542,7 +588,7 @@ func (s *Stack) StartReceiver(ctx context.Context) error {
 		}
 	}
 	addr := strings.TrimSuffix(strings.TrimPrefix(s.ReceiverURL, "http://"), "/")
-	env := []string{"KUBECONFIG=" + s.receiverKubeconfig, "TEMPORAL_ADDRESS=" + s.TemporalAddr,
+	env := []string{"KUBECONFIG=" + s.receiverKubeconfig, "TEMPORAL_ADDRESS=" + s.sluiceTemporal,
 		"SLUICE_RECEIVER_TOKENS_FILE=" + filepath.Join(s.opts.Dir, "receiver-tokens")}
 	if s.admissionPort != 0 {
 		env = append(env, fmt.Sprintf("SLUICE_ADMISSION_ADDR=127.0.0.1:%d", s.admissionPort), "SLUICE_ADMISSION_HOSTS=127.0.0.1")
@@ -599,7 +645,14 @@ func (s *Stack) startAdapter(ctx context.Context) error {
 			{"gvr": map[string]string{"Group": "serving.knative.dev", "Version": "v1", "Resource": "services"}},
 		},
 	})
-	env := []string{"K_SINK=" + s.ReceiverURL, "NAMESPACE=" + Namespace, "NAME=sluice-stack", "K_COMPONENT=apiserversource",
+	sinkURL := s.ReceiverURL
+	if s.opts.Via != nil {
+		var err error
+		if sinkURL, err = s.opts.Via("events", s.ReceiverURL); err != nil {
+			return err
+		}
+	}
+	env := []string{"K_SINK=" + sinkURL, "NAMESPACE=" + Namespace, "NAME=sluice-stack", "K_COMPONENT=apiserversource",
 		"K_SOURCE_CONFIG=" + string(cfg)}
 	var err error
 	s.adapter, err = startProc(s.opts.Dir, "apiserversource", env, s.opts.Tools.Adapter, "--kubeconfig="+s.Kubeconfig)
@@ -619,9 +672,10 @@ func (s *Stack) startAdapter(ctx context.Context) error {
 	return nil
 }
 
-// auditPolicy records what sluice's benchmark reads from the audit log:
-// traffic patches with their bodies (which step a patch is), every other
-// request on Knative's kinds without (who asked for what, and when).
+// auditPolicy records what sluice's benchmark and chaos runs read from the
+// audit log: traffic patches with their bodies (which step a patch is),
+// Revisions' status writes with theirs (when a Revision turned Ready), every
+// other request on Knative's kinds without (who asked for what, and when).
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
@@ -629,6 +683,9 @@ rules:
 - level: Request
   verbs: [patch, update]
   resources: [{group: serving.knative.dev, resources: [services, routes]}]
+- level: Request
+  verbs: [update, patch]
+  resources: [{group: serving.knative.dev, resources: [revisions/status]}]
 - level: Metadata
   resources: [{group: serving.knative.dev}, {group: flagger.app}]
 - level: None

@@ -1,0 +1,236 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sluicehq/sluice/test/eventsink"
+	"github.com/sluicehq/sluice/test/historycheck"
+	"github.com/sluicehq/sluice/test/stack"
+	"github.com/sluicehq/sluice/workflows/control"
+)
+
+// settings of a run: SLUICE_CHAOS=short is the run `make test` makes (a
+// fixed seed, a few minutes), SLUICE_CHAOS=long the one `make chaos` makes
+// (a new seed each time); CHAOS_SEED, CHAOS_ROLLOUTS and CHAOS_PARALLEL
+// override either.
+type settings struct {
+	seed               uint64
+	rollouts, parallel int
+}
+
+func readSettings(mode string) (settings, error) {
+	s := settings{seed: 20261204, rollouts: 24, parallel: 4}
+	if mode == "long" {
+		s = settings{seed: uint64(time.Now().UnixNano()) % 1_000_000, rollouts: 120, parallel: 6}
+	}
+	for _, v := range []struct {
+		name string
+		into func(uint64)
+	}{
+		{"CHAOS_SEED", func(n uint64) { s.seed = n }},
+		{"CHAOS_ROLLOUTS", func(n uint64) { s.rollouts = int(n) }},
+		{"CHAOS_PARALLEL", func(n uint64) { s.parallel = int(n) }},
+	} {
+		if raw := os.Getenv(v.name); raw != "" {
+			n, err := strconv.ParseUint(raw, 10, 64)
+			if err != nil || n == 0 {
+				return s, fmt.Errorf("%s=%q: want a whole number above 0", v.name, raw)
+			}
+			v.into(n)
+		}
+	}
+	return s, nil
+}
+
+func TestChaos(t *testing.T) {
+	mode := os.Getenv("SLUICE_CHAOS")
+	if mode == "" {
+		t.Skip("SLUICE_CHAOS is unset: `make test` runs the short chaos run, `make chaos` the long one")
+	}
+	cfg, err := readSettings(mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("chaos: seed %d (CHAOS_SEED=%d replays it), %d rollouts, %d at a time", cfg.seed, cfg.seed, cfg.rollouts, cfg.parallel)
+	tools, err := stack.ToolsFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := stack.RepoRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	startCtx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	crds, err := stack.KnativeCRDDirs(startCtx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nw, err := startNetwork(cfg.seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nw.close()
+	sink, stopSink := eventsink.Start()
+	defer stopSink()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	stk, err := stack.Start(startCtx, stack.Options{
+		Dir: dir, Tools: tools, Root: root, CRDDirs: crds, DeployDir: filepath.Join(root, "config", "deploy"),
+		Adapter: true, ProgressSink: sink.URL, Audit: true, AuditBlocking: true, Via: nw.via, Log: log,
+	})
+	if errors.Is(err, stack.ErrNeedsRoot) && os.Getenv("CI") == "" {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := true
+	defer func() {
+		if failed {
+			t.Log(stk.Logs())
+			keepLogs(t, dir)
+		}
+		stk.Stop()
+	}()
+	_, second, err := stk.AddWorker(startCtx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := client.Dial(client.Options{HostPort: stk.TemporalAddr, Logger: quiet{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	bystander(t, stk)
+
+	w := &workload{serving: stk.Serving, ctl: &control.Client{Temporal: tc, TaskQueue: "sluice-rollouts", Identity: "chaos"}, log: log, timeout: 5 * time.Minute}
+	w.left.Store(int64(cfg.rollouts))
+	in := &injector{stk: stk, net: nw, rng: rand.New(rand.NewPCG(cfg.seed, 1)), workers: []string{stack.Worker, second}, log: log}
+	begin := time.Now()
+	ctx, stop := context.WithCancel(context.Background())
+	var bg sync.WaitGroup
+	var faultErr error
+	var touches int
+	bg.Go(func() { faultErr = in.run(ctx) })
+	var names []string
+	for i := range cfg.parallel {
+		names = append(names, fmt.Sprintf("c%d", i))
+	}
+	bg.Go(func() { touches = w.touch(ctx, names, rand.New(rand.NewPCG(cfg.seed, 2))) })
+	nw.events.set(true)
+	var drivers sync.WaitGroup
+	errs := make([]error, len(names))
+	for i, name := range names {
+		drivers.Go(func() { errs[i] = w.drive(ctx, name, rand.New(rand.NewPCG(cfg.seed, uint64(10+i)))) })
+	}
+	drivers.Wait()
+	stop()
+	bg.Wait()
+	nw.events.set(false)
+	took := time.Since(begin)
+	if err := errors.Join(append(errs, faultErr)...); err != nil {
+		t.Fatalf("seed %d: %v", cfg.seed, err)
+	}
+
+	// The evidence, once every fault is over.
+	readCtx, cancelRead := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancelRead()
+	writes, ready, err := readAudit(stk.AuditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := readRuns(readCtx, tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	traffic, err := readTraffic(readCtx, stk.Serving)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expects := w.Expects()
+	ev := evidence{Writes: writes, Ready: ready, Runs: runs, Progress: sink.Events(), Traffic: traffic, Bystanders: []string{"bystander"}}
+	violations := check(expects, ev)
+	taskFailures, err := historycheck.WorkflowTaskFailures(readCtx, tc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range taskFailures {
+		violations = append(violations, violation{"no workflow task fails", "", f})
+	}
+	sum := summary{Seed: cfg.seed, Took: took, Rollouts: len(expects), Outcomes: map[string]int{}, Faults: in.Faults(),
+		Recovery: recovery(in.Faults(), expects, writes), Events: nw.events.Counts(), Touches: touches, Edits: w.edits,
+		Writes: len(writes), Ready: len(ready), Violations: violations}
+	for _, e := range expects {
+		sum.Outcomes[e.Plan+" "+string(e.Got)]++
+	}
+	var b strings.Builder
+	sum.print(&b)
+	t.Log("\n" + b.String())
+	if out := os.Getenv("CHAOS_OUT"); out != "" {
+		if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	if len(expects) < cfg.rollouts {
+		t.Errorf("seed %d: %d rollouts made, want %d", cfg.seed, len(expects), cfg.rollouts)
+	}
+	if len(violations) > 0 {
+		t.Errorf("seed %d (CHAOS_SEED=%d replays it): %d invariant violations (listed above)", cfg.seed, cfg.seed, len(violations))
+		return
+	}
+	failed = t.Failed()
+}
+
+// bystander makes a Service that has not opted in: no rollout may touch it.
+func bystander(t *testing.T, stk *stack.Stack) {
+	t.Helper()
+	svc := &servingv1.Service{ObjectMeta: metav1.ObjectMeta{Name: "bystander", Namespace: ns}}
+	svc.Spec.Template.Spec.Containers = []corev1.Container{{Image: "example.com/bystander:v1"}}
+	if _, err := stk.Serving.ServingV1().Services(ns).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// keepLogs copies the stack's logs and audit log into
+// $SLUICE_ARTIFACTS/chaos-logs, to be read after a failed run.
+func keepLogs(t *testing.T, dir string) {
+	out := os.Getenv("SLUICE_ARTIFACTS")
+	if out == "" {
+		return
+	}
+	dst := filepath.Join(out, "chaos-logs")
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, l := range logs {
+		if b, err := os.ReadFile(l); err == nil {
+			_ = os.WriteFile(filepath.Join(dst, filepath.Base(l)), b, 0o644)
+		}
+	}
+	t.Log("chaos: the stack's logs are in", dst)
+}
+
+type quiet struct{}
+
+func (quiet) Debug(string, ...any) {}
+func (quiet) Info(string, ...any)  {}
+func (quiet) Warn(string, ...any)  {}
+func (quiet) Error(string, ...any) {}

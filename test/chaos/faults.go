@@ -1,0 +1,179 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sluicehq/sluice/test/stack"
+)
+
+// fault is one injected fault: what, on what, and when it began and ended.
+type fault struct {
+	Kind   string
+	On     string
+	Start  time.Time
+	End    time.Time
+	Detail string
+}
+
+// The kinds of fault, each a function of the injector. A network fault's
+// kind is "net-" plus the toxic, and its On the link.
+var faultKinds = []string{
+	"kill-worker", "kill-receiver", "restart-temporal", "restart-kube-apiserver", "restart-knative-controller",
+	"net-latency", "net-timeout", "net-reset", "net-down",
+}
+
+// injector works through faultKinds at random moments, one fault at a
+// time, from its own seeded source: the same seed makes the same faults in
+// the same order, with the same durations and pauses.
+type injector struct {
+	stk     *stack.Stack
+	net     *network
+	rng     *rand.Rand
+	workers []string // the worker processes, by name
+	log     *slog.Logger
+
+	mu     sync.Mutex
+	faults []fault
+}
+
+func (in *injector) run(ctx context.Context) error {
+	for {
+		pause := time.Duration(2000+in.rng.IntN(6000)) * time.Millisecond
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(pause):
+		}
+		kind := faultKinds[in.rng.IntN(len(faultKinds))]
+		f, err := in.inject(ctx, kind)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("fault %s on %s: %w", f.Kind, f.On, err)
+		}
+		in.log.Info("chaos: fault", "kind", f.Kind, "on", f.On, "for", f.End.Sub(f.Start).Round(time.Millisecond), "detail", f.Detail)
+		in.mu.Lock()
+		in.faults = append(in.faults, f)
+		in.mu.Unlock()
+	}
+}
+
+// Faults lists the faults injected so far.
+func (in *injector) Faults() []fault {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return append([]fault(nil), in.faults...)
+}
+
+// inject carries out one fault and returns once its component is back or
+// its link healed. The restart runs even if ctx ends meanwhile, so the
+// stack is whole for the checks that follow.
+func (in *injector) inject(ctx context.Context, kind string) (fault, error) {
+	f := fault{Kind: kind}
+	down := time.Duration(in.rng.IntN(5000)) * time.Millisecond
+	restart := func(name string) error {
+		f.On, f.Start = name, time.Now()
+		if err := in.stk.Kill(name); err != nil {
+			return err
+		}
+		time.Sleep(down)
+		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		err := in.stk.Restart(bg, name)
+		f.End = time.Now()
+		f.Detail = fmt.Sprintf("down %s", down.Round(time.Millisecond))
+		return err
+	}
+	switch kind {
+	case "kill-worker":
+		return f, restart(in.workers[in.rng.IntN(len(in.workers))])
+	case "kill-receiver":
+		return f, restart(stack.Receiver)
+	case "restart-temporal":
+		return f, restart(stack.Temporal)
+	case "restart-kube-apiserver":
+		return f, restart(stack.APIServer)
+	case "restart-knative-controller":
+		// Back is when the new process leads again: until the old one's
+		// lease expires (60 s, Knative's default) nothing reconciles.
+		before := in.serviceReconcilerHolder(ctx)
+		if err := restart(stack.KnativeController); err != nil {
+			return f, err
+		}
+		for deadline := time.Now().Add(3 * time.Minute); in.serviceReconcilerHolder(ctx) == before; {
+			if time.Now().After(deadline) {
+				return f, fmt.Errorf("the restarted controller does not lead after 3m")
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		f.End = time.Now()
+		return f, nil
+	}
+	links := []string{stack.APIServer, stack.Temporal}
+	f.On = links[in.rng.IntN(len(links))]
+	p := in.net.proxies[f.On]
+	span := time.Duration(2000+in.rng.IntN(8000)) * time.Millisecond
+	var toxic string
+	var attrs toxiclient.Attributes
+	switch kind {
+	case "net-latency":
+		toxic = "latency"
+		attrs = toxiclient.Attributes{"latency": 100 + in.rng.IntN(900), "jitter": in.rng.IntN(300)}
+	case "net-timeout":
+		// Data stops flowing, and connections close after the timeout.
+		toxic = "timeout"
+		attrs = toxiclient.Attributes{"timeout": 500 + in.rng.IntN(4500)}
+	case "net-reset":
+		toxic = "reset_peer"
+		attrs = toxiclient.Attributes{"timeout": in.rng.IntN(500)}
+	}
+	f.Start = time.Now()
+	if kind == "net-down" {
+		if err := p.Disable(); err != nil {
+			return f, err
+		}
+		time.Sleep(span)
+		f.End, f.Detail = time.Now(), "link cut"
+		return f, p.Enable()
+	}
+	// Both ways: what sluice sends and what it is answered.
+	for _, stream := range []string{"upstream", "downstream"} {
+		if _, err := p.AddToxic(toxic+"-"+stream, toxic, stream, 1, attrs); err != nil {
+			return f, err
+		}
+	}
+	time.Sleep(span)
+	var err error
+	for _, stream := range []string{"upstream", "downstream"} {
+		if e := p.RemoveToxic(toxic + "-" + stream); e != nil {
+			err = e
+		}
+	}
+	f.End, f.Detail = time.Now(), fmt.Sprint(attrs)
+	return f, err
+}
+
+// serviceReconcilerHolder is who holds the lease of Knative's Service
+// reconciler ("" if unread).
+func (in *injector) serviceReconcilerHolder(ctx context.Context) string {
+	leases, err := in.stk.Kube().CoordinationV1().Leases("knative-serving").List(context.WithoutCancel(ctx), metav1.ListOptions{})
+	if err != nil {
+		return ""
+	}
+	for _, l := range leases.Items {
+		if strings.HasPrefix(l.Name, "controller.knative.dev.serving.pkg.reconciler.service.") && l.Spec.HolderIdentity != nil {
+			return *l.Spec.HolderIdentity
+		}
+	}
+	return ""
+}

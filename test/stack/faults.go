@@ -1,0 +1,83 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// The components Kill and Restart take, by name: each is also its log's name.
+const (
+	Worker            = "worker"
+	Receiver          = "receiver"
+	Temporal          = "temporal"
+	APIServer         = "kube-apiserver"
+	KnativeController = "knative-controller"
+)
+
+// Kill kills a component with SIGKILL, as a crash would. Besides the names
+// above, a worker AddWorker started is named by its log ("worker-3").
+func (s *Stack) Kill(name string) error {
+	p := s.find(name)
+	if p == nil {
+		return fmt.Errorf("no component %q in the stack", name)
+	}
+	p.kill()
+	return nil
+}
+
+// Restart starts a killed component again, with the same command, ports and
+// data (the dev server on its database file, the API server on etcd), and
+// returns once it answers as it did at start.
+func (s *Stack) Restart(ctx context.Context, name string) error {
+	switch name {
+	case Worker:
+		return s.StartWorker(ctx)
+	case Receiver:
+		return s.StartReceiver(ctx)
+	}
+	p := s.find(name)
+	if p == nil {
+		return fmt.Errorf("no component %q in the stack", name)
+	}
+	if done, _ := p.exited(); !done {
+		return fmt.Errorf("%s is still running", name)
+	}
+	np, err := p.respawn()
+	if err != nil {
+		return err
+	}
+	switch name {
+	case Temporal:
+		s.temporal = np
+		return s.temporalReady(ctx)
+	case APIServer:
+		s.apiserver = np
+		return waitFor(ctx, np, name, 60*time.Second, s.apiServerReady(s.Rest.BearerToken))
+	}
+	for i, e := range s.extra {
+		if e == p {
+			s.extra[i] = np
+		}
+	}
+	// The others have no readiness of their own to wait on here: they
+	// must at least not exit at once.
+	select {
+	case <-np.done:
+		_, err := np.exited()
+		return fmt.Errorf("%s exited as it restarted (%v); its log:\n%s", name, err, np.tail(3000))
+	case <-time.After(time.Second):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Stack) find(name string) *proc {
+	for _, p := range s.procs() {
+		if p != nil && p.name == name {
+			return p
+		}
+	}
+	return nil
+}
