@@ -10,13 +10,15 @@
 #   make bench   rollouts on the local stack at 1, 5, 10, 25, 50 and 100 at once, 100 again on two workers, and 10 × 8
 #                steps (docs/benchmarks.md; JSON to $BENCH_OUT), the knee and what saturates,
 #                Go benchmarks of the hot paths, and the receiver's answer to a new candidate and to an irrelevant event (1,000 events each, 3 runs)
+#   make chaos   120 rollouts on the local stack while a seeded fault injector kills, restarts, delays and cuts
+#                everything around them, then invariants over every rollout (docs/reliability.md; CHAOS_SEED=... replays a run)
 #   make bench-peers  sluice and Flagger v1.44.0 (knative provider) side by side on one stack at 1, 10 and 100
 #                Services (PEERS=...), the same plan and the same measuring code (docs/benchmarks.md)
 
 GO ?= go
 TOOLS := test/tools/install.sh
 
-.PHONY: build test lint tools worker demo bench bench-peers images
+.PHONY: build test lint tools worker demo bench bench-peers images chaos
 
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 
@@ -60,6 +62,12 @@ worker: build
 	tpid=$$!; trap "kill $$tpid" EXIT INT TERM; \
 	until $$temporal operator cluster health --address 127.0.0.1:7233 >/dev/null 2>&1; do sleep 0.5; done; \
 	export TEMPORAL_ADDRESS=127.0.0.1:7233; ./bin/sluice setup && ./bin/sluice worker
+
+# The long chaos run; `make test` runs a short one with a fixed seed. Its
+# summary is also written to $(CHAOS_OUT).
+CHAOS_OUT ?= bin/chaos.txt
+chaos: build
+	@$(TOOL_ENV); SLUICE_CHAOS=long CHAOS_OUT=$(CURDIR)/$(CHAOS_OUT) $(GO) test -count=1 -v -timeout 85m -run '^TestChaos$$' ./test/chaos/
 
 # A stack level that fails (the machine cannot make its Revisions Ready in
 # time) is in the table; the Go benchmarks still run, and make fails at the end.
