@@ -67,7 +67,8 @@ worker: build
 # summary is also written to $(CHAOS_OUT).
 CHAOS_OUT ?= bin/chaos.txt
 chaos: build
-	@$(TOOL_ENV); SLUICE_CHAOS=long CHAOS_OUT=$(CURDIR)/$(CHAOS_OUT) $(GO) test -count=1 -v -timeout 85m -run '^TestChaos$$' ./test/chaos/
+	@$(TOOL_ENV); export SLUICE_ARTIFACTS=$${SLUICE_ARTIFACTS:-$(CURDIR)/test-artifacts}; \
+	SLUICE_CHAOS=long CHAOS_OUT=$(CURDIR)/$(CHAOS_OUT) $(GO) test -count=1 -v -timeout 85m -run '^TestChaos$$' ./test/chaos/
 
 # A stack level that fails (the machine cannot make its Revisions Ready in
 # time) is in the table; the Go benchmarks still run, and make fails at the end.

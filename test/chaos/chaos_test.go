@@ -165,7 +165,8 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	expects := w.Expects()
-	ev := evidence{Writes: writes, Ready: ready, Runs: runs, Progress: sink.Events(), Traffic: traffic, Bystanders: []string{"bystander"}}
+	ev := evidence{Writes: writes, Ready: ready, Runs: runs, Progress: sink.Events(), Traffic: traffic, Bystanders: []string{"bystander"},
+		Trail: nw.events.Trail}
 	violations := check(expects, ev)
 	taskFailures, err := historycheck.WorkflowTaskFailures(readCtx, tc, "")
 	if err != nil {

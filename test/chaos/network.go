@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -98,6 +99,28 @@ type eventFaults struct {
 	rng     *rand.Rand
 	counts  map[string]int
 	enabled bool
+	// trail is what became of each event, by the name of the object it is
+	// about: evidence for a rollout that never started or ended.
+	trail map[string][]string
+}
+
+// note records what became of an event about an object.
+func (f *eventFaults) note(h http.Header, what string) {
+	subject := h.Get("Ce-Subject")
+	name := subject[strings.LastIndex(subject, "/")+1:]
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.trail == nil {
+		f.trail = map[string][]string{}
+	}
+	f.trail[name] = append(f.trail[name], time.Now().Format("15:04:05.000")+" "+strings.TrimPrefix(h.Get("Ce-Type"), "dev.knative.apiserver.resource.")+" "+what)
+}
+
+// Trail lists what became of the events about an object.
+func (f *eventFaults) Trail(name string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.trail[name]...)
 }
 
 // set turns the faults on or off (the forwarder passes everything when off).
@@ -149,19 +172,20 @@ func (f *eventFaults) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch what {
 	case "dropped":
 		// Lost on the way, and the sender told it arrived.
+		f.note(r.Header, "dropped")
 		w.WriteHeader(http.StatusAccepted)
 		return
 	case "delayed":
 		w.WriteHeader(http.StatusAccepted)
 		go func() {
 			time.Sleep(delay)
-			_, _ = f.forward(r.Header, body)
+			f.forward(r.Header, body, fmt.Sprintf("delayed %s", delay.Round(time.Millisecond)))
 		}()
 		return
 	case "duplicated":
-		go func() { _, _ = f.forward(r.Header, body) }()
+		go f.forward(r.Header, body, "duplicate")
 	}
-	code, err := f.forward(r.Header, body)
+	code, err := f.forward(r.Header, body, what)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
@@ -169,7 +193,8 @@ func (f *eventFaults) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(code)
 }
 
-func (f *eventFaults) forward(h http.Header, body []byte) (int, error) {
+// forward sends the event on, and notes the receiver's answer.
+func (f *eventFaults) forward(h http.Header, body []byte, what string) (int, error) {
 	req, err := http.NewRequest(http.MethodPost, f.target, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
@@ -177,10 +202,12 @@ func (f *eventFaults) forward(h http.Header, body []byte) (int, error) {
 	req.Header = h.Clone()
 	resp, err := f.hc.Do(req)
 	if err != nil {
+		f.note(h, what+": "+err.Error())
 		return 0, err
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	resp.Body.Close()
+	f.note(h, fmt.Sprintf("%s: %d %s", what, resp.StatusCode, strings.TrimSpace(string(answer))))
 	return resp.StatusCode, nil
 }
 
