@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ReceiverSettings configure `sluice receiver`, from SLUICE_RECEIVER_*.
@@ -23,6 +24,9 @@ type ReceiverSettings struct {
 	TaskQueue                  string
 	Kubeconfig                 string
 	Admission                  AdmissionSettings
+	// Sweep is how often the receiver looks for opted-in targets whose
+	// newest Revision no event brought it (0: never).
+	Sweep time.Duration
 }
 
 // AdmissionSettings configure the receiver's mutating admission webhook,
@@ -43,6 +47,7 @@ type AdmissionSettings struct {
 // Receiver environment variables.
 const (
 	EnvReceiverAddr            = "SLUICE_RECEIVER_ADDR"
+	EnvReceiverSweep           = "SLUICE_RECEIVER_SWEEP"
 	EnvReceiverMaxBody         = "SLUICE_RECEIVER_MAX_BODY"
 	EnvReceiverNamespaces      = "SLUICE_RECEIVER_NAMESPACES"
 	EnvReceiverAllowUnauthSrc  = "SLUICE_RECEIVER_ALLOW_UNAUTHENTICATED_SOURCE"
@@ -57,6 +62,8 @@ const (
 	DefaultAdmissionWebhook    = "sluice-pin-latest"
 	DefaultReceiverAddr        = ":8081"
 	defaultReceiverMaxBodySize = 1 << 20
+	// DefaultReceiverSweep is how often the receiver sweeps by default.
+	DefaultReceiverSweep = 30 * time.Second
 )
 
 // LoadReceiverSettings reads the receiver's settings through lookup.
@@ -65,7 +72,7 @@ func LoadReceiverSettings(lookup func(string) (string, bool)) (ReceiverSettings,
 	s := ReceiverSettings{
 		Addr: DefaultReceiverAddr, MaxBody: defaultReceiverMaxBodySize, AllowUnauthenticatedSource: true,
 		TokensFile: get(EnvReceiverTokensFile), OIDCIssuer: get(EnvReceiverOIDCIssuer), OIDCAudience: get(EnvReceiverOIDCAudience),
-		TaskQueue: DefaultTaskQueue, Kubeconfig: get(EnvKubeconfig),
+		TaskQueue: DefaultTaskQueue, Kubeconfig: get(EnvKubeconfig), Sweep: DefaultReceiverSweep,
 	}
 	var errs []error
 	if v := get(EnvReceiverAddr); v != "" {
@@ -80,6 +87,14 @@ func LoadReceiverSettings(lookup func(string) (string, bool)) (ReceiverSettings,
 			errs = append(errs, fmt.Errorf("%s: must be a byte count of at least 1024, got %q", EnvReceiverMaxBody, v))
 		} else {
 			s.MaxBody = n
+		}
+	}
+	if v := get(EnvReceiverSweep); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || (d != 0 && d < time.Second) {
+			errs = append(errs, fmt.Errorf("%s: must be a duration of at least 1s, or 0 to turn the sweep off, got %q", EnvReceiverSweep, v))
+		} else {
+			s.Sweep = d
 		}
 	}
 	if v := get(EnvReceiverNamespaces); v != "" {

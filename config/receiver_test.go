@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestAdmissionSettings(t *testing.T) {
@@ -25,6 +26,21 @@ func TestAdmissionSettings(t *testing.T) {
 		}
 		if _, err := LoadReceiverSettings(lookupFrom(vals)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", env, err, want)
+		}
+	}
+}
+
+func TestReceiverSweepSetting(t *testing.T) {
+	for raw, want := range map[string]time.Duration{"": DefaultReceiverSweep, "0": 0, "5s": 5 * time.Second} {
+		s, err := LoadReceiverSettings(lookupFrom(map[string]string{EnvReceiverSweep: raw}))
+		if err != nil || s.Sweep != want {
+			t.Errorf("%q: %v %v, want %v", raw, s.Sweep, err, want)
+		}
+	}
+	for _, raw := range []string{"soon", "10ms", "-1s"} {
+		_, err := LoadReceiverSettings(lookupFrom(map[string]string{EnvReceiverSweep: raw}))
+		if err == nil || !strings.Contains(err.Error(), "SLUICE_RECEIVER_SWEEP: must be a duration of at least 1s") {
+			t.Errorf("%q: %v", raw, err)
 		}
 	}
 }

@@ -3,10 +3,13 @@ package knative
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
+	"knative.dev/serving/pkg/apis/serving"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	informers "knative.dev/serving/pkg/client/informers/externalversions"
 	listers "knative.dev/serving/pkg/client/listers/serving/v1"
@@ -129,4 +132,37 @@ func (tc *TargetCache) cached(ref TargetRef, generation int64) (Target, bool) {
 		return Target{}, false
 	}
 	return t, true
+}
+
+// Newest is a target's newest Revision, as the caches know them.
+type Newest struct {
+	Target   Target
+	Revision string
+}
+
+// Newest lists, for every opted-in target the caches hold whole, the
+// Revision its Configuration created last, sorted by target. A target the
+// caches cannot answer for (see ReadTarget) is left out: its events are read
+// from the API server as they come.
+func (tc *TargetCache) Newest() []Newest {
+	var out []Newest
+	for _, l := range tc.listers {
+		cfgs, err := l.configurations.List(labels.Everything())
+		if err != nil {
+			continue
+		}
+		for _, cfg := range cfgs {
+			rev := cfg.Status.LatestCreatedRevisionName
+			if rev == "" {
+				continue
+			}
+			ref := TargetOf(cfg.Namespace, RevisionLabels{Service: cfg.Labels[serving.ServiceLabelKey], Configuration: cfg.Name})
+			t, ok := tc.cached(ref, cfg.Generation)
+			if opted, _ := t.OptedIn(); ok && opted {
+				out = append(out, Newest{Target: t, Revision: rev})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Target.Ref.String() < out[j].Target.Ref.String() })
+	return out
 }

@@ -36,7 +36,9 @@ Settings: SLUICE_RECEIVER_ADDR (default :8081), SLUICE_RECEIVER_MAX_BODY (bytes,
 1 MiB), SLUICE_RECEIVER_NAMESPACES (allow-list), SLUICE_RECEIVER_TOKENS_FILE ("name token"
 lines), SLUICE_RECEIVER_OIDC_ISSUER and SLUICE_RECEIVER_OIDC_AUDIENCE (verify bearer JWTs),
 SLUICE_RECEIVER_ALLOW_UNAUTHENTICATED_SOURCE (default true: ApiServerSource events need no
-token), plus TEMPORAL_* and KUBECONFIG as for the worker.
+token), SLUICE_RECEIVER_SWEEP (default 30s, 0 for never: how often it offers an opted-in
+target's newest Revision that no event brought, after the adapter gave up on all of them),
+plus TEMPORAL_* and KUBECONFIG as for the worker.
 
 With SLUICE_ADMISSION_ADDR (e.g. :8443) it also serves the mutating admission webhook that pins
 latestRevision traffic when an opted-in Service's template changes, and bounds a new Revision of a
@@ -98,6 +100,9 @@ default sluice-pin-latest: the MutatingWebhookConfiguration whose caBundle it ke
 				}},
 			}
 			go rcv.Gate.Run(cmd.Context())
+			if s.Sweep > 0 {
+				go rcv.RunSweeps(cmd.Context(), s.Sweep)
+			}
 			mux := http.NewServeMux()
 			worker.HealthRoutes(mux, sc.temporal, sc.reg)
 			mux.Handle("/", rcv)

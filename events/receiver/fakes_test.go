@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 )
@@ -19,6 +20,8 @@ type fakeTemporal struct {
 	startErr error
 	describe func(workflowID string) (*workflowservice.DescribeWorkflowExecutionResponse, error)
 	update   func(name string) (string, error)
+	// runs answers the visibility listing of a target's rollouts.
+	runs []*workflowpb.WorkflowExecutionInfo
 	// started holds the options of every signal-with-start.
 	started []client.StartWorkflowOptions
 	// signals holds the argument of every signal, with-start or not.
@@ -63,6 +66,11 @@ func (f *fakeTemporal) SignalWithStartWorkflow(_ context.Context, id, signal str
 		return nil, f.startErr
 	}
 	return fakeRun{}, nil
+}
+
+func (f *fakeTemporal) ListWorkflow(_ context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+	f.record("list")
+	return &workflowservice.ListWorkflowExecutionsResponse{Executions: f.runs}, nil
 }
 
 func (f *fakeTemporal) DescribeWorkflowExecution(_ context.Context, id, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {

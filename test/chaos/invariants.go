@@ -217,7 +217,7 @@ func fmtRuns(rs []run) string {
 func shares(e *expect, writes []write, until time.Time) []int64 {
 	var out []int64
 	for _, w := range writes {
-		if w.Service != e.Service || !w.HasTraffic || w.At.Before(e.Deployed) || (!until.IsZero() && w.At.After(until)) {
+		if w.Service != e.Service || !w.HasTraffic || w.At.Before(e.Deployed) || (!until.IsZero() && !w.At.Before(until)) {
 			continue
 		}
 		var p int64
@@ -245,13 +245,17 @@ func checkShares(expects []*expect, ev evidence) []violation {
 		if e.Ended.IsZero() {
 			continue
 		}
-		// Up to the next rollout of the Service, which may write this
-		// candidate as its stable.
-		var until time.Time
+		// Up to the first write that gives the Service's next candidate a
+		// share: from then on this one is its stable, or superseded.
+		var next *expect
 		for _, o := range expects {
-			if o.Service == e.Service && o.Deployed.After(e.Deployed) && (until.IsZero() || o.Deployed.Before(until)) {
-				until = o.Deployed
+			if o.Service == e.Service && o.Deployed.After(e.Deployed) && (next == nil || o.Deployed.Before(next.Deployed)) {
+				next = o
 			}
+		}
+		var until time.Time
+		if next != nil {
+			until = firstShare(next, ev.Writes)
 		}
 		got := shares(e, ev.Writes, until)
 		if msg := sharesWrong(e, got); msg != "" {
@@ -260,6 +264,21 @@ func checkShares(expects []*expect, ev evidence) []violation {
 		}
 	}
 	return out
+}
+
+// firstShare is when sluice first gave e's candidate a share (zero if never).
+func firstShare(e *expect, writes []write) time.Time {
+	for _, w := range writes {
+		if w.Service != e.Service || w.At.Before(e.Deployed) {
+			continue
+		}
+		for _, t := range w.Traffic {
+			if t.RevisionName == e.Candidate && t.Percent != nil && *t.Percent > 0 {
+				return w.At
+			}
+		}
+	}
+	return time.Time{}
 }
 
 func sharesWrong(e *expect, got []int64) string {

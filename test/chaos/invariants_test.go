@@ -133,3 +133,19 @@ func TestSharesOfAnUndoneRollout(t *testing.T) {
 		t.Errorf("a failing Revision with a share: %q", msg)
 	}
 }
+
+// A candidate whose successor was deployed before sluice wrote its last
+// step still owns the writes up to the successor's first share.
+func TestSharesEndAtTheNextCandidatesFirstShare(t *testing.T) {
+	c1 := &expect{Service: "s", Candidate: "s-00002", Plan: planSupersede, Steps: []int64{40, 100}, Deployed: at(0), Ended: at(9), Got: workflows.OutcomeSucceeded}
+	c2 := &expect{Service: "s", Candidate: "s-00003", Plan: planSupersede, Steps: []int64{40, 100}, Deployed: at(4), Ended: at(20), Got: workflows.OutcomeSucceeded}
+	writes := []write{
+		{Service: "s", At: at(2), Traffic: traffic("s-00001", 60, "s-00002", 40), HasTraffic: true},
+		{Service: "s", At: at(6), Traffic: traffic("s-00002", 100), HasTraffic: true},
+		{Service: "s", At: at(12), Traffic: traffic("s-00002", 60, "s-00003", 40), HasTraffic: true},
+		{Service: "s", At: at(15), Traffic: traffic("s-00003", 100), HasTraffic: true},
+	}
+	if v := checkShares([]*expect{c1, c2}, evidence{Writes: writes}); len(v) > 0 {
+		t.Fatalf("violations: %v", v)
+	}
+}

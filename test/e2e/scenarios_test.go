@@ -250,6 +250,32 @@ func TestReceiverDownRolloutCompletes(t *testing.T) {
 	}
 }
 
+// 8b. The receiver is down while a new Revision's events are sent, and the
+// adapter gives up on every one of them: the receiver's sweep finds the
+// Revision no event brought, and its rollout runs all the same.
+func TestRevisionWhoseEventsWereLostIsSwept(t *testing.T) {
+	c := ctl(t)
+	firstRollout(t, c, "s8b", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "1s"})
+	stk.StopReceiver()
+	deploy(t, "s8b", "example.com/s8b:v2", nil, nil)
+	waitRevisionReady(t, "s8b-00002")
+	// The adapter's five tries of each event are over well within this.
+	time.Sleep(5 * time.Second)
+	if err := stk.StartReceiver(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := serviceTraffic(t, "s8b"); got != "s8b-00001=100%" {
+		t.Fatalf("traffic before the sweep: %s", got)
+	}
+	st := waitOutcome(t, c, svcTarget("s8b"), "s8b-00002", 90*time.Second)
+	if st.Outcome != workflows.OutcomeSucceeded || serviceTraffic(t, "s8b") != "s8b-00002=100%" {
+		t.Fatalf("outcome %s (%s), traffic %s", st.Outcome, st.Reason, serviceTraffic(t, "s8b"))
+	}
+	if st.Told == nil || st.Told.By != "sluice-receiver's sweep" {
+		t.Fatalf("told %+v: want the receiver's sweep", st.Told)
+	}
+}
+
 // 9. Someone edits the traffic by hand mid-rollout: the rollout pauses and
 // says why; nothing is overwritten.
 func TestHandEditPausesRollout(t *testing.T) {

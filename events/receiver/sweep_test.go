@@ -1,0 +1,86 @@
+package receiver
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	commonpb "go.temporal.io/api/common/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/sdk/converter"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/workflows"
+)
+
+// sweepObjects is hello with a second Revision, not Ready yet, that no
+// event told the receiver of: its Configuration names it as the newest.
+func sweepObjects(latest string, annotations map[string]string) []runtime.Object {
+	objs := helloObjects()
+	for k, v := range annotations {
+		objs[0].(*servingv1.Service).Annotations[k] = v
+	}
+	objs[1] = &servingv1.Configuration{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "hello", Generation: 2, Labels: map[string]string{"serving.knative.dev/service": "hello"}},
+		Status:     servingv1.ConfigurationStatus{ConfigurationStatusFields: servingv1.ConfigurationStatusFields{LatestCreatedRevisionName: latest}},
+	}
+	// Knative labels a Service's Revisions with it.
+	objs[4].(*servingv1.Revision).Labels["serving.knative.dev/service"] = "hello"
+	return objs
+}
+
+func TestSweepOffersARevisionNoEventBrought(t *testing.T) {
+	e := newEnv(t, sweepObjects("hello-00002", nil)...).withCache()
+	if n := e.rcv.Sweep(context.Background()); n != 1 {
+		t.Fatalf("offered %d, want 1", n)
+	}
+	if got := strings.Join(e.temporal.Calls(), "; "); got != "list; start rollout/default/service/hello" {
+		t.Fatalf("Temporal calls: %s", got)
+	}
+	offer, ok := e.temporal.signals[0].(workflows.CandidateSignal)
+	if !ok || offer.Revision != "hello-00002" || offer.By != sweptBy {
+		t.Fatalf("offer %+v", e.temporal.signals[0])
+	}
+	// Once offered, later sweeps leave it to its rollout.
+	if n := e.rcv.Sweep(context.Background()); n != 0 || len(e.temporal.Calls()) != 2 {
+		t.Fatalf("the second sweep offered %d; calls %v", n, e.temporal.Calls())
+	}
+}
+
+func TestSweepLeavesHandledRevisionsAlone(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		latest      string
+		annotations map[string]string
+		candidate   string // of the target's latest rollout
+		calls       string
+	}{
+		{name: "it serves", latest: "hello-00001", calls: ""},
+		{name: "its rollout ended", latest: "hello-00002", annotations: map[string]string{config.AnnotationEnded: config.Ended("hello-00002", "RolledBack")}, calls: ""},
+		{name: "a rollout has it", latest: "hello-00002", candidate: "hello-00002", calls: "list"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, sweepObjects(tc.latest, tc.annotations)...).withCache()
+			if tc.candidate != "" {
+				p, err := converter.GetDefaultDataConverter().ToPayload(tc.candidate)
+				if err != nil {
+					t.Fatal(err)
+				}
+				e.temporal.runs = []*workflowpb.WorkflowExecutionInfo{{SearchAttributes: &commonpb.SearchAttributes{
+					IndexedFields: map[string]*commonpb.Payload{workflows.AttrCandidate.GetName(): p}}}}
+			}
+			if n := e.rcv.Sweep(context.Background()); n != 0 {
+				t.Fatalf("offered %d", n)
+			}
+			if got := strings.Join(e.temporal.Calls(), "; "); got != tc.calls {
+				t.Fatalf("Temporal calls: %q, want %q", got, tc.calls)
+			}
+			if got := e.gets(); len(got) != 0 {
+				t.Fatalf("API reads: %v", got)
+			}
+		})
+	}
+}
