@@ -259,8 +259,14 @@ func TestRevisionWhoseEventsWereLostIsSwept(t *testing.T) {
 	stk.StopReceiver()
 	deploy(t, "s8b", "example.com/s8b:v2", nil, nil)
 	waitRevisionReady(t, "s8b-00002")
-	// The adapter's five tries of each event are over well within this.
-	time.Sleep(5 * time.Second)
+	// The adapter sends one event at a time, each tried five times: wait
+	// until it has given up on the last of this Revision's.
+	subject := "revisions/s8b-00002"
+	for last, quiet := -1, time.Now(); time.Since(quiet) < 10*time.Second; time.Sleep(time.Second) {
+		if n := strings.Count(stk.Log("apiserversource"), subject); n != last {
+			last, quiet = n, time.Now()
+		}
+	}
 	if err := stk.StartReceiver(context.Background()); err != nil {
 		t.Fatal(err)
 	}

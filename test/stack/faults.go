@@ -3,6 +3,8 @@ package stack
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -80,4 +82,14 @@ func (s *Stack) find(name string) *proc {
 		}
 	}
 	return nil
+}
+
+// Log returns a component's log so far, by name ("apiserversource",
+// "worker", ...).
+func (s *Stack) Log(name string) string {
+	b, err := os.ReadFile(filepath.Join(s.opts.Dir, name+".log"))
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
