@@ -245,17 +245,16 @@ func checkShares(expects []*expect, ev evidence) []violation {
 		if e.Ended.IsZero() {
 			continue
 		}
-		// Up to the first write that gives the Service's next candidate a
-		// share: from then on this one is its stable, or superseded.
-		var next *expect
-		for _, o := range expects {
-			if o.Service == e.Service && o.Deployed.After(e.Deployed) && (next == nil || o.Deployed.Before(next.Deployed)) {
-				next = o
-			}
-		}
+		// Up to the first write that gives a later candidate of the Service
+		// a share: from then on this one is its stable, or superseded.
 		var until time.Time
-		if next != nil {
-			until = firstShare(next, ev.Writes)
+		for _, o := range expects {
+			if o.Service != e.Service || !o.Deployed.After(e.Deployed) {
+				continue
+			}
+			if at := firstShare(o, ev.Writes); !at.IsZero() && (until.IsZero() || at.Before(until)) {
+				until = at
+			}
 		}
 		got := shares(e, ev.Writes, until)
 		if msg := sharesWrong(e, got); msg != "" {

@@ -149,3 +149,20 @@ func TestSharesEndAtTheNextCandidatesFirstShare(t *testing.T) {
 		t.Fatalf("violations: %v", v)
 	}
 }
+
+// A later candidate that never had a share (its container crashed) does
+// not end a succeeded candidate's writes; the next that had one does.
+func TestSharesEndAtTheFirstLaterShare(t *testing.T) {
+	c1 := &expect{Service: "s", Candidate: "s-00002", Plan: planSteps, Steps: []int64{50, 100}, Exact: true, Deployed: at(0), Ended: at(9), Got: workflows.OutcomeSucceeded}
+	c2 := &expect{Service: "s", Candidate: "s-00003", Plan: planFail, Steps: []int64{50, 100}, Deployed: at(10), Ended: at(20), Got: workflows.OutcomeRolledBack}
+	c3 := &expect{Service: "s", Candidate: "s-00004", Plan: planAbort, Steps: []int64{30, 100}, Exact: true, Deployed: at(21), Ended: at(40), Got: workflows.OutcomeAborted}
+	writes := []write{
+		{Service: "s", At: at(2), Traffic: traffic("s-00001", 50, "s-00002", 50), HasTraffic: true},
+		{Service: "s", At: at(6), Traffic: traffic("s-00002", 100), HasTraffic: true},
+		{Service: "s", At: at(25), Traffic: traffic("s-00002", 70, "s-00004", 30), HasTraffic: true},
+		{Service: "s", At: at(30), Traffic: traffic("s-00002", 100), HasTraffic: true},
+	}
+	if v := checkShares([]*expect{c1, c2, c3}, evidence{Writes: writes}); len(v) > 0 {
+		t.Fatalf("violations: %v", v)
+	}
+}
