@@ -45,7 +45,10 @@ type injector struct {
 	faults []fault
 }
 
+// run injects faults in rounds: every kind once a round, in an order the
+// seed shuffles, so even a short run meets each kind.
 func (in *injector) run(ctx context.Context) error {
+	var round []int
 	for {
 		pause := time.Duration(2000+in.rng.IntN(6000)) * time.Millisecond
 		select {
@@ -53,7 +56,11 @@ func (in *injector) run(ctx context.Context) error {
 			return nil
 		case <-time.After(pause):
 		}
-		kind := faultKinds[in.rng.IntN(len(faultKinds))]
+		if len(round) == 0 {
+			round = in.rng.Perm(len(faultKinds))
+		}
+		kind := faultKinds[round[0]]
+		round = round[1:]
 		f, err := in.inject(ctx, kind)
 		if err != nil {
 			if ctx.Err() != nil {
