@@ -271,7 +271,9 @@ func TestAbortRestoresTrafficOnRealServer(t *testing.T) {
 // the newer candidate, which then rolls out to the end from the same
 // baseline.
 func TestSupersedeContinuesAsNew(t *testing.T) {
-	objs := append(helloService(map[string]string{config.AnnotationSteps: "50,100", config.AnnotationHold: "2s"}),
+	// The hold is long enough to be seen on a loaded machine: a 2 s one
+	// could pass between two status reads, and the rollout end unsuperseded.
+	objs := append(helloService(map[string]string{config.AnnotationSteps: "50,100", config.AnnotationHold: "8s"}),
 		knativefake.Revision(ns, "hello", 3, true))
 	s := startStack(t, objs...)
 	ctx := waitCtx(t)
