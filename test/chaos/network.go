@@ -20,6 +20,8 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
 	"github.com/rs/zerolog"
+
+	"github.com/sluicehq/sluice/test/stack"
 )
 
 // network puts sluice's links to the API server and to Temporal through a
@@ -33,7 +35,7 @@ type network struct {
 }
 
 func startNetwork(seed uint64) (*network, error) {
-	port, err := freePort()
+	port, err := stack.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +67,7 @@ func (n *network) via(name, addr string) (string, error) {
 		go func() { _ = n.srv.Serve(ln) }()
 		return "http://" + ln.Addr().String() + "/", nil
 	}
-	port, err := freePort()
+	port, err := stack.FreePort()
 	if err != nil {
 		return "", err
 	}
@@ -209,13 +211,4 @@ func (f *eventFaults) forward(h http.Header, body []byte, what string) (int, err
 	resp.Body.Close()
 	f.note(h, fmt.Sprintf("%s: %d %s", what, resp.StatusCode, strings.TrimSpace(string(answer))))
 	return resp.StatusCode, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

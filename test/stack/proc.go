@@ -144,3 +144,6 @@ func waitFor(ctx context.Context, p *proc, what string, timeout time.Duration, c
 	}
 	return fmt.Errorf("%s", strings.TrimSpace(msg))
 }
+
+// FreePort asks the kernel for a free loopback port, for a proxy beside the stack.
+func FreePort() (int, error) { return freePort() }
