@@ -28,7 +28,7 @@ func (s *Stack) StartFlagger(ctx context.Context, bin, dir string) (pid int, err
 			return 0, fmt.Errorf("apply Flagger's %s: %w", f, err)
 		}
 	}
-	if _, err := s.kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd/canaries.flagger.app"); err != nil {
+	if err := s.waitEstablished(ctx, "canaries.flagger.app"); err != nil {
 		return 0, err
 	}
 	token, err := s.kubectl(ctx, "create", "token", "flagger", "-n", "flagger-system", "--duration", "48h")

@@ -35,6 +35,10 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -420,10 +424,41 @@ func (s *Stack) applyCRDs(ctx context.Context) error {
 	if _, err := s.kubectl(ctx, args...); err != nil {
 		return err
 	}
-	_, err := s.kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s",
-		"crd/services.serving.knative.dev", "crd/configurations.serving.knative.dev",
-		"crd/revisions.serving.knative.dev", "crd/routes.serving.knative.dev")
-	return err
+	return s.waitEstablished(ctx, "services.serving.knative.dev", "configurations.serving.knative.dev",
+		"revisions.serving.knative.dev", "routes.serving.knative.dev")
+}
+
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// waitEstablished waits until the API server serves each named CRD. It polls
+// rather than running kubectl wait, which fails outright instead of waiting
+// when it reads a CRD whose status.conditions is still null, as a freshly
+// applied one's can be.
+func (s *Stack) waitEstablished(ctx context.Context, names ...string) error {
+	client, err := dynamic.NewForConfig(s.Rest)
+	if err != nil {
+		return fmt.Errorf("dynamic client: %w", err)
+	}
+	for _, name := range names {
+		err := waitFor(ctx, nil, "CRD "+name, 60*time.Second, func() error {
+			crd, err := client.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+			for _, c := range conds {
+				c, _ := c.(map[string]any)
+				if c["type"] == "Established" && c["status"] == "True" {
+					return nil
+				}
+			}
+			return errors.New("not Established yet")
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // applyDeploy applies sluice's manifests and gives the worker and receiver
