@@ -93,7 +93,7 @@ func TestChaos(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	stk, err := stack.Start(startCtx, stack.Options{
 		Dir: dir, Tools: tools, Root: root, CRDDirs: crds, DeployDir: filepath.Join(root, "config", "deploy"),
-		Adapter: true, ProgressSink: sink.URL, Audit: true, AuditBlocking: true, Via: nw.via, Log: log,
+		Adapter: true, ProgressSink: sink.URL, Audit: true, AuditBlocking: true, AuditPods: true, Prometheus: true, Via: nw.via, Log: log,
 	})
 	if errors.Is(err, stack.ErrNeedsRoot) && os.Getenv("CI") == "" {
 		t.Skip(err)
@@ -118,9 +118,10 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tc.Close()
-	bystander(t, stk)
+	plainService(t, stk, "bystander")
+	plainService(t, stk, probe)
 
-	w := &workload{serving: stk.Serving, ctl: &control.Client{Temporal: tc, TaskQueue: "sluice-rollouts", Identity: "chaos"}, log: log, timeout: 5 * time.Minute}
+	w := &workload{serving: stk.Serving, ctl: &control.Client{Temporal: tc, TaskQueue: "sluice-rollouts", Identity: "chaos"}, log: log, timeout: 12 * time.Minute}
 	w.left.Store(int64(cfg.rollouts))
 	in := &injector{stk: stk, net: nw, rng: rand.New(rand.NewPCG(cfg.seed, 1)), workers: []string{stack.Worker, second}, log: log}
 	begin := time.Now()
@@ -152,7 +153,7 @@ func TestChaos(t *testing.T) {
 	// The evidence, once every fault is over.
 	readCtx, cancelRead := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancelRead()
-	writes, ready, err := readAudit(stk.AuditLog)
+	aud, err := readAudit(stk.AuditLog)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,8 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	expects := w.Expects()
-	ev := evidence{Writes: writes, Ready: ready, Runs: runs, Progress: sink.Events(), Traffic: traffic, Bystanders: []string{"bystander"},
+	writes := aud.Writes
+	ev := evidence{Writes: writes, Ready: aud.Ready, Pods: aud.Pods, Bounded: aud.Bounded, Faults: in.Faults(), Runs: runs, Progress: sink.Events(), Traffic: traffic, Bystanders: []string{"bystander"},
 		Trail: nw.events.Trail}
 	violations := check(expects, ev)
 	taskFailures, err := historycheck.WorkflowTaskFailures(readCtx, tc, "")
@@ -177,7 +179,7 @@ func TestChaos(t *testing.T) {
 	}
 	sum := summary{Seed: cfg.seed, Took: took, Rollouts: len(expects), Outcomes: map[string]int{}, Faults: in.Faults(),
 		Recovery: recovery(in.Faults(), expects, writes), Events: nw.events.Counts(), Touches: touches, Edits: w.edits,
-		Writes: len(writes), Ready: len(ready), Violations: violations}
+		Writes: len(writes), Ready: len(aud.Ready), Violations: violations}
 	for _, e := range expects {
 		sum.Outcomes[e.Plan+" "+string(e.Got)]++
 	}
@@ -199,13 +201,28 @@ func TestChaos(t *testing.T) {
 	failed = t.Failed()
 }
 
-// bystander makes a Service that has not opted in: no rollout may touch it.
-func bystander(t *testing.T, stk *stack.Stack) {
+// probe is a Service no rollout touches, whose traffic the injector tags to
+// see that Knative programs traffic again after a fault (see settle).
+const probe = "probe"
+
+// plainService makes a Service that has not opted in, and waits until it
+// is Ready: the bystander (no rollout may touch it) and the probe.
+func plainService(t *testing.T, stk *stack.Stack, name string) {
 	t.Helper()
-	svc := &servingv1.Service{ObjectMeta: metav1.ObjectMeta{Name: "bystander", Namespace: ns}}
-	svc.Spec.Template.Spec.Containers = []corev1.Container{{Image: "example.com/bystander:v1"}}
-	if _, err := stk.Serving.ServingV1().Services(ns).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+	svc := &servingv1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	svc.Spec.Template.Spec.Containers = []corev1.Container{{Image: "example.com/" + name + ":v1"}}
+	svcs := stk.Serving.ServingV1().Services(ns)
+	if _, err := svcs.Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		got, err := svcs.Get(context.Background(), name, metav1.GetOptions{})
+		if err == nil && got.IsReady() && got.Status.LatestReadyRevisionName != "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not Ready after 2m: %v", name, err)
+		}
 	}
 }
 

@@ -12,28 +12,49 @@ import (
 
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"knative.dev/pkg/apis"
+	"knative.dev/serving/pkg/apis/serving"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	servingclient "knative.dev/serving/pkg/client/clientset/versioned"
+
+	"github.com/sluicehq/sluice/config"
 )
 
 // workerUser is who sluice's worker is to the API server: the
 // ServiceAccount config/deploy gives it.
 const workerUser = "system:serviceaccount:sluice-system:sluice-worker"
 
-// readAudit reads, from the API server's audit log, sluice's writes of
-// Services the API server took, and when each Revision's status first
-// said Ready.
-func readAudit(path string) ([]write, map[string]time.Time, error) {
+// audit is what the API server's audit log says.
+type audit struct {
+	// Writes are sluice's writes of Services the API server took, in order.
+	Writes []write
+	// Ready is when each Revision's status first said Ready.
+	Ready map[string]time.Time
+	// Pods are each Revision's pod counts, from its Deployment's status
+	// writes, in order.
+	Pods map[string][]podCount
+	// Bounded says, for each Revision created, whether sluice's admission
+	// webhook bounded it in the write that created it.
+	Bounded map[string]bool
+}
+
+// podCount is a Revision's pods at a moment: running and Ready.
+type podCount struct {
+	At             time.Time
+	Running, Ready int32
+}
+
+// readAudit reads the API server's audit log.
+func readAudit(path string) (audit, error) {
+	a := audit{Ready: map[string]time.Time{}, Pods: map[string][]podCount{}, Bounded: map[string]bool{}}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("the API server's audit log: %w", err)
+		return a, fmt.Errorf("the API server's audit log: %w", err)
 	}
 	defer f.Close()
-	var writes []write
-	ready := map[string]time.Time{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 8<<20), 8<<20)
 	for line := 1; sc.Scan(); line++ {
@@ -43,33 +64,75 @@ func readAudit(path string) ([]write, map[string]time.Time, error) {
 			continue
 		}
 		if e.Stage != auditv1.StageResponseComplete || e.ObjectRef == nil || e.ResponseStatus == nil ||
-			e.ResponseStatus.Code >= 300 || e.RequestObject == nil || (e.Verb != "patch" && e.Verb != "update") {
+			e.ResponseStatus.Code >= 300 || e.RequestObject == nil {
 			continue
 		}
-		switch {
-		case e.ObjectRef.Resource == "revisions" && e.ObjectRef.Subresource == "status":
-			var rev servingv1.Revision
-			if err := json.Unmarshal(e.RequestObject.Raw, &rev); err != nil {
-				return nil, nil, fmt.Errorf("audit log line %d: %w", line, err)
-			}
-			if at, seen := ready[e.ObjectRef.Name]; rev.Status.GetCondition(apis.ConditionReady).IsTrue() && (!seen || e.StageTimestamp.Time.Before(at)) {
-				ready[e.ObjectRef.Name] = e.StageTimestamp.Time
-			}
-		case e.ObjectRef.Resource == "services" && e.ObjectRef.Subresource == "" && e.User.Username == workerUser:
-			var body struct {
-				Spec struct {
-					Traffic []servingv1.TrafficTarget `json:"traffic"`
-				} `json:"spec"`
-			}
-			if err := json.Unmarshal(e.RequestObject.Raw, &body); err != nil {
-				return nil, nil, fmt.Errorf("audit log line %d: %w", line, err)
-			}
-			writes = append(writes, write{Service: e.ObjectRef.Name, At: e.RequestReceivedTimestamp.Time, AuditID: string(e.AuditID),
-				Traffic: body.Spec.Traffic, HasTraffic: len(body.Spec.Traffic) > 0})
+		if err := a.add(&e); err != nil {
+			return a, fmt.Errorf("audit log line %d: %w", line, err)
 		}
 	}
-	sort.SliceStable(writes, func(i, j int) bool { return writes[i].At.Before(writes[j].At) })
-	return writes, ready, sc.Err()
+	sort.SliceStable(a.Writes, func(i, j int) bool { return a.Writes[i].At.Before(a.Writes[j].At) })
+	for _, counts := range a.Pods {
+		sort.SliceStable(counts, func(i, j int) bool { return counts[i].At.Before(counts[j].At) })
+	}
+	return a, sc.Err()
+}
+
+func (a *audit) add(e *auditv1.Event) error {
+	ref, at := e.ObjectRef, e.StageTimestamp.Time
+	switch {
+	case e.Verb == "create" && ref.Resource == "revisions" && ref.Subresource == "":
+		if e.ResponseObject == nil {
+			return nil
+		}
+		var rev servingv1.Revision
+		if err := json.Unmarshal(e.ResponseObject.Raw, &rev); err != nil {
+			return err
+		}
+		_, a.Bounded[rev.Name] = rev.Annotations[config.AnnotationTemplateScale]
+	case e.Verb != "patch" && e.Verb != "update":
+	case ref.Resource == "deployments" && ref.Subresource == "status":
+		var d appsv1.Deployment
+		if err := json.Unmarshal(e.RequestObject.Raw, &d); err != nil {
+			return err
+		}
+		if rev := d.Labels[serving.RevisionLabelKey]; rev != "" {
+			a.Pods[rev] = append(a.Pods[rev], podCount{At: at, Running: d.Status.Replicas, Ready: d.Status.ReadyReplicas})
+		}
+	case ref.Resource == "revisions" && ref.Subresource == "status":
+		var rev servingv1.Revision
+		if err := json.Unmarshal(e.RequestObject.Raw, &rev); err != nil {
+			return err
+		}
+		if seen, ok := a.Ready[ref.Name]; rev.Status.GetCondition(apis.ConditionReady).IsTrue() && (!ok || at.Before(seen)) {
+			a.Ready[ref.Name] = at
+		}
+	case ref.Resource == "services" && ref.Subresource == "" && e.User.Username == workerUser:
+		var body struct {
+			Spec struct {
+				Traffic []servingv1.TrafficTarget `json:"traffic"`
+			} `json:"spec"`
+		}
+		if err := json.Unmarshal(e.RequestObject.Raw, &body); err != nil {
+			return err
+		}
+		a.Writes = append(a.Writes, write{Service: ref.Name, At: e.RequestReceivedTimestamp.Time, AuditID: string(e.AuditID),
+			Traffic: body.Spec.Traffic, HasTraffic: len(body.Spec.Traffic) > 0})
+	}
+	return nil
+}
+
+// podsAt is the last of a Revision's pod counts at or before t (none before
+// its Deployment's first status write).
+func podsAt(counts []podCount, t time.Time) podCount {
+	var last podCount
+	for _, c := range counts {
+		if c.At.After(t) {
+			break
+		}
+		last = c
+	}
+	return last
 }
 
 // readRuns lists every run of every Service's rollout workflow.

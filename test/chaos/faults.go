@@ -5,23 +5,29 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/test/stack"
 )
 
 // fault is one injected fault: what, on what, and when it began and ended.
 type fault struct {
-	Kind   string
-	On     string
-	Start  time.Time
-	End    time.Time
-	Detail string
+	Kind  string
+	On    string
+	Start time.Time
+	End   time.Time
+	// Settled is, after a fault of the control plane, when Knative
+	// programmed traffic again (see settle).
+	Settled time.Time
+	Detail  string
 }
 
 // The kinds of fault, each a function of the injector. A network fault's
@@ -40,6 +46,9 @@ type injector struct {
 	rng     *rand.Rand
 	workers []string // the worker processes, by name
 	log     *slog.Logger
+
+	// probes counts the probe Service's tags (see settle).
+	probes int
 
 	mu     sync.Mutex
 	faults []fault
@@ -109,7 +118,10 @@ func (in *injector) inject(ctx context.Context, kind string) (fault, error) {
 	case "restart-temporal":
 		return f, restart(stack.Temporal)
 	case "restart-kube-apiserver":
-		return f, restart(stack.APIServer)
+		if err := restart(stack.APIServer); err != nil {
+			return f, err
+		}
+		return f, in.settle(ctx, &f)
 	case "restart-knative-controller":
 		// Back is when the new process leads again: until the old one's
 		// lease expires (60 s, Knative's default) nothing reconciles.
@@ -124,7 +136,7 @@ func (in *injector) inject(ctx context.Context, kind string) (fault, error) {
 			time.Sleep(500 * time.Millisecond)
 		}
 		f.End = time.Now()
-		return f, nil
+		return f, in.settle(ctx, &f)
 	}
 	links := []string{stack.APIServer, stack.Temporal}
 	f.On = links[in.rng.IntN(len(links))]
@@ -168,6 +180,44 @@ func (in *injector) inject(ctx context.Context, kind string) (fault, error) {
 	}
 	f.End, f.Detail = time.Now(), fmt.Sprint(attrs)
 	return f, err
+}
+
+// settle waits, after a fault of the control plane, until Knative programs
+// traffic again: it tags the probe Service's Revision anew and waits for the
+// tag in its status, which takes Knative's controller, the KIngress
+// stand-in and their informers. Their watches come back on client-go's
+// backoff (up to 30 s, jittered), so this can take a minute after the API
+// server is back. Faults come one at a time: the next waits for this.
+func (in *injector) settle(ctx context.Context, f *fault) error {
+	in.probes++
+	tag := fmt.Sprintf("p%d", in.probes)
+	ctx = context.WithoutCancel(ctx)
+	svcs := in.stk.Serving.ServingV1().Services(ns)
+	patch := fmt.Sprintf(`{"spec":{"traffic":[{"latestRevision":true,"percent":100},{"revisionName":%q,"tag":%q}]}}`, probe+"-00001", tag)
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		_, err := svcs.Patch(ctx, probe, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("tag the probe Service: %w", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for {
+		svc, err := svcs.Get(ctx, probe, metav1.GetOptions{})
+		if err == nil && svc.Status.ObservedGeneration == svc.Generation && svc.IsReady() && slices.ContainsFunc(svc.Status.Traffic, func(t servingv1.TrafficTarget) bool { return t.Tag == tag }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("Knative did not program the probe Service's tag %s within 5m", tag)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	f.Settled = time.Now()
+	f.Detail += fmt.Sprintf("; Knative programmed traffic again %s after", f.Settled.Sub(f.End).Round(100*time.Millisecond))
+	return nil
 }
 
 // serviceReconcilerHolder is who holds the lease of Knative's Service

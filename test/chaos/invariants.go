@@ -47,6 +47,12 @@ type evidence struct {
 	Traffic map[string][]servingv1.TrafficTarget
 	// Bystanders are Services no rollout may touch.
 	Bystanders []string
+	// Pods are each Revision's pod counts over time; Bounded says which
+	// Revisions sluice's admission webhook bounded as they were created.
+	Pods    map[string][]podCount
+	Bounded map[string]bool
+	// Faults are the faults injected.
+	Faults []fault
 	// Trail says what became of the events about a Revision on their way
 	// to the receiver, and what it answered.
 	Trail func(revision string) []string
@@ -78,6 +84,7 @@ func check(expects []*expect, ev evidence) []violation {
 	out = append(out, checkWithinRuns(expects, ev)...)
 	out = append(out, checkShares(expects, ev)...)
 	out = append(out, checkProgress(expects, ev)...)
+	out = append(out, checkPods(expects, ev)...)
 	return out
 }
 
@@ -93,6 +100,8 @@ func checkEnded(expects []*expect) []violation {
 				fmt.Sprintf("plan %s: want %s, got %s (%s); %s", e.Plan, e.Outcome, e.Got, e.GotReason, strings.Join(e.Notes, "; "))})
 		case e.GotReason == "":
 			out = append(out, violation{"the reason says why", e.Candidate, fmt.Sprintf("ended %s with no reason", e.Got)})
+		case e.Got == e.Outcome && !strings.Contains(e.GotReason, e.ReasonHas):
+			out = append(out, violation{"the reason says why", e.Candidate, fmt.Sprintf("plan %s ended %s: %q does not say %q", e.Plan, e.Got, e.GotReason, e.ReasonHas)})
 		case len(e.Notes) > 0:
 			out = append(out, violation{"the plan went as planned", e.Candidate, strings.Join(e.Notes, "; ")})
 		}
@@ -364,6 +373,69 @@ func checkProgress(expects []*expect, ev evidence) []violation {
 		}
 		if msg != "" {
 			out = append(out, violation{"progress events complete", e.Candidate, fmt.Sprintf("%s: %s", msg, strings.Join(types, " "))})
+		}
+	}
+	return out
+}
+
+// checkPods: a capacity rollout (availability, a surge of one pod) never
+// runs more than the stable's count and its surge across both Revisions,
+// and never gives the candidate a share its Ready pods cannot serve. Both
+// from the API server's audit log: each Deployment's status writes, and
+// sluice's traffic writes. A candidate created while sluice's admission
+// webhook could not answer (failurePolicy Ignore) starts with its
+// template's pods, as docs/capacity.md says; the bound then holds from the
+// first moment the two Revisions are within it.
+func checkPods(expects []*expect, ev evidence) []violation {
+	var out []violation
+	for _, e := range expects {
+		if e.Plan != planCapacity || e.Ended.IsZero() {
+			continue
+		}
+		if e.StablePods == 0 {
+			out = append(out, violation{"capacity pod bounds", e.Candidate, "the rollout made no capacity plan"})
+			continue
+		}
+		bound := e.StablePods + 1
+		var times []time.Time
+		for _, rev := range []string{e.Stable, e.Candidate} {
+			for _, c := range ev.Pods[rev] {
+				if !c.At.Before(e.Deployed) && !c.At.After(e.Ended) {
+					times = append(times, c.At)
+				}
+			}
+		}
+		sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
+		within := ev.Bounded[e.Candidate]
+		for _, t := range times {
+			s, c := podsAt(ev.Pods[e.Stable], t), podsAt(ev.Pods[e.Candidate], t)
+			if s.Running+c.Running <= bound {
+				within = true
+				continue
+			}
+			if within {
+				out = append(out, violation{"capacity pod bounds", e.Candidate, fmt.Sprintf("at %s %s ran %d pods and %s %d: %d, above %d pods and a surge of 1 (bounded at creation: %v)",
+					t.Format(time.RFC3339Nano), e.Stable, s.Running, e.Candidate, c.Running, s.Running+c.Running, e.StablePods, ev.Bounded[e.Candidate])})
+				break
+			}
+		}
+		for _, w := range ev.Writes {
+			if w.Service != e.Service || w.At.Before(e.Deployed) || w.At.After(e.Ended) {
+				continue
+			}
+			var share int64
+			for _, t := range w.Traffic {
+				if t.RevisionName == e.Candidate && t.Percent != nil {
+					share += *t.Percent
+				}
+			}
+			// The stage's pods are ceil(share × R / 100).
+			ready := podsAt(ev.Pods[e.Candidate], w.At).Ready
+			if need := (share*int64(e.StablePods) + 99) / 100; int64(ready) < need {
+				out = append(out, violation{"capacity pod bounds", e.Candidate, fmt.Sprintf("audit %s at %s gave it %d%% on %d Ready pods of %d needed",
+					w.AuditID, w.At.Format(time.RFC3339Nano), share, ready, need)})
+				break
+			}
 		}
 	}
 	return out

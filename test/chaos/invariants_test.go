@@ -79,6 +79,7 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		{"it ended", func(e *expect, _ *evidence) { e.Ended = time.Time{} }},
 		{"the outcome its plan implies", func(e *expect, _ *evidence) { e.Got = workflows.OutcomeFailed }},
 		{"the reason says why", func(e *expect, _ *evidence) { e.GotReason = "" }},
+		{"the reason says why", func(e *expect, _ *evidence) { e.ReasonHas = "analysis: success-rate failed" }},
 		{"the final traffic is what the outcome promises", func(_ *expect, ev *evidence) {
 			ev.Traffic["s"] = traffic("s-00002", 100) // the tag is gone
 		}},
@@ -164,5 +165,60 @@ func TestSharesEndAtTheFirstLaterShare(t *testing.T) {
 	}
 	if v := checkShares([]*expect{c1, c2, c3}, evidence{Writes: writes}); len(v) > 0 {
 		t.Fatalf("violations: %v", v)
+	}
+}
+
+// capacityRollout is a capacity rollout from 2 pods with a surge of 1 that
+// stayed within its bounds: the candidate bounded at creation to 1 pod,
+// 50% on its Ready pod, the stable down to 1, the candidate up to 2, 100%.
+func capacityRollout() (*expect, evidence) {
+	e := &expect{Service: "s", Candidate: "s-00002", Stable: "s-00001", Plan: planCapacity, Steps: []int64{50, 100},
+		Deployed: at(0), Ended: at(30), Got: workflows.OutcomeSucceeded, StablePods: 2}
+	ev := evidence{
+		Pods: map[string][]podCount{
+			"s-00001": {{at(-60), 2, 2}, {at(12), 1, 1}, {at(28), 0, 0}},
+			"s-00002": {{at(1), 1, 0}, {at(3), 1, 1}, {at(14), 2, 1}, {at(16), 2, 2}},
+		},
+		Bounded: map[string]bool{"s-00002": true},
+		Writes: []write{
+			{Service: "s", At: at(5), Traffic: traffic("s-00001", 50, "s-00002", 50), HasTraffic: true},
+			{Service: "s", At: at(20), Traffic: traffic("s-00002", 100), HasTraffic: true},
+		},
+	}
+	return e, ev
+}
+
+func TestCheckPodsOfACapacityRollout(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		breakIt func(e *expect, ev *evidence)
+		want    string
+	}{
+		{"within its bounds", func(*expect, *evidence) {}, ""},
+		{"a surge of two", func(_ *expect, ev *evidence) {
+			ev.Pods["s-00002"] = append(ev.Pods["s-00002"][:2], podCount{at(8), 2, 1}, podCount{at(16), 2, 2})
+		}, "above 2 pods and a surge of 1"},
+		{"a share before its pods", func(_ *expect, ev *evidence) { ev.Pods["s-00002"][1].Ready = 0 }, "50% on 0 Ready pods of 1 needed"},
+		// Created while the webhook could not answer: its template's 2 pods
+		// at first, then bounded.
+		{"unbounded at creation", func(_ *expect, ev *evidence) {
+			ev.Bounded["s-00002"] = false
+			ev.Pods["s-00002"] = append([]podCount{{at(1), 2, 0}, {at(2), 1, 0}}, ev.Pods["s-00002"][1:]...)
+		}, ""},
+		{"above its bounds after them", func(_ *expect, ev *evidence) {
+			ev.Bounded["s-00002"] = false
+			ev.Pods["s-00001"] = append(ev.Pods["s-00001"], podCount{at(29), 2, 2})
+		}, "above 2 pods"},
+		{"no plan", func(e *expect, _ *evidence) { e.StablePods = 0 }, "no capacity plan"},
+	} {
+		e, ev := capacityRollout()
+		tc.breakIt(e, &ev)
+		v := checkPods([]*expect{e}, ev)
+		switch {
+		case tc.want == "" && len(v) > 0:
+			t.Errorf("%s: %v", tc.name, v)
+		case tc.want != "" && (len(v) != 1 || !strings.Contains(v[0].Evidence, tc.want)):
+			t.Errorf("%s: %v, want one saying %q", tc.name, v, tc.want)
+		}
 	}
 }

@@ -97,6 +97,18 @@ func (s summary) print(w io.Writer) {
 		fmt.Fprintf(w, "| %s | %d | %s | %d | %s | %s |\n", k, len(fs), strings.Join(ons, ", "), len(r),
 			quantile(r, 0.5).Round(time.Millisecond), quantile(r, 0.99).Round(time.Millisecond))
 	}
+	for _, k := range faultKinds {
+		var settle []time.Duration
+		for _, f := range kinds[k] {
+			if !f.Settled.IsZero() {
+				settle = append(settle, f.Settled.Sub(f.End))
+			}
+		}
+		if len(settle) > 0 {
+			fmt.Fprintf(w, "\nafter %s, Knative programmed traffic again in: p50 %s, max %s (the next fault waited for it)",
+				k, quantile(settle, 0.5).Round(100*time.Millisecond), quantile(settle, 1).Round(100*time.Millisecond))
+		}
+	}
 	fmt.Fprintf(w, "\nevents to the receiver: %s\n", fmtCounts(s.Events))
 	fmt.Fprintf(w, "invariant violations: %d\n", len(s.Violations))
 	for _, v := range s.Violations {

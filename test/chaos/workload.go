@@ -16,11 +16,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"knative.dev/serving/pkg/apis/autoscaling"
 	"knative.dev/serving/pkg/apis/serving"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	servingclient "knative.dev/serving/pkg/client/clientset/versioned"
 
 	"github.com/sluicehq/sluice/knative"
+	"github.com/sluicehq/sluice/test/requestsim"
 	"github.com/sluicehq/sluice/test/stack"
 	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
@@ -30,14 +32,39 @@ const ns = stack.Namespace
 
 // The plans a rollout can follow, and what each must end as.
 const (
-	planFirst     = "first"     // a Service's first Revision: pinned at 100%
-	planSteps     = "steps"     // steps on holds, to the end
-	planGate      = "gate"      // a manual gate, passed by a promote command
-	planAbort     = "abort"     // aborted by command in a hold
-	planDrift     = "drift"     // traffic edited by hand in a hold: paused, then resumed
-	planSupersede = "supersede" // a newer Revision arrives in a hold
-	planFail      = "fail"      // the candidate's container crashes
+	planFirst        = "first"         // a Service's first Revision: pinned at 100%
+	planSteps        = "steps"         // steps on holds, to the end
+	planGate         = "gate"          // a manual gate, passed by a promote command
+	planAbort        = "abort"         // aborted by command in a hold
+	planDrift        = "drift"         // traffic edited by hand in a hold: paused, then resumed
+	planSupersede    = "supersede"     // a newer Revision arrives in a hold
+	planFail         = "fail"          // the candidate's container crashes
+	planAnalysis     = "analysis"      // promoted by its analysis alone
+	planAnalysisFail = "analysis-fail" // one request in four fails: analysis rolls it back
+	planCapacity     = "capacity"      // capacity mode: pods and traffic move together
 )
+
+// minScale is every template's min-scale: the stable a capacity rollout
+// starts from runs that many pods, so its stages and pod bound mean
+// something (R=2, a surge of 1: stages of 50% and 100%, at most 3 pods).
+const minScale = "2"
+
+// analysisDoc's checks read the stack's real Prometheus, which scrapes the
+// real queue-proxies requestsim's requests pass through. Their
+// inconclusive limit outlasts a restarted API server: Prometheus finds
+// new pods through it.
+const analysisDoc = `
+interval: 3s
+window: 6s
+checks:
+  - name: success-rate
+    builtin: success-rate
+    inconclusiveLimit: 30
+  - name: latency
+    builtin: latency-p99
+    max: 500
+    inconclusiveLimit: 30
+`
 
 // expect is one rollout: what the workload did, and what its plan implies.
 type expect struct {
@@ -57,6 +84,11 @@ type expect struct {
 	Ended     time.Time
 	Got       workflows.Outcome
 	GotReason string
+	// ReasonHas is what the reason must say, if anything.
+	ReasonHas string
+	// StablePods is the stable's pod count a capacity rollout's stages were
+	// derived from (0 when the rollout made no capacity plan).
+	StablePods int32
 	// Notes are what the workload saw go wrong on the way (a drift that
 	// did not pause the rollout, a command refused for good).
 	Notes []string
@@ -100,7 +132,7 @@ func (w *workload) take(n int64) bool {
 
 // pickPlan chooses a plan with the Service's own source.
 func pickPlan(rng *rand.Rand) string {
-	plans := []string{planSteps, planSteps, planGate, planAbort, planDrift, planSupersede, planFail}
+	plans := []string{planSteps, planGate, planAbort, planDrift, planSupersede, planFail, planAnalysis, planAnalysisFail, planCapacity}
 	return plans[rng.IntN(len(plans))]
 }
 
@@ -123,6 +155,13 @@ func policy(plan string) (map[string]string, []int64) {
 		ann["sluice.dev/steps"], ann["sluice.dev/hold"], steps = "40,100", "6s", []int64{40, 100}
 	case planFail:
 		ann["sluice.dev/steps"], ann["sluice.dev/hold"], steps = "50,100", "1s", []int64{50, 100}
+	case planAnalysis, planAnalysisFail:
+		ann["sluice.dev/steps"], ann["sluice.dev/hold"], ann["sluice.dev/analysis"], steps = "20,60,100", "7s", analysisDoc, []int64{20, 60, 100}
+	case planCapacity:
+		// Stages derived from the stable's 2 pods and a surge of 1. The
+		// stage timeout pauses a stage whose pods do not come; it outlasts
+		// a restarted API server.
+		ann["sluice.dev/capacity"], ann["sluice.dev/capacity-surge"], ann["sluice.dev/hold"], steps = "availability", "1", "2s", []int64{50, 100}
 	}
 	return ann, steps
 }
@@ -131,7 +170,7 @@ func policy(plan string) (map[string]string, []int64) {
 func (w *workload) drive(ctx context.Context, name string, rng *rand.Rand) error {
 	ann, _ := policy(planFirst)
 	first := &expect{Service: name, Candidate: name + "-00001", Plan: planFirst, Steps: []int64{100}, Outcome: workflows.OutcomeSucceeded, Exact: true}
-	if err := w.deploy(ctx, name, 1, ann, map[string]string{serving.ProgressDeadlineAnnotationKey: "5m"}, first); err != nil {
+	if err := w.deploy(ctx, name, 1, ann, template(), first); err != nil {
 		return err
 	}
 	if !w.await(ctx, first, true) {
@@ -155,17 +194,19 @@ func (w *workload) drive(ctx context.Context, name string, rng *rand.Rand) error
 		gen++
 		ann, steps := policy(plan)
 		e := &expect{Service: name, Candidate: fmt.Sprintf("%s-%05d", name, gen), Stable: stable, Plan: plan, Steps: steps,
-			Outcome: workflows.OutcomeSucceeded, Exact: plan == planSteps || plan == planGate || plan == planAbort}
-		tmpl := map[string]string{stack.AnnotationReadyAfter: fmt.Sprintf("%dms", rng.IntN(3000)),
-			// The stack gives Knative's Deployments a progress deadline of
-			// 15 s, for tests of Revisions that never turn Ready; a pod held
-			// up by a restarted API server must not fail its Revision.
-			serving.ProgressDeadlineAnnotationKey: "5m"}
+			Outcome: workflows.OutcomeSucceeded, Exact: plan == planSteps || plan == planGate || plan == planAbort || plan == planAnalysis || plan == planAnalysisFail}
+		tmpl := template()
+		tmpl[stack.AnnotationReadyAfter] = fmt.Sprintf("%dms", rng.IntN(3000))
 		switch plan {
 		case planAbort:
 			e.Outcome = workflows.OutcomeAborted
 		case planFail:
-			e.Outcome, tmpl = workflows.OutcomeRolledBack, map[string]string{stack.AnnotationFail: "true"}
+			e.Outcome, e.ReasonHas = workflows.OutcomeRolledBack, "ExitCode1"
+			tmpl = template()
+			tmpl[stack.AnnotationFail] = "true"
+		case planAnalysisFail:
+			e.Outcome, e.ReasonHas = workflows.OutcomeRolledBack, "analysis: success-rate failed"
+			tmpl[requestsim.AnnotationErrorRate] = "0.25"
 		case planSupersede:
 			e.Outcome, e.Or = workflows.OutcomeSuperseded, workflows.OutcomeSucceeded
 		}
@@ -183,13 +224,16 @@ func (w *workload) drive(ctx context.Context, name string, rng *rand.Rand) error
 		case planDrift:
 			w.drift(ctx, e, stable, base)
 		case planSupersede:
-			if w.waitFor(ctx, e, "its first hold", func(s workflows.Status) bool {
+			// It may also end before the workload sees it hold (its status
+			// unreadable through a fault): then it is not superseded, which
+			// its plan allows.
+			if w.waitFor(ctx, e, "its first hold", e.Or, func(s workflows.Status) bool {
 				return s.Candidate == e.Candidate && s.Phase == workflows.PhaseHolding
 			}) {
 				gen++
 				last = &expect{Service: name, Candidate: fmt.Sprintf("%s-%05d", name, gen), Stable: stable, Plan: plan, Steps: steps,
 					Outcome: workflows.OutcomeSucceeded}
-				if err := w.deploy(ctx, name, gen, ann, map[string]string{serving.ProgressDeadlineAnnotationKey: "5m"}, last); err != nil {
+				if err := w.deploy(ctx, name, gen, ann, template(), last); err != nil {
 					return err
 				}
 			}
@@ -198,7 +242,12 @@ func (w *workload) drive(ctx context.Context, name string, rng *rand.Rand) error
 			return nil
 		}
 		if e.Got == workflows.OutcomeSucceeded {
-			stable, last.Stable = e.Candidate, e.Candidate
+			// A candidate that succeeded before the next one's rollout began
+			// is that one's stable.
+			stable = e.Candidate
+			if last != e {
+				last.Stable = e.Candidate
+			}
 		}
 		if last != e && !w.await(ctx, last, true) {
 			return nil
@@ -208,6 +257,17 @@ func (w *workload) drive(ctx context.Context, name string, rng *rand.Rand) error
 		}
 	}
 	return nil
+}
+
+// template is the annotations every Revision's template carries.
+func template() map[string]string {
+	return map[string]string{
+		// The stack gives Knative's Deployments a progress deadline of
+		// 15 s, for tests of Revisions that never turn Ready; a pod held
+		// up by a restarted API server must not fail its Revision.
+		serving.ProgressDeadlineAnnotationKey: "5m",
+		autoscaling.MinScaleAnnotationKey:     minScale,
+	}
 }
 
 // deploy creates the Service or changes its policy and template at once,
@@ -233,7 +293,8 @@ func (w *workload) deploy(ctx context.Context, name string, gen int, ann, tmpl m
 			return nil // an earlier attempt went through, its answer lost
 		}
 		// The policy is the plan's alone: no gate of an earlier plan stays.
-		for _, k := range []string{"sluice.dev/steps", "sluice.dev/hold", "sluice.dev/gates"} {
+		for _, k := range []string{"sluice.dev/steps", "sluice.dev/hold", "sluice.dev/gates", "sluice.dev/analysis",
+			"sluice.dev/capacity", "sluice.dev/capacity-surge"} {
 			delete(svc.Annotations, k)
 		}
 		for k, v := range ann {
@@ -286,7 +347,8 @@ func (w *workload) status(ctx context.Context, service string) (workflows.Status
 }
 
 // waitFor polls e's rollout until cond holds, up to the workload's timeout.
-func (w *workload) waitFor(ctx context.Context, e *expect, what string, cond func(workflows.Status) bool) bool {
+// A rollout that ends first is noted, unless it ends as endOK.
+func (w *workload) waitFor(ctx context.Context, e *expect, what string, endOK workflows.Outcome, cond func(workflows.Status) bool) bool {
 	deadline := time.Now().Add(w.timeout)
 	for time.Now().Before(deadline) {
 		st, ok := w.status(ctx, e.Service)
@@ -297,7 +359,9 @@ func (w *workload) waitFor(ctx context.Context, e *expect, what string, cond fun
 			return true
 		}
 		if st.Candidate == e.Candidate && st.Phase.Done() {
-			e.Notes = append(e.Notes, fmt.Sprintf("ended %s (%s) before %s", st.Outcome, st.Reason, what))
+			if endOK == "" || st.Outcome != endOK {
+				e.Notes = append(e.Notes, fmt.Sprintf("ended %s (%s) before %s", st.Outcome, st.Reason, what))
+			}
 			return false
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -318,7 +382,7 @@ func in(e *expect, phase workflows.Phase, weight int64) (string, func(workflows.
 // gate.
 func (w *workload) command(ctx context.Context, e *expect, where string, at func(workflows.Status) bool, cmd string) {
 	for ctx.Err() == nil {
-		if !w.waitFor(ctx, e, where, at) {
+		if !w.waitFor(ctx, e, where, "", at) {
 			return
 		}
 		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -341,7 +405,7 @@ func (w *workload) command(ctx context.Context, e *expect, where string, at func
 // drift edits the candidate's traffic by hand in its first hold (an
 // operator's kubectl), waits for the rollout to pause, and resumes it.
 func (w *workload) drift(ctx context.Context, e *expect, stable string, base servingv1.TrafficTarget) {
-	if !w.waitFor(ctx, e, "the first hold", func(s workflows.Status) bool {
+	if !w.waitFor(ctx, e, "the first hold", "", func(s workflows.Status) bool {
 		return s.Candidate == e.Candidate && s.Phase == workflows.PhaseHolding && s.Weight == e.Steps[0]
 	}) {
 		return
@@ -362,7 +426,7 @@ func (w *workload) drift(ctx context.Context, e *expect, stable string, base ser
 // timeout (the Service is then left alone).
 func (w *workload) await(ctx context.Context, e *expect, closed bool) bool {
 	var got workflows.Status
-	ended := w.waitFor(ctx, e, "the end", func(s workflows.Status) bool {
+	ended := w.waitFor(ctx, e, "the end", "", func(s workflows.Status) bool {
 		got = s
 		if s.Candidate == e.Candidate && s.Phase.Done() {
 			return true
@@ -381,6 +445,9 @@ func (w *workload) await(ctx context.Context, e *expect, closed bool) bool {
 	e.Ended = time.Now()
 	if got.Candidate == e.Candidate {
 		e.Got, e.GotReason = got.Outcome, got.Reason
+		if got.Capacity != nil {
+			e.StablePods = got.Capacity.StablePods
+		}
 	} else {
 		e.Got, e.GotReason = workflows.OutcomeSuperseded, "superseded by "+got.Candidate
 	}

@@ -141,6 +141,9 @@ type Options struct {
 	// the request, so a killed API server loses none of them (the default,
 	// batch, is cheaper and what the benchmark measures with).
 	AuditBlocking bool
+	// AuditPods also records Revisions as created and Deployments' status
+	// writes (podsAuditRules), for checks of pod counts.
+	AuditPods bool
 	// Via, if set, gives the address sluice's worker and receiver reach a
 	// server through: for "kube-apiserver" and "temporal" it is given and
 	// returns host:port, for "events" (the ApiServerSource adapter's sink)
@@ -329,7 +332,7 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 	var audit []string
 	if s.opts.Audit {
 		s.AuditLog = filepath.Join(dir, "audit.log")
-		if err := os.WriteFile(filepath.Join(dir, "audit-policy.yaml"), []byte(auditPolicy), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, "audit-policy.yaml"), []byte(s.auditPolicy()), 0o600); err != nil {
 			return err
 		}
 		mode := "batch"
@@ -709,8 +712,9 @@ func (s *Stack) startAdapter(ctx context.Context) error {
 
 // auditPolicy records what sluice's benchmark and chaos runs read from the
 // audit log: traffic patches with their bodies (which step a patch is),
-// Revisions' status writes with theirs (when a Revision turned Ready), every
-// other request on Knative's kinds without (who asked for what, and when).
+// Revisions' status writes with theirs (when a Revision turned Ready),
+// every other request on Knative's kinds without (who asked for what, and
+// when). With Options.AuditPods, podsAuditRules come first.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
@@ -721,9 +725,28 @@ rules:
 - level: Request
   verbs: [update, patch]
   resources: [{group: serving.knative.dev, resources: [revisions/status]}]
-- level: Metadata
+%s- level: Metadata
   resources: [{group: serving.knative.dev}, {group: flagger.app}]
 - level: None
+`
+
+func (s *Stack) auditPolicy() string {
+	pods := ""
+	if s.opts.AuditPods {
+		pods = podsAuditRules
+	}
+	return fmt.Sprintf(auditPolicy, pods)
+}
+
+// podsAuditRules record Revisions as created, answer included (whether
+// sluice's admission webhook bounded them), and Deployments' status writes
+// (how many pods each Revision ran and had Ready).
+const podsAuditRules = `- level: RequestResponse
+  verbs: [create]
+  resources: [{group: serving.knative.dev, resources: [revisions]}]
+- level: Request
+  verbs: [update, patch]
+  resources: [{group: apps, resources: [deployments/status]}]
 `
 
 // Pids are the process IDs of the worker and the receiver, for reading
