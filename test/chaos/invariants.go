@@ -378,6 +378,27 @@ func checkProgress(expects []*expect, ev evidence) []violation {
 	return out
 }
 
+// capacityEnd is when a capacity rollout's bounds stop applying: at the
+// write that gave a succeeded candidate all the traffic — from then on the
+// stable gets its template's bounds back, at once if a tag still routes to
+// it (docs/capacity.md), as it would without sluice — or at its end.
+func capacityEnd(e *expect, writes []write) time.Time {
+	if e.Got != workflows.OutcomeSucceeded {
+		return e.Ended
+	}
+	for _, w := range writes {
+		if w.Service != e.Service || w.At.Before(e.Deployed) || w.At.After(e.Ended) {
+			continue
+		}
+		for _, t := range w.Traffic {
+			if t.RevisionName == e.Candidate && t.Percent != nil && *t.Percent == 100 {
+				return w.At
+			}
+		}
+	}
+	return e.Ended
+}
+
 // checkPods: a capacity rollout (availability, a surge of one pod) never
 // runs more than the stable's count and its surge across both Revisions,
 // and never gives the candidate a share its Ready pods cannot serve. Both
@@ -397,10 +418,11 @@ func checkPods(expects []*expect, ev evidence) []violation {
 			continue
 		}
 		bound := e.StablePods + 1
+		end := capacityEnd(e, ev.Writes)
 		var times []time.Time
 		for _, rev := range []string{e.Stable, e.Candidate} {
 			for _, c := range ev.Pods[rev] {
-				if !c.At.Before(e.Deployed) && !c.At.After(e.Ended) {
+				if !c.At.Before(e.Deployed) && !c.At.After(end) {
 					times = append(times, c.At)
 				}
 			}

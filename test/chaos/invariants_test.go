@@ -207,9 +207,17 @@ func TestCheckPodsOfACapacityRollout(t *testing.T) {
 		}, ""},
 		{"above its bounds after them", func(_ *expect, ev *evidence) {
 			ev.Bounded["s-00002"] = false
-			ev.Pods["s-00001"] = append(ev.Pods["s-00001"], podCount{at(29), 2, 2})
+			ev.Pods["s-00001"] = append(ev.Pods["s-00001"][:2], podCount{at(18), 2, 2})
 		}, "above 2 pods"},
 		{"no plan", func(e *expect, _ *evidence) { e.StablePods = 0 }, "no capacity plan"},
+		// A tag still routes to the stable: it gets its template's 2 pods
+		// back once the candidate has all the traffic.
+		{"a tagged stable after 100%", func(_ *expect, ev *evidence) {
+			ev.Pods["s-00001"] = append(ev.Pods["s-00001"][:2], podCount{at(21), 2, 2})
+		}, ""},
+		{"a tagged stable before 100%", func(_ *expect, ev *evidence) {
+			ev.Pods["s-00001"] = append(ev.Pods["s-00001"][:2], podCount{at(19), 2, 2})
+		}, "above 2 pods"},
 	} {
 		e, ev := capacityRollout()
 		tc.breakIt(e, &ev)
