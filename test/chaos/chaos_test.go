@@ -129,7 +129,12 @@ func TestChaos(t *testing.T) {
 	var bg sync.WaitGroup
 	var faultErr error
 	var touches int
-	bg.Go(func() { faultErr = in.run(ctx) })
+	bg.Go(func() {
+		// A fault the stack did not come back from ends the run.
+		if faultErr = in.run(ctx); faultErr != nil {
+			stop()
+		}
+	})
 	var names []string
 	for i := range cfg.parallel {
 		names = append(names, fmt.Sprintf("c%d", i))

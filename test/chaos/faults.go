@@ -129,11 +129,28 @@ func (in *injector) inject(ctx context.Context, kind string) (fault, error) {
 		if err := restart(stack.KnativeController); err != nil {
 			return f, err
 		}
-		for deadline := time.Now().Add(3 * time.Minute); in.serviceReconcilerHolder(ctx) == before; {
+		crashes := 0
+		for deadline := time.Now().Add(5 * time.Minute); in.serviceReconcilerHolder(ctx) == before; {
 			if time.Now().After(deadline) {
-				return f, fmt.Errorf("the restarted controller does not lead after 3m")
+				return f, fmt.Errorf("the restarted controller does not lead after 5m (it crashed %d times as it started)", crashes)
+			}
+			// Knative's controller exits when it cannot read its config
+			// maps as it starts (an API server too busy to answer in
+			// time): a kubelet would start it again, and so does this.
+			if in.stk.Exited(stack.KnativeController) {
+				crashes++
+				in.log.Warn("chaos: Knative's controller exited as it started; starting it again", "log", tail(in.stk.Log(stack.KnativeController), 300))
+				bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+				err := in.stk.Restart(bg, stack.KnativeController)
+				cancel()
+				if err != nil && !in.stk.Exited(stack.KnativeController) {
+					return f, err
+				}
 			}
 			time.Sleep(500 * time.Millisecond)
+		}
+		if crashes > 0 {
+			f.Detail += fmt.Sprintf("; it crashed %d times as it started, and was started again", crashes)
 		}
 		f.End = time.Now()
 		return f, in.settle(ctx, &f)
@@ -233,4 +250,12 @@ func (in *injector) serviceReconcilerHolder(ctx context.Context) string {
 		}
 	}
 	return ""
+}
+
+// tail is the end of a log, for a line of the run's own.
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
 }

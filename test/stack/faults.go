@@ -75,6 +75,17 @@ func (s *Stack) Restart(ctx context.Context, name string) error {
 	}
 }
 
+// Exited reports whether a component's process has exited: one that
+// crashed on its own, which a kubelet would start again.
+func (s *Stack) Exited(name string) bool {
+	p := s.find(name)
+	if p == nil {
+		return false
+	}
+	done, _ := p.exited()
+	return done
+}
+
 func (s *Stack) find(name string) *proc {
 	for _, p := range s.procs() {
 		if p != nil && p.name == name {
