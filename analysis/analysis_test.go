@@ -184,3 +184,42 @@ func TestWebhookRetriesAndPayload(t *testing.T) {
 		t.Fatalf("timeout: %+v", m)
 	}
 }
+
+// A stand-in for Prometheus's query_range API, for the unit test below.
+func TestPrometheusQueryRange(t *testing.T) {
+	answers := map[string]string{
+		"series": `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"10"],[2,"NaN"],[3,"12.5"]]}]}}`,
+		"none":   `{"status":"success","data":{"resultType":"matrix","result":[]}}`,
+		"two":    `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"1"},"values":[]},{"metric":{"a":"2"},"values":[]}]}}`,
+	}
+	var form map[string][]string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/query_range" {
+			http.NotFound(w, r)
+			return
+		}
+		_ = r.ParseForm()
+		form = r.Form
+		fmt.Fprint(w, answers[r.Form.Get("query")])
+	}))
+	defer srv.Close()
+	p := Prometheus{HTTP: srv.Client()}
+	ctx := context.Background()
+	start := time.Unix(1700000000, 0)
+	got, err := p.QueryRange(ctx, srv.URL, "series", start, start.Add(time.Minute), 5*time.Second)
+	if err != nil || len(got) != 2 || got[0] != 10 || got[1] != 12.5 {
+		t.Fatalf("series: %v %v", got, err)
+	}
+	if form["start"][0] != "1700000000.000" || form["end"][0] != "1700000060.000" || form["step"][0] != "5.000" {
+		t.Fatalf("form %v", form)
+	}
+	if got, err := p.QueryRange(ctx, srv.URL, "none", start, start.Add(time.Minute), time.Second); err != nil || len(got) != 0 {
+		t.Fatalf("none: %v %v", got, err)
+	}
+	if _, err := p.QueryRange(ctx, srv.URL, "two", start, start.Add(time.Minute), time.Second); err == nil || !strings.Contains(err.Error(), "returned 2 series") {
+		t.Fatalf("two: %v", err)
+	}
+	if _, err := p.QueryRange(ctx, srv.URL, "series", start, start, time.Second); err == nil {
+		t.Fatal("an empty range: no error")
+	}
+}
