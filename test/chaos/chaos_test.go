@@ -179,12 +179,20 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var transport []string
 	for _, f := range taskFailures {
+		// The worker read a history cut short by a fault of its link to
+		// Temporal: the SDK fails that task and Temporal gives it again.
+		// Not the workflow's doing, and not an outcome; listed apart.
+		if strings.Contains(f, "premature end of stream") {
+			transport = append(transport, f)
+			continue
+		}
 		violations = append(violations, violation{"no workflow task fails", "", f})
 	}
 	sum := summary{Seed: cfg.seed, Took: took, Rollouts: len(expects), Outcomes: map[string]int{}, Faults: in.Faults(),
 		Recovery: recovery(in.Faults(), expects, writes), Events: nw.events.Counts(), Touches: touches, Edits: w.edits,
-		Writes: len(writes), Ready: len(aud.Ready), Violations: violations}
+		Writes: len(writes), Ready: len(aud.Ready), Violations: violations, HistoryCutShort: transport}
 	for _, e := range expects {
 		sum.Outcomes[e.Plan+" "+string(e.Got)]++
 	}

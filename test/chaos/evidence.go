@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"sort"
 	"strings"
@@ -63,8 +64,11 @@ func readAudit(path string) (audit, error) {
 			// A line the API server was killed in the middle of writing.
 			continue
 		}
+		// A 504 is the API server giving up on waiting for etcd: the write
+		// may well have been committed (sluice's next read finds out), so
+		// it counts as written.
 		if e.Stage != auditv1.StageResponseComplete || e.ObjectRef == nil || e.ResponseStatus == nil ||
-			e.ResponseStatus.Code >= 300 || e.RequestObject == nil {
+			(e.ResponseStatus.Code >= 300 && e.ResponseStatus.Code != http.StatusGatewayTimeout) || e.RequestObject == nil {
 			continue
 		}
 		if err := a.add(&e); err != nil {

@@ -1,6 +1,9 @@
 package chaos
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +12,7 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/events"
+	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/workflows"
 )
 
@@ -228,5 +232,27 @@ func TestCheckPodsOfACapacityRollout(t *testing.T) {
 		case tc.want != "" && (len(v) != 1 || !strings.Contains(v[0].Evidence, tc.want)):
 			t.Errorf("%s: %v, want one saying %q", tc.name, v, tc.want)
 		}
+	}
+}
+
+// A write the API server answered 504 may have been committed: it counts
+// as written. One refused outright does not.
+func TestReadAuditKeepsTimedOutWrites(t *testing.T) {
+	line := func(code int, pct int) string {
+		return fmt.Sprintf(`{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Request","auditID":"a%d","stage":"ResponseComplete","verb":"patch",`+
+			`"user":{"username":%q},"objectRef":{"resource":"services","namespace":"default","name":"s"},"responseStatus":{"code":%d},`+
+			`"requestObject":{"spec":{"traffic":[{"revisionName":"s-00002","percent":%d}]}},"requestReceivedTimestamp":"2026-12-04T12:00:0%d.000000Z","stageTimestamp":"2026-12-04T12:00:0%d.000000Z"}`,
+			code, workerUser, code, pct, pct/50, pct/50)
+	}
+	path := filepath.Join(t.TempDir(), "audit.log")
+	if err := os.WriteFile(path, []byte(line(504, 100)+"\n"+line(500, 50)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := readAudit(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Writes) != 1 || knative.FormatTraffic(a.Writes[0].Traffic) != "s-00002=100%" {
+		t.Fatalf("writes %+v", a.Writes)
 	}
 }

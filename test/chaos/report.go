@@ -68,6 +68,9 @@ type summary struct {
 	Writes     int
 	Ready      int
 	Violations []violation
+	// HistoryCutShort are workflow tasks that failed because the worker
+	// read a history cut short by a fault, and were given again.
+	HistoryCutShort []string
 }
 
 func (s summary) print(w io.Writer) {
@@ -110,6 +113,10 @@ func (s summary) print(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "\nevents to the receiver: %s\n", fmtCounts(s.Events))
+	fmt.Fprintf(w, "workflow tasks given again after the worker read a history cut short by a fault: %d\n", len(s.HistoryCutShort))
+	for _, f := range s.HistoryCutShort {
+		fmt.Fprintf(w, "  %s\n", f)
+	}
 	fmt.Fprintf(w, "invariant violations: %d\n", len(s.Violations))
 	for _, v := range s.Violations {
 		fmt.Fprintf(w, "  %s\n", v)

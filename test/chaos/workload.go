@@ -405,7 +405,9 @@ func (w *workload) command(ctx context.Context, e *expect, where string, at func
 // drift edits the candidate's traffic by hand in its first hold (an
 // operator's kubectl), waits for the rollout to pause, and resumes it.
 func (w *workload) drift(ctx context.Context, e *expect, stable string, base servingv1.TrafficTarget) {
-	if !w.waitFor(ctx, e, "the first hold", "", func(s workflows.Status) bool {
+	// Like a supersede, it may end before the workload sees it hold (its
+	// status unreadable through a fault): it then succeeds undrifted.
+	if !w.waitFor(ctx, e, "the first hold", workflows.OutcomeSucceeded, func(s workflows.Status) bool {
 		return s.Candidate == e.Candidate && s.Phase == workflows.PhaseHolding && s.Weight == e.Steps[0]
 	}) {
 		return
