@@ -64,11 +64,13 @@ func readAudit(path string) (audit, error) {
 			// A line the API server was killed in the middle of writing.
 			continue
 		}
-		// A 504 is the API server giving up on waiting for etcd: the write
-		// may well have been committed (sluice's next read finds out), so
-		// it counts as written.
+		// A 504 to sluice's write is the API server giving up on waiting
+		// for etcd: the write may well have been committed (sluice's next
+		// read finds out), so it counts as written.
+		timedOut := e.ResponseStatus != nil && e.ResponseStatus.Code == http.StatusGatewayTimeout &&
+			e.ObjectRef != nil && e.ObjectRef.Resource == "services" && e.User.Username == workerUser
 		if e.Stage != auditv1.StageResponseComplete || e.ObjectRef == nil || e.ResponseStatus == nil ||
-			(e.ResponseStatus.Code >= 300 && e.ResponseStatus.Code != http.StatusGatewayTimeout) || e.RequestObject == nil {
+			(e.ResponseStatus.Code >= 300 && !timedOut) || e.RequestObject == nil {
 			continue
 		}
 		if err := a.add(&e); err != nil {
