@@ -229,12 +229,7 @@ func shares(e *expect, writes []write, until time.Time) []int64 {
 		if w.Service != e.Service || !w.HasTraffic || w.At.Before(e.Deployed) || (!until.IsZero() && !w.At.Before(until)) {
 			continue
 		}
-		var p int64
-		for _, t := range w.Traffic {
-			if t.RevisionName == e.Candidate && t.Percent != nil {
-				p += *t.Percent
-			}
-		}
+		p := w.share(e.Candidate)
 		if (len(out) == 0 && p == 0) || (len(out) > 0 && out[len(out)-1] == p) {
 			continue
 		}
@@ -280,13 +275,22 @@ func firstShare(e *expect, writes []write) time.Time {
 		if w.Service != e.Service || w.At.Before(e.Deployed) {
 			continue
 		}
-		for _, t := range w.Traffic {
-			if t.RevisionName == e.Candidate && t.Percent != nil && *t.Percent > 0 {
-				return w.At
-			}
+		if w.share(e.Candidate) > 0 {
+			return w.At
 		}
 	}
 	return time.Time{}
+}
+
+// share is the percent a write gives revision, over all its entries.
+func (w write) share(revision string) int64 {
+	var p int64
+	for _, t := range w.Traffic {
+		if t.RevisionName == revision && t.Percent != nil {
+			p += *t.Percent
+		}
+	}
+	return p
 }
 
 func sharesWrong(e *expect, got []int64) string {
@@ -390,10 +394,8 @@ func capacityEnd(e *expect, writes []write) time.Time {
 		if w.Service != e.Service || w.At.Before(e.Deployed) || w.At.After(e.Ended) {
 			continue
 		}
-		for _, t := range w.Traffic {
-			if t.RevisionName == e.Candidate && t.Percent != nil && *t.Percent == 100 {
-				return w.At
-			}
+		if w.share(e.Candidate) == 100 {
+			return w.At
 		}
 	}
 	return e.Ended
@@ -428,29 +430,42 @@ func checkPods(expects []*expect, ev evidence) []violation {
 			}
 		}
 		sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
-		within := ev.Bounded[e.Candidate]
-		for _, t := range times {
+		// A candidate created unbounded starts with its template's pods; the
+		// bound applies from the rollout's own bound taking hold, which shows
+		// as the candidate's first scale-down. One never scaled down is held
+		// to the bound throughout.
+		over := func(t time.Time) string {
 			s, c := podsAt(ev.Pods[e.Stable], t), podsAt(ev.Pods[e.Candidate], t)
 			if s.Running+c.Running <= bound {
-				within = true
-				continue
+				return ""
 			}
-			if within {
-				out = append(out, violation{"capacity pod bounds", e.Candidate, fmt.Sprintf("at %s %s ran %d pods and %s %d: %d, above %d pods and a surge of 1 (bounded at creation: %v)",
-					t.Format(time.RFC3339Nano), e.Stable, s.Running, e.Candidate, c.Running, s.Running+c.Running, e.StablePods, ev.Bounded[e.Candidate])})
+			return fmt.Sprintf("at %s %s ran %d pods and %s %d: %d, above %d pods and a surge of 1 (bounded at creation: %v)",
+				t.Format(time.RFC3339Nano), e.Stable, s.Running, e.Candidate, c.Running, s.Running+c.Running, e.StablePods, ev.Bounded[e.Candidate])
+		}
+		within, last, found := ev.Bounded[e.Candidate], int32(0), ""
+		for _, t := range times {
+			c := podsAt(ev.Pods[e.Candidate], t).Running
+			within = within || c < last
+			last = c
+			if msg := over(t); within && msg != "" {
+				found = msg
 				break
 			}
+		}
+		for _, t := range times {
+			if msg := over(t); !within && msg != "" {
+				found = "never scaled down after its unbounded start: " + msg
+				break
+			}
+		}
+		if found != "" {
+			out = append(out, violation{"capacity pod bounds", e.Candidate, found})
 		}
 		for _, w := range ev.Writes {
 			if w.Service != e.Service || w.At.Before(e.Deployed) || w.At.After(e.Ended) {
 				continue
 			}
-			var share int64
-			for _, t := range w.Traffic {
-				if t.RevisionName == e.Candidate && t.Percent != nil {
-					share += *t.Percent
-				}
-			}
+			share := w.share(e.Candidate)
 			// The stage's pods are ceil(share × R / 100).
 			ready := podsAt(ev.Pods[e.Candidate], w.At).Ready
 			if need := (share*int64(e.StablePods) + 99) / 100; int64(ready) < need {

@@ -209,6 +209,17 @@ func TestCheckPodsOfACapacityRollout(t *testing.T) {
 			ev.Bounded["s-00002"] = false
 			ev.Pods["s-00002"] = append([]podCount{{at(1), 2, 0}, {at(2), 1, 0}}, ev.Pods["s-00002"][1:]...)
 		}, ""},
+		// Knative makes its first pod, then its template's second, before
+		// the rollout bounds it back to one: within the bound for a moment
+		// on the way up, which does not end the excuse.
+		{"unbounded, up to its template's pods, then bounded", func(_ *expect, ev *evidence) {
+			ev.Bounded["s-00002"] = false
+			ev.Pods["s-00002"] = append([]podCount{{at(1), 1, 0}, {at(2), 2, 1}, {at(3), 1, 1}}, ev.Pods["s-00002"][2:]...)
+		}, ""},
+		{"unbounded and never brought down", func(_ *expect, ev *evidence) {
+			ev.Bounded["s-00002"] = false
+			ev.Pods["s-00002"] = []podCount{{at(1), 1, 0}, {at(2), 2, 2}}
+		}, "never scaled down"},
 		{"above its bounds after them", func(_ *expect, ev *evidence) {
 			ev.Bounded["s-00002"] = false
 			ev.Pods["s-00001"] = append(ev.Pods["s-00001"][:2], podCount{at(18), 2, 2})
