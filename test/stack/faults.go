@@ -15,6 +15,7 @@ const (
 	Temporal          = "temporal"
 	APIServer         = "kube-apiserver"
 	KnativeController = "knative-controller"
+	Adapter           = "apiserversource"
 )
 
 // Kill kills a component with SIGKILL, as a crash would. Besides the names
@@ -56,6 +57,8 @@ func (s *Stack) Restart(ctx context.Context, name string) error {
 	case APIServer:
 		s.apiserver = np
 		return waitFor(ctx, np, name, 60*time.Second, s.apiServerReady(s.Rest.BearerToken))
+	case Adapter:
+		s.adapter = np
 	}
 	for i, e := range s.extra {
 		if e == p {
