@@ -26,7 +26,13 @@ const QueryTimeout = 30 * time.Second
 // retries would hide.
 func (a *Activities) MeasureCheck(ctx context.Context, in CheckInput) (analysis.Measurement, error) {
 	c := in.Check
-	m := analysis.Measurement{Name: c.Name, Kind: analysis.KindCheck, Step: in.Step, Weight: in.Vars.Weight, Min: c.Min, Max: c.Max}
+	m := analysis.Measurement{Name: c.Name, Kind: analysis.KindCheck, Step: in.Step, Weight: in.Vars.Weight, Min: c.Min, Max: c.Max, DryRun: c.DryRun}
+	if in.Vars.Revision == "" {
+		in.Vars.Revision = in.Vars.Candidate
+	}
+	if c.Compare != nil {
+		return a.compare(ctx, in, m), nil
+	}
 	in.Vars.Window = config.PromDuration(c.Window)
 	query, err := config.RenderQuery(c.Query, in.Vars)
 	if err != nil {
@@ -48,6 +54,44 @@ func (a *Activities) MeasureCheck(ctx context.Context, in CheckInput) (analysis.
 		m.Message = a.noData(qctx, in, query, m.At)
 	}
 	return m, nil
+}
+
+// compare samples the check's query for the candidate and for the stable
+// over the same window, at the same instants, and compares the samples.
+func (a *Activities) compare(ctx context.Context, in CheckInput, m analysis.Measurement) analysis.Measurement {
+	c := in.Check
+	m.Kind, m.At = analysis.KindCompare, time.Now()
+	if in.Vars.Stable == "" {
+		m.Result, m.Message = analysis.Inconclusive, "no stable Revision to compare with"
+		return m
+	}
+	defer keepAlive(ctx)()
+	qctx, cancel := context.WithTimeout(ctx, QueryTimeout)
+	defer cancel()
+	// Each sample is the query over one step, so samples do not overlap.
+	in.Vars.Window = config.PromDuration(c.Step)
+	// Ending on a multiple of the step keeps the samples on one grid from
+	// round to round.
+	end := m.At.Truncate(c.Step)
+	var samples [2][]float64
+	for i, rev := range []string{in.Vars.Candidate, in.Vars.Stable} {
+		in.Vars.Revision = rev
+		query, err := config.RenderQuery(c.Query, in.Vars)
+		if err != nil {
+			m.Result, m.Message = analysis.Error, "render query: "+err.Error()
+			return m
+		}
+		if samples[i], err = a.Prometheus.QueryRange(qctx, in.Prometheus, query, end.Add(-c.Window), end, c.Step); err != nil {
+			m.Result, m.Message = analysis.Error, fmt.Sprintf("revision %s: %v", rev, err)
+			return m
+		}
+	}
+	r := c.Compare.Compare(samples[0], samples[1])
+	m.Compare, m.Result, m.Message = &r, r.Result, r.Message
+	if r.Result == analysis.Passed || r.Result == analysis.Failed {
+		m.Value = &r.Shift
+	}
+	return m
 }
 
 // noData says why a check found nothing. For a built-in it asks Prometheus

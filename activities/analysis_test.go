@@ -110,3 +110,48 @@ func TestMeasureCheckExplainsNoData(t *testing.T) {
 		t.Fatalf("no requests: %+v, %v", m, err)
 	}
 }
+
+// A comparison samples the same query for both Revisions over the same
+// window at the same step, and judges the candidate's samples against the
+// stable's.
+func TestMeasureCheckComparesCandidateWithStable(t *testing.T) {
+	var forms []map[string]string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		forms = append(forms, map[string]string{"path": r.URL.Path, "query": r.Form.Get("query"), "start": r.Form.Get("start"), "end": r.Form.Get("end"), "step": r.Form.Get("step")})
+		base := 100.0
+		if strings.Contains(r.Form.Get("query"), "cart-00002") {
+			base = 130 // the candidate is 30% slower
+		}
+		var vals []string
+		for i := range 10 {
+			vals = append(vals, fmt.Sprintf(`[%d,"%g"]`, 1000+10*i, base+float64(i%3)))
+		}
+		fmt.Fprintf(w, `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[%s]}]}}`, strings.Join(vals, ","))
+	}))
+	defer srv.Close()
+	a := &Activities{Prometheus: analysis.Prometheus{HTTP: srv.Client()}}
+	c := config.Check{Name: "latency", Query: `avg(x{rev="{{.Revision}}"}[{{.Window}}])`, Window: 90 * time.Second, Step: 10 * time.Second,
+		Compare: &analysis.Comparison{Direction: analysis.Increase, Effect: analysis.Effect{Value: 10, Relative: true}, Confidence: 0.95, MinSamples: 8}}
+	in := CheckInput{Check: c, Prometheus: srv.URL, Vars: config.TemplateVars{Namespace: "shop", Candidate: "cart-00002", Stable: "cart-00001", Weight: 20}, Step: 2}
+	m, err := a.MeasureCheck(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(forms) != 2 || forms[0]["query"] != `avg(x{rev="cart-00002"}[10s])` || forms[1]["query"] != `avg(x{rev="cart-00001"}[10s])` {
+		t.Fatalf("queries sent: %v", forms)
+	}
+	if forms[0]["path"] != "/api/v1/query_range" || forms[0]["start"] != forms[1]["start"] || forms[0]["end"] != forms[1]["end"] || forms[0]["step"] != "10.000" {
+		t.Fatalf("the two sides were not sampled over the same window: %v", forms)
+	}
+	cmp := m.Compare
+	if m.Kind != analysis.KindCompare || m.Result != analysis.Failed || cmp == nil || cmp.Candidate.Count != 10 || cmp.Stable.Count != 10 ||
+		cmp.Shift != 30 || cmp.Allowed != 10.1 || m.Value == nil || *m.Value != 30 {
+		t.Fatalf("measurement = %+v, compare %+v", m, cmp)
+	}
+	// Without a stable there is nothing to compare with.
+	in.Vars.Stable = ""
+	if m, _ := a.MeasureCheck(context.Background(), in); m.Result != analysis.Inconclusive || !strings.Contains(m.Message, "no stable Revision") {
+		t.Fatalf("no stable: %+v", m)
+	}
+}

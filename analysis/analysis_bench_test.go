@@ -19,7 +19,7 @@ func BenchmarkJudge(b *testing.B) {
 		for i := range tallies {
 			tallies[i].Record(m)
 		}
-		if d := Judge(tallies); d.Action != Continue {
+		if d := Judge(tallies, false); d.Action != Continue {
 			b.Fatal(d)
 		}
 	}

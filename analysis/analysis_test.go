@@ -48,42 +48,42 @@ func TestJudgeLimits(t *testing.T) {
 		}
 	}
 	record(&rate, Failed, Passed)
-	if d := Judge([]Tally{rate, hook}); d.Action != Continue {
+	if d := Judge([]Tally{rate, hook}, false); d.Action != Continue {
 		t.Fatalf("one failure under limit 1: %+v", d)
 	}
 	record(&rate, Error, Error)
-	if d := Judge([]Tally{rate}); d.Action != Continue {
+	if d := Judge([]Tally{rate}, false); d.Action != Continue {
 		t.Fatalf("two errors under limit 2: %+v", d)
 	}
 	record(&rate, Error)
-	d := Judge([]Tally{rate})
+	d := Judge([]Tally{rate}, false)
 	if d.Action != Pause || !strings.Contains(d.Reason, "could not be measured 3 times in a row (consecutive error limit 2): m-Error") {
 		t.Fatalf("third error: %+v", d)
 	}
 	rate.Forgive()
 	record(&rate, Error, Passed, Error, Error)
-	if d := Judge([]Tally{rate}); d.Action != Continue || rate.ConsecutiveErrors != 2 || rate.Errors != 6 {
+	if d := Judge([]Tally{rate}, false); d.Action != Continue || rate.ConsecutiveErrors != 2 || rate.Errors != 6 {
 		t.Fatalf("a pass ends the run of errors: %+v %+v", d, rate)
 	}
 	// Rollback wins over pause, whatever the order.
 	record(&hook, Inconclusive)
 	record(&rate, Failed)
-	d = Judge([]Tally{hook, rate})
+	d = Judge([]Tally{hook, rate}, false)
 	if d.Action != Rollback || !strings.Contains(d.Reason, "success-rate failed 2 times (failure limit 1)") {
 		t.Fatalf("rollback over pause: %+v", d)
 	}
-	d = Judge([]Tally{hook})
+	d = Judge([]Tally{hook}, false)
 	if d.Action != Pause || !strings.Contains(d.Reason, "smoke had no data (inconclusive limit 0): m-Inconclusive") {
 		t.Fatalf("inconclusive: %+v", d)
 	}
 	// The inconclusive limit counts a run: data in between starts it over.
 	data := Tally{Name: "p99", Limits: Limits{Inconclusive: 1}}
 	record(&data, Inconclusive, Passed, Inconclusive, Passed)
-	if d := Judge([]Tally{data}); d.Action != Continue || data.Inconclusives != 2 {
+	if d := Judge([]Tally{data}, false); d.Action != Continue || data.Inconclusives != 2 {
 		t.Fatalf("separate rounds without data: %+v %+v", d, data)
 	}
 	record(&data, Inconclusive, Inconclusive)
-	if d := Judge([]Tally{data}); d.Action != Pause || !strings.Contains(d.Reason, "p99 had no data 2 times in a row (inconclusive limit 1)") {
+	if d := Judge([]Tally{data}, false); d.Action != Pause || !strings.Contains(d.Reason, "p99 had no data 2 times in a row (inconclusive limit 1)") {
 		t.Fatalf("two in a row: %+v", d)
 	}
 }

@@ -56,6 +56,7 @@ type SampleSummary struct {
 // CompareResult is a comparison's verdict and the figures behind it.
 type CompareResult struct {
 	Result    Result        `json:"result"`
+	Direction Direction     `json:"direction"`
 	Candidate SampleSummary `json:"candidate"`
 	Stable    SampleSummary `json:"stable"`
 	// P is the Mann–Whitney p-value for the bad direction (two-sided for
@@ -64,10 +65,10 @@ type CompareResult struct {
 	Exact bool    `json:"exact,omitempty"`
 	// Shift is the Hodges–Lehmann estimate of candidate minus stable, in
 	// the metric's unit, and Low and High its interval at the confidence
-	// (infinite on the side the direction does not judge).
-	Shift float64 `json:"shift"`
-	Low   float64 `json:"low"`
-	High  float64 `json:"high"`
+	// (nil: unbounded, on the side a one-sided direction does not judge).
+	Shift float64  `json:"shift"`
+	Low   *float64 `json:"low,omitempty"`
+	High  *float64 `json:"high,omitempty"`
 	// Allowed is the effect in the metric's unit: how far the shift may
 	// go in the bad direction.
 	Allowed float64 `json:"allowed"`
@@ -82,7 +83,7 @@ type CompareResult struct {
 // and says how sure it is in P and the interval. Too few samples on either
 // side is inconclusive.
 func (c Comparison) Compare(candidate, stable []float64) CompareResult {
-	r := CompareResult{Candidate: summarize(candidate), Stable: summarize(stable), Low: math.Inf(-1), High: math.Inf(1)}
+	r := CompareResult{Direction: c.Direction, Candidate: summarize(candidate), Stable: summarize(stable)}
 	if r.Candidate.Count < c.MinSamples || r.Stable.Count < c.MinSamples {
 		r.Result = Inconclusive
 		r.Message = fmt.Sprintf("too few samples: %d of the candidate and %d of the stable, %d needed on each side",
@@ -101,25 +102,25 @@ func (c Comparison) Compare(candidate, stable []float64) CompareResult {
 		r.Result, r.Message = Error, err.Error()
 		return r
 	}
-	r.P, r.Exact, r.Shift, r.Low, r.High = t.P, t.Exact, t.Shift, t.Low, t.High
+	r.P, r.Exact, r.Shift, r.Low, r.High = t.P, t.Exact, t.Shift, finite(t.Low), finite(t.High)
 	r.Allowed = c.Effect.Value
 	if c.Effect.Relative {
 		r.Allowed = math.Abs(r.Stable.Median) * c.Effect.Value / 100
 	}
-	above, below := r.Low > r.Allowed, r.High < -r.Allowed
+	above, below := r.Low != nil && *r.Low > r.Allowed, r.High != nil && *r.High < -r.Allowed
 	r.Result = Passed
 	switch {
 	case above && c.Direction != Decrease:
 		r.Result = Failed
-		r.Message = fmt.Sprintf("the candidate is higher by %s (%s%% interval [%s, %s]), beyond the %s allowed",
-			FormatValue(r.Shift), FormatValue(c.Confidence*100), FormatValue(r.Low), FormatValue(r.High), FormatValue(r.Allowed))
+		r.Message = fmt.Sprintf("the candidate is higher by %s (%s%% interval %s), beyond the %s allowed",
+			FormatValue(r.Shift), FormatValue(c.Confidence*100), r.Interval(), FormatValue(r.Allowed))
 	case below && c.Direction != Increase:
 		r.Result = Failed
-		r.Message = fmt.Sprintf("the candidate is lower by %s (%s%% interval [%s, %s]), beyond the %s allowed",
-			FormatValue(-r.Shift), FormatValue(c.Confidence*100), FormatValue(r.Low), FormatValue(r.High), FormatValue(r.Allowed))
+		r.Message = fmt.Sprintf("the candidate is lower by %s (%s%% interval %s), beyond the %s allowed",
+			FormatValue(-r.Shift), FormatValue(c.Confidence*100), r.Interval(), FormatValue(r.Allowed))
 	default:
-		r.Message = fmt.Sprintf("shift %s (%s%% interval [%s, %s]) within the %s allowed",
-			FormatValue(r.Shift), FormatValue(c.Confidence*100), FormatValue(r.Low), FormatValue(r.High), FormatValue(r.Allowed))
+		r.Message = fmt.Sprintf("shift %s (%s%% interval %s) within the %s allowed",
+			FormatValue(r.Shift), FormatValue(c.Confidence*100), r.Interval(), FormatValue(r.Allowed))
 	}
 	return r
 }
@@ -141,4 +142,34 @@ func summarize(v []float64) SampleSummary {
 		s.Median = (sorted[len(sorted)/2-1] + s.Median) / 2
 	}
 	return s
+}
+
+// Interval renders the shift's interval, e.g. "[29, ∞)".
+func (r CompareResult) Interval() string {
+	lo, hi := "(-∞", "∞)"
+	if r.Low != nil {
+		lo = "[" + FormatValue(*r.Low)
+	}
+	if r.High != nil {
+		hi = FormatValue(*r.High) + "]"
+	}
+	return lo + ", " + hi
+}
+
+// finite is v, or nil for an unbounded side.
+func finite(v float64) *float64 {
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		return nil
+	}
+	return &v
+}
+
+// AllowedText is the allowed effect with the bad direction's sign: "+10.1"
+// when a rise is bad, "-0.005" when a fall is, "±2" for either.
+func (r CompareResult) AllowedText() string {
+	sign := map[Direction]string{Increase: "+", Decrease: "-"}[r.Direction]
+	if sign == "" {
+		sign = "±"
+	}
+	return sign + FormatValue(r.Allowed)
 }

@@ -50,7 +50,7 @@ func TestCompare(t *testing.T) {
 		rng := rand.New(rand.NewPCG(7, 11))
 		got := tc.cmp.Compare(tc.candidate(rng), tc.stable(rng))
 		if got.Result != tc.want || !strings.Contains(got.Message, tc.says) {
-			t.Errorf("%s: %s: %s (p %.3g, shift %.3g in [%.3g, %.3g], allowed %.3g)", tc.name, got.Result, got.Message, got.P, got.Shift, got.Low, got.High, got.Allowed)
+			t.Errorf("%s: %s: %s (p %.3g, shift %.3g in %s, allowed %.3g)", tc.name, got.Result, got.Message, got.P, got.Shift, got.Interval(), got.Allowed)
 		}
 	}
 }

@@ -23,12 +23,18 @@ const (
 	Inconclusive Result = "Inconclusive"
 	// Error: the query could not be run (Prometheus unreachable, bad PromQL).
 	Error Result = "Error"
+	// Marginal: a round's score between its marginal and pass bands.
+	Marginal Result = "Marginal"
 )
 
 // Kinds of measurement.
 const (
 	KindCheck   = "check"
 	KindWebhook = "webhook"
+	// KindCompare is a comparison check: candidate against stable.
+	KindCompare = "compare"
+	// KindScore is a round's score over its comparison checks.
+	KindScore = "score"
 )
 
 // Measurement is one check's or webhook's outcome at one moment. Every
@@ -49,6 +55,10 @@ type Measurement struct {
 	Attempts   int       `json:"attempts,omitempty"`
 	Message    string    `json:"message,omitempty"`
 	At         time.Time `json:"at"`
+	// Compare holds a comparison's samples' summaries and test figures.
+	Compare *CompareResult `json:"compare,omitempty"`
+	// DryRun: this check is measured and shown, never acted on.
+	DryRun bool `json:"dryRun,omitempty"`
 }
 
 // Evaluate judges value against [min, max]; a nil bound is open. A nil or
@@ -83,7 +93,22 @@ func FormatValue(v float64) string {
 // Summary is one line about m for a person: "success-rate 0.8 Failed (range
 // [0.99, ∞])".
 func (m Measurement) Summary() string {
+	s := m.summary()
+	if m.DryRun {
+		s += " (dry run)"
+	}
+	return s
+}
+
+func (m Measurement) summary() string {
 	switch {
+	case m.Kind == KindScore && m.Value != nil:
+		return fmt.Sprintf("score %s %s (pass ≥ %s, marginal ≥ %s)", FormatValue(*m.Value), m.Result, FormatValue(ptrOr(m.Max)), FormatValue(ptrOr(m.Min)))
+	case m.Compare != nil && (m.Result == Passed || m.Result == Failed):
+		c := m.Compare
+		return fmt.Sprintf("%s %s: candidate median %s vs stable %s, shift %s %s (allowed %s, p=%s, n=%d/%d)",
+			m.Name, m.Result, FormatValue(c.Candidate.Median), FormatValue(c.Stable.Median), FormatValue(c.Shift),
+			c.Interval(), FormatValue(c.Allowed), FormatValue(c.P), c.Candidate.Count, c.Stable.Count)
 	case m.Kind == KindWebhook && m.StatusCode != 0:
 		return fmt.Sprintf("webhook %s: HTTP %d %s", m.Name, m.StatusCode, m.Result)
 	case m.Kind == KindWebhook:
@@ -92,4 +117,11 @@ func (m Measurement) Summary() string {
 		return fmt.Sprintf("%s = %s %s (range %s)", m.Name, FormatValue(*m.Value), m.Result, Range(m.Min, m.Max))
 	}
 	return fmt.Sprintf("%s %s: %s", m.Name, m.Result, m.Message)
+}
+
+func ptrOr(f *float64) float64 {
+	if f == nil {
+		return 0
+	}
+	return *f
 }

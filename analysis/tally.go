@@ -12,15 +12,17 @@ type Limits struct {
 
 // Tally is one check's (or hold webhook's) record over a rollout.
 type Tally struct {
-	Name              string `json:"name"`
-	Kind              string `json:"kind"`
-	Limits            Limits `json:"limits"`
-	Measured          int    `json:"measured"`
-	Passed            int    `json:"passed"`
-	Failures          int    `json:"failures"`
-	Errors            int    `json:"errors"`
-	ConsecutiveErrors int    `json:"consecutiveErrors"`
-	Inconclusives     int    `json:"inconclusives"`
+	Name   string `json:"name"`
+	Kind   string `json:"kind"`
+	Limits Limits `json:"limits"`
+	// DryRun tallies are shown, never acted on.
+	DryRun            bool `json:"dryRun,omitempty"`
+	Measured          int  `json:"measured"`
+	Passed            int  `json:"passed"`
+	Failures          int  `json:"failures"`
+	Errors            int  `json:"errors"`
+	ConsecutiveErrors int  `json:"consecutiveErrors"`
+	Inconclusives     int  `json:"inconclusives"`
 	// ConsecutiveInconclusives is the current run of measurements without
 	// data; the inconclusive limit applies to it.
 	ConsecutiveInconclusives int          `json:"consecutiveInconclusives"`
@@ -34,7 +36,7 @@ func (t *Tally) Record(m Measurement) {
 	switch m.Result {
 	case Passed:
 		t.Passed++
-	case Failed:
+	case Failed, Marginal:
 		t.Failures++
 	case Inconclusive:
 		t.Inconclusives++
@@ -75,24 +77,48 @@ type Decision struct {
 	Reason string
 }
 
-// Judge decides over the tallies, in their order: a check past its failure
-// limit rolls back (before anything else is considered); otherwise one with
-// a run of errors or of measurements without data past its limit pauses.
-func Judge(tallies []Tally) Decision {
+// Judge decides over the tallies, in their order; dry-run ones are left
+// out. A check or hold webhook past its failure limit, or a failed round
+// score, rolls back (before anything else is considered). Otherwise a run
+// of errors, or of a check's measurements without data, past its limit
+// pauses, as does a marginal score — and a score without a verdict at a
+// step's closing round (final): earlier rounds of a hold may lack data
+// that the hold's end will have.
+func Judge(tallies []Tally, final bool) Decision {
+	var acting []Tally
 	for _, t := range tallies {
-		if t.Failures > t.Limits.Failure {
+		if !t.DryRun {
+			acting = append(acting, t)
+		}
+	}
+	for _, t := range acting {
+		switch {
+		case t.Kind == KindScore && t.Last != nil && t.Last.Result == Failed:
+			return Decision{Rollback, "analysis: the comparison score failed: " + lastSummary(t) + ": " + t.Last.Message}
+		case t.Kind != KindScore && t.Kind != KindCompare && t.Failures > t.Limits.Failure:
 			return Decision{Rollback, fmt.Sprintf("analysis: %s failed %s (failure limit %d); last: %s",
 				t.Name, times(t.Failures), t.Limits.Failure, lastSummary(t))}
 		}
 	}
-	for _, t := range tallies {
+	for _, t := range acting {
 		if t.ConsecutiveErrors > t.Limits.ConsecutiveError {
 			return Decision{Pause, fmt.Sprintf("analysis: %s could not be measured %s in a row (consecutive error limit %d): %s; fix the cause, then `sluice resume` (or `sluice abort`)",
 				t.Name, times(t.ConsecutiveErrors), t.Limits.ConsecutiveError, lastMessage(t))}
 		}
-		if t.ConsecutiveInconclusives > t.Limits.Inconclusive {
+		if t.Kind != KindCompare && t.Kind != KindScore && t.ConsecutiveInconclusives > t.Limits.Inconclusive {
 			return Decision{Pause, fmt.Sprintf("analysis: %s had no data%s (inconclusive limit %d): %s; make sure the candidate receives traffic and the query matches its series, then `sluice resume` (or `sluice abort`)",
 				t.Name, inARow(t.ConsecutiveInconclusives), t.Limits.Inconclusive, lastMessage(t))}
+		}
+		if t.Kind != KindScore || t.Last == nil {
+			continue
+		}
+		switch {
+		case t.Last.Result == Marginal:
+			return Decision{Pause, "analysis: the comparison score is marginal: " + lastSummary(t) + ": " + t.Last.Message +
+				"; look at the comparisons (`sluice status`), then `sluice resume` to go on or `sluice abort` to go back to the stable"}
+		case t.Last.Result == Inconclusive && final:
+			return Decision{Pause, "analysis: the comparisons could not judge the candidate by the end of the step: " + t.Last.Message +
+				"; give the candidate more traffic or a longer hold, or lower minSamples, then `sluice resume` (or `sluice abort`)"}
 		}
 	}
 	return Decision{Action: Continue}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"text/template"
 	"time"
+
+	"github.com/sluicehq/sluice/analysis"
 )
 
 // AnnotationAnalysis holds the rollout's checks and webhooks as a YAML (or
@@ -22,14 +24,18 @@ type Analysis struct {
 	KnativeMetrics string    `json:"knativeMetrics,omitempty"`
 	Checks         []Check   `json:"checks,omitempty"`
 	Webhooks       []Webhook `json:"webhooks,omitempty"`
+	// Score bands a round of comparison checks; zero without comparisons.
+	Score analysis.Bands `json:"score,omitzero"`
 }
 
-// Check is one PromQL query and the range its value must fall in.
+// Check is one PromQL query and either the range its value must fall in or,
+// with Compare, how the candidate's samples are judged against the stable's.
 type Check struct {
 	Name string `json:"name"`
 	// Builtin names the Knative check the query came from, if any.
 	Builtin string `json:"builtin,omitempty"`
-	// Query is a text/template of PromQL; see TemplateVars.
+	// Query is a text/template of PromQL; see TemplateVars. A comparison's
+	// names the Revision it measures as {{.Revision}}.
 	Query string `json:"query"`
 	// Series, for a built-in, counts the candidate's series of Metric (a
 	// template like Query): when Query finds no data, it tells "nothing
@@ -49,6 +55,32 @@ type Check struct {
 	// InconclusiveLimit is how many measurements without data in a row are
 	// tolerated; one more pauses the rollout.
 	InconclusiveLimit int `json:"inconclusiveLimit"`
+	// Compare makes this a comparison check: Query, rendered for the
+	// candidate and for the stable, is sampled every Step over Window, and
+	// the two samples are compared. Its failures count in the round's
+	// score, not against FailureLimit.
+	Compare *analysis.Comparison `json:"compare,omitempty"`
+	// Step is a comparison's sample spacing, and its query's {{.Window}}.
+	Step time.Duration `json:"step,omitempty"`
+	// Weight is a comparison's share of the score.
+	Weight float64 `json:"weight,omitempty"`
+	// Critical: a comparison whose failure fails the whole round.
+	Critical bool `json:"critical,omitempty"`
+	// DryRun: measured and shown, never acted on.
+	DryRun bool `json:"dryRun,omitempty"`
+}
+
+// Comparisons reports whether the analysis has comparison checks.
+func (a *Analysis) Comparisons() bool {
+	if a == nil {
+		return false
+	}
+	for _, c := range a.Checks {
+		if c.Compare != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Moment is when a webhook is called.
@@ -106,13 +138,16 @@ func (a *Analysis) Analyses() bool {
 }
 
 // TemplateVars are the variables a check's query may use, e.g.
-// `{{.Namespace}}` or `{{.Candidate}}`.
+// `{{.Namespace}}` or `{{.Revision}}`.
 type TemplateVars struct {
 	Namespace     string
 	Service       string
 	Configuration string
 	Candidate     string
 	Stable        string
+	// Revision is the Revision measured: the candidate, or for a
+	// comparison each of the candidate and the stable in turn.
+	Revision string
 	// Window is the check's window in PromQL form, e.g. "30s".
 	Window string
 	// Weight is the candidate's current traffic share, in percent.

@@ -1,17 +1,22 @@
 package config
 
 import (
+	"bytes"
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/sluicehq/sluice/analysis"
 )
 
 // Analysis defaults.
@@ -25,6 +30,14 @@ const (
 	// find two samples at the usual scrape intervals (15s to 30s).
 	minDefaultWindow      = time.Minute
 	DefaultWebhookTimeout = 10 * time.Second
+	// Comparison defaults: a sample every 30s over 5m, at least 8 a side,
+	// judged at 95% confidence; rounds pass at 95, are marginal from 75.
+	DefaultCompareStep    = 30 * time.Second
+	DefaultCompareWindow  = 5 * time.Minute
+	DefaultMinSamples     = 8
+	DefaultConfidence     = 0.95
+	DefaultScorePass      = 95
+	DefaultScoreMarginal  = 75
 	DefaultWebhookRetries = 2
 	maxChecks             = 10
 	maxWebhooks           = 10
@@ -40,18 +53,71 @@ type analysisDoc struct {
 	KnativeMetrics string       `json:"knativeMetrics"`
 	Checks         []checkDoc   `json:"checks"`
 	Webhooks       []webhookDoc `json:"webhooks"`
+	Score          *scoreDoc    `json:"score"`
+}
+
+type scoreDoc struct {
+	Pass     *float64 `json:"pass"`
+	Marginal *float64 `json:"marginal"`
 }
 
 type checkDoc struct {
-	Name                  string   `json:"name"`
-	Builtin               string   `json:"builtin"`
-	Query                 string   `json:"query"`
-	Min                   *float64 `json:"min"`
-	Max                   *float64 `json:"max"`
-	Window                string   `json:"window"`
-	FailureLimit          *int     `json:"failureLimit"`
-	ConsecutiveErrorLimit *int     `json:"consecutiveErrorLimit"`
-	InconclusiveLimit     *int     `json:"inconclusiveLimit"`
+	Name                  string      `json:"name"`
+	Builtin               string      `json:"builtin"`
+	Query                 string      `json:"query"`
+	Min                   *float64    `json:"min"`
+	Max                   *float64    `json:"max"`
+	Window                string      `json:"window"`
+	FailureLimit          *int        `json:"failureLimit"`
+	ConsecutiveErrorLimit *int        `json:"consecutiveErrorLimit"`
+	InconclusiveLimit     *int        `json:"inconclusiveLimit"`
+	Compare               *compareDoc `json:"compare"`
+	Weight                *float64    `json:"weight"`
+	Critical              bool        `json:"critical"`
+	DryRun                bool        `json:"dryRun"`
+}
+
+// compareDoc is a check's compare: field: `true` for the built-in's
+// defaults, or what to change of them.
+type compareDoc struct {
+	Direction  string     `json:"direction"`
+	Effect     *effectDoc `json:"effect"`
+	Confidence *float64   `json:"confidence"`
+	MinSamples *int       `json:"minSamples"`
+	Step       string     `json:"step"`
+	off        bool
+}
+
+func (c *compareDoc) UnmarshalJSON(b []byte) error {
+	var on bool
+	if json.Unmarshal(b, &on) == nil {
+		c.off = !on
+		return nil
+	}
+	type plain compareDoc
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode((*plain)(c))
+}
+
+// effectDoc is an allowed effect: a number in the metric's unit (0.005),
+// or a share of the stable's median ("10%").
+type effectDoc analysis.Effect
+
+func (e *effectDoc) UnmarshalJSON(b []byte) error {
+	if json.Unmarshal(b, &e.Value) == nil {
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("effect must be a number or a percentage like \"10%%\", got %s", b)
+	}
+	v, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(s), "%"), 64)
+	if err != nil || !strings.HasSuffix(strings.TrimSpace(s), "%") {
+		return fmt.Errorf("effect %q must be a number or a percentage like \"10%%\"", s)
+	}
+	e.Value, e.Relative = v, true
+	return nil
 }
 
 type webhookDoc struct {
@@ -125,6 +191,8 @@ func parseAnalysis(raw string, d Defaults) (*Analysis, error) {
 	}
 	for i, c := range doc.Checks {
 		ch := Check{Name: name("check", i, c.Name), Window: window, ConsecutiveErrorLimit: DefaultConsecutiveErrorLimit, InconclusiveLimit: DefaultInconclusiveLimit}
+		compare := c.Compare != nil && !c.Compare.off
+		var b builtin
 		switch {
 		case c.Builtin != "" && c.Query != "":
 			fail("check %q sets both builtin and query; use one", c.Name)
@@ -134,39 +202,49 @@ func parseAnalysis(raw string, d Defaults) (*Analysis, error) {
 				continue
 			}
 			// Empty only when knativeMetrics is unknown, which is reported above.
-			b, _ := builtinFor(an.KnativeMetrics, c.Builtin)
-			ch.Builtin, ch.Query, ch.Series, ch.Metric, ch.Min, ch.Max = c.Builtin, b.query, b.series, b.metric, b.min, b.max
-			if c.Min != nil || c.Max != nil {
-				ch.Min, ch.Max = c.Min, c.Max
+			b, _ = builtinFor(an.KnativeMetrics, c.Builtin)
+			ch.Builtin, ch.Query, ch.Series, ch.Metric = c.Builtin, b.query, b.series, b.metric
+			if !compare {
+				ch.Min, ch.Max = b.min, b.max
 			}
 		case strings.TrimSpace(c.Query) != "":
 			ch.Query = strings.TrimSpace(c.Query)
-			ch.Min, ch.Max = c.Min, c.Max
-			if ch.Min == nil && ch.Max == nil {
-				fail("check %q has no min and no max, so it could never fail; set at least one", c.Name)
-			}
 		default:
 			fail("check %q needs a query (PromQL) or a builtin (%s)", c.Name, strings.Join(BuiltinChecks(), ", "))
 			continue
 		}
-		if ch.Min != nil && ch.Max != nil && *ch.Min > *ch.Max {
-			fail("check %q: min %g is above max %g, so it could never pass", c.Name, *ch.Min, *ch.Max)
+		if c.Min != nil || c.Max != nil {
+			ch.Min, ch.Max = c.Min, c.Max
 		}
-		for _, v := range []*float64{ch.Min, ch.Max} {
-			if v != nil && (math.IsNaN(*v) || math.IsInf(*v, 0)) {
-				fail("check %q: min and max must be finite numbers", c.Name)
-			}
-		}
+		ch.DryRun = c.DryRun
 		seconds(fmt.Sprintf("check %q: window", c.Name), c.Window, &ch.Window)
-		limit(fail, c.Name, "failureLimit", c.FailureLimit, &ch.FailureLimit)
 		limit(fail, c.Name, "consecutiveErrorLimit", c.ConsecutiveErrorLimit, &ch.ConsecutiveErrorLimit)
-		limit(fail, c.Name, "inconclusiveLimit", c.InconclusiveLimit, &ch.InconclusiveLimit)
+		if compare {
+			comparison(fail, &ch, c, b)
+		} else {
+			absolute(fail, &ch, c)
+		}
 		// Expand the template once with sample values, so a typo like
 		// {{.Canidate}} is an error now and not at the first step.
 		if _, err := RenderQuery(ch.Query, TemplateVars{}); err != nil {
-			fail("check %q: query is not a valid template (variables: .Namespace .Service .Configuration .Candidate .Stable .Window .Weight): %v", c.Name, err)
+			fail("check %q: query is not a valid template (variables: .Namespace .Service .Configuration .Candidate .Stable .Revision .Window .Weight): %v", c.Name, err)
 		}
 		an.Checks = append(an.Checks, ch)
+	}
+	if doc.Score != nil && !an.Comparisons() {
+		fail("sets a score but has no comparison checks; the score bands judge comparisons (compare:)")
+	}
+	if an.Comparisons() {
+		an.Score = analysis.Bands{Pass: DefaultScorePass, Marginal: DefaultScoreMarginal}
+		if doc.Score != nil && doc.Score.Pass != nil {
+			an.Score.Pass = *doc.Score.Pass
+		}
+		if doc.Score != nil && doc.Score.Marginal != nil {
+			an.Score.Marginal = *doc.Score.Marginal
+		}
+		if b := an.Score; b.Marginal < 0 || b.Pass > 100 || b.Marginal > b.Pass {
+			fail("score: pass %g and marginal %g must satisfy 0 ≤ marginal ≤ pass ≤ 100", b.Pass, b.Marginal)
+		}
 	}
 	if len(an.Checks) > 0 {
 		an.Prometheus = d.PrometheusURL
@@ -205,6 +283,96 @@ func parseAnalysis(raw string, d Defaults) (*Analysis, error) {
 		return nil, errors.Join(errs...)
 	}
 	return an, nil
+}
+
+// absolute checks what only a check against a fixed range may set.
+func absolute(fail func(string, ...any), ch *Check, c checkDoc) {
+	if ch.Min == nil && ch.Max == nil {
+		fail("check %q has no min and no max, so it could never fail; set at least one", c.Name)
+	}
+	if ch.Min != nil && ch.Max != nil && *ch.Min > *ch.Max {
+		fail("check %q: min %g is above max %g, so it could never pass", c.Name, *ch.Min, *ch.Max)
+	}
+	for _, v := range []*float64{ch.Min, ch.Max} {
+		if v != nil && (math.IsNaN(*v) || math.IsInf(*v, 0)) {
+			fail("check %q: min and max must be finite numbers", c.Name)
+		}
+	}
+	if c.Weight != nil || c.Critical {
+		fail("check %q: weight and critical apply to comparison checks (compare:); a check against min and max rolls back on its own", c.Name)
+	}
+	limit(fail, c.Name, "failureLimit", c.FailureLimit, &ch.FailureLimit)
+	limit(fail, c.Name, "inconclusiveLimit", c.InconclusiveLimit, &ch.InconclusiveLimit)
+}
+
+// comparison reads a comparison check's settings over b's defaults (a
+// built-in's; none for a query) and checks they can reach a verdict.
+func comparison(fail func(string, ...any), ch *Check, c checkDoc, b builtin) {
+	d := c.Compare
+	cmpr := b.compare
+	cmpr.Confidence, cmpr.MinSamples = DefaultConfidence, DefaultMinSamples
+	ch.Step, ch.Weight, ch.Critical = DefaultCompareStep, 1, c.Critical
+	if c.Window == "" {
+		ch.Window = DefaultCompareWindow
+	}
+	if c.Min != nil || c.Max != nil {
+		fail("check %q: min and max do not apply to a comparison, which judges the candidate against the stable; set compare.effect instead", c.Name)
+	}
+	if c.FailureLimit != nil || c.InconclusiveLimit != nil {
+		fail("check %q: failureLimit and inconclusiveLimit do not apply to a comparison; the round's score decides (score:)", c.Name)
+	}
+	if b.query == "" {
+		a, _ := RenderQuery(ch.Query, TemplateVars{Revision: "a"})
+		if other, _ := RenderQuery(ch.Query, TemplateVars{Revision: "b"}); a == other {
+			fail("check %q: a comparison's query must name the Revision it measures as {{.Revision}}, so it can be run for the candidate and for the stable", c.Name)
+		}
+	}
+	switch dir := analysis.Direction(d.Direction); dir {
+	case "":
+		if cmpr.Direction == "" {
+			fail("check %q: compare.direction is needed for a query: increase (a rise is bad), decrease or either", c.Name)
+		}
+	case analysis.Increase, analysis.Decrease, analysis.Either:
+		cmpr.Direction = dir
+	default:
+		fail("check %q: compare.direction %q must be increase (a rise is bad), decrease or either", c.Name, d.Direction)
+	}
+	if d.Effect != nil {
+		cmpr.Effect = analysis.Effect(*d.Effect)
+	}
+	if v := cmpr.Effect.Value; v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		fail("check %q: compare.effect %s must be a finite number of at least 0", c.Name, cmpr.Effect)
+	}
+	if d.Confidence != nil {
+		cmpr.Confidence = *d.Confidence
+	}
+	if v := cmpr.Confidence; !(v >= 0.5 && v <= 0.999) {
+		fail("check %q: compare.confidence %g must be between 0.5 and 0.999, e.g. 0.95", c.Name, v)
+	}
+	if d.MinSamples != nil {
+		cmpr.MinSamples = *d.MinSamples
+	}
+	if cmpr.MinSamples < 3 {
+		fail("check %q: compare.minSamples %d must be at least 3", c.Name, cmpr.MinSamples)
+	}
+	if d.Step != "" {
+		if v, err := time.ParseDuration(d.Step); err != nil || v < time.Second {
+			fail("check %q: compare.step %q must be a duration of at least 1s, e.g. \"30s\"", c.Name, d.Step)
+		} else {
+			ch.Step = v
+		}
+	}
+	if n := int(ch.Window/ch.Step) + 1; ch.Step > 0 && n < cmpr.MinSamples {
+		fail("check %q: a window of %s sampled every %s gives at most %d samples a side, fewer than minSamples %d; widen the window, shorten compare.step or lower compare.minSamples",
+			c.Name, ch.Window, ch.Step, n, cmpr.MinSamples)
+	}
+	if c.Weight != nil {
+		if w := *c.Weight; !(w > 0 && w <= 100) {
+			fail("check %q: weight %g must be above 0 and at most 100", c.Name, w)
+		}
+		ch.Weight = *c.Weight
+	}
+	ch.Compare = &cmpr
 }
 
 func limit(fail func(string, ...any), name, field string, v *int, into *int) {

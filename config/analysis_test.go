@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/analysis"
 )
 
 func analysisPolicy(t *testing.T, doc string, d Defaults) (*Analysis, error) {
@@ -89,7 +91,7 @@ func TestAnalysisErrorsNameTheProblem(t *testing.T) {
 		{"unknown field", "checks:\n- name: a\n  builtin: success-rate\n  maximum: 3\nprometheus: http://p", []string{`unknown field "maximum"`}},
 		{"empty", "interval: 10s", []string{"lists no checks and no webhooks"}},
 		{"no prometheus", "checks:\n- name: a\n  builtin: success-rate", []string{"no Prometheus to query", EnvPrometheusURL}},
-		{"unknown builtin", "prometheus: http://p\nchecks:\n- name: a\n  builtin: error-rate", []string{`builtin "error-rate" is unknown; use one of latency-p50, latency-p95, latency-p99, success-rate`}},
+		{"unknown builtin", "prometheus: http://p\nchecks:\n- name: a\n  builtin: error-rate", []string{`builtin "error-rate" is unknown; use one of latency-mean, latency-p50, latency-p95, latency-p99, success-rate`}},
 		{"no bounds", "prometheus: http://p\nchecks:\n- name: a\n  query: up", []string{"no min and no max, so it could never fail"}},
 		{"min above max", "prometheus: http://p\nchecks:\n- name: a\n  query: up\n  min: 2\n  max: 1", []string{"min 2 is above max 1"}},
 		{"bad template", "prometheus: http://p\nchecks:\n- name: a\n  query: 'up{r=\"{{.Canidate}}\"}'\n  max: 1", []string{`check "a": query is not a valid template`, "Canidate"}},
@@ -116,7 +118,7 @@ func TestAnalysisErrorsNameTheProblem(t *testing.T) {
 }
 
 func TestRenderQuery(t *testing.T) {
-	vars := TemplateVars{Namespace: "shop", Candidate: "cart-00002", Window: PromDuration(90 * time.Second)}
+	vars := TemplateVars{Namespace: "shop", Candidate: "cart-00001", Revision: "cart-00002", Window: PromDuration(90 * time.Second)}
 	// OpenTelemetry: the Revision is on target_info (joined per scrape
 	// target), or on the series themselves; OpenCensus: on the series.
 	join := ` * on (job, instance) group_left () target_info{k8s_namespace_name="shop",kn_revision_name="cart-00002"})`
@@ -131,6 +133,7 @@ func TestRenderQuery(t *testing.T) {
 		{MetricsOpenCensus, BuiltinSuccessRate, `1 - ((sum (rate(revision_request_count{namespace_name="shop",revision_name="cart-00002",response_code_class="5xx"}[90s])) or vector(0))` +
 			` / (sum (rate(revision_request_count{namespace_name="shop",revision_name="cart-00002"}[90s]))))`},
 		{MetricsOpenCensus, BuiltinLatencyP50, `histogram_quantile(0.5, sum by (le) (rate(revision_request_latencies_bucket{namespace_name="shop",revision_name="cart-00002"}[90s])))`},
+		{MetricsOpenCensus, BuiltinLatencyMean, `(sum (rate(revision_request_latencies_sum{namespace_name="shop",revision_name="cart-00002"}[90s])) / sum (rate(revision_request_count{namespace_name="shop",revision_name="cart-00002"}[90s])))`},
 	} {
 		b, ok := builtinFor(tt.metrics, tt.check)
 		if !ok {
@@ -181,5 +184,84 @@ func TestKnativeMetricsFromDocumentOrWorker(t *testing.T) {
 	env[EnvKnativeMetrics] = "otel"
 	if _, err := LoadSettings(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err == nil || !strings.Contains(err.Error(), EnvKnativeMetrics) {
 		t.Fatalf("bad value accepted: %v", err)
+	}
+}
+
+func TestAnalysisParsesComparisons(t *testing.T) {
+	d := BuiltinDefaults()
+	d.PrometheusURL = "http://prometheus:9090"
+	an, err := analysisPolicy(t, `
+checks:
+  - name: latency
+    builtin: latency-mean
+    compare: true
+  - name: errors
+    builtin: success-rate
+    compare: {effect: 0.01, confidence: 0.99, minSamples: 5, step: 10s}
+    window: 1m
+    critical: true
+  - name: queue
+    query: sum(rate(queue_depth{revision="{{.Revision}}"}[{{.Window}}]))
+    compare: {direction: either, effect: 25%}
+    weight: 2
+    dryRun: true
+  - name: p99
+    builtin: latency-p99
+score: {pass: 90}
+`, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lat, errs, queue, p99 := an.Checks[0], an.Checks[1], an.Checks[2], an.Checks[3]
+	want := analysis.Comparison{Direction: analysis.Increase, Effect: analysis.Effect{Value: 10, Relative: true}, Confidence: 0.95, MinSamples: 8}
+	if lat.Compare == nil || *lat.Compare != want || lat.Min != nil || lat.Max != nil || lat.Step != 30*time.Second || lat.Window != 5*time.Minute || lat.Weight != 1 || lat.Critical {
+		t.Fatalf("latency = %+v %+v", lat, lat.Compare)
+	}
+	want = analysis.Comparison{Direction: analysis.Decrease, Effect: analysis.Effect{Value: 0.01}, Confidence: 0.99, MinSamples: 5}
+	if errs.Compare == nil || *errs.Compare != want || errs.Step != 10*time.Second || errs.Window != time.Minute || !errs.Critical {
+		t.Fatalf("errors = %+v %+v", errs, errs.Compare)
+	}
+	want = analysis.Comparison{Direction: analysis.Either, Effect: analysis.Effect{Value: 25, Relative: true}, Confidence: 0.95, MinSamples: 8}
+	if queue.Compare == nil || *queue.Compare != want || queue.Weight != 2 || !queue.DryRun {
+		t.Fatalf("queue = %+v %+v", queue, queue.Compare)
+	}
+	if p99.Compare != nil || p99.Max == nil || *p99.Max != 500 {
+		t.Fatalf("an absolute check beside comparisons = %+v", p99)
+	}
+	if an.Score != (analysis.Bands{Pass: 90, Marginal: DefaultScoreMarginal}) || !an.Comparisons() {
+		t.Fatalf("score = %+v", an.Score)
+	}
+	// compare: false is an absolute check.
+	an, err = analysisPolicy(t, "checks:\n- {name: s, builtin: success-rate, compare: false}", d)
+	if err != nil || an.Checks[0].Compare != nil || an.Comparisons() || an.Score != (analysis.Bands{}) {
+		t.Fatalf("compare: false = %+v, %v", an, err)
+	}
+}
+
+func TestComparisonErrorsNameTheProblem(t *testing.T) {
+	d := BuiltinDefaults()
+	d.PrometheusURL = "http://p"
+	for _, tt := range []struct{ name, doc, want string }{
+		{"no revision", "checks:\n- name: a\n  query: sum(rate(x{r=\"{{.Candidate}}\"}[1m]))\n  compare: {direction: increase}", "must name the Revision it measures as {{.Revision}}"},
+		{"no direction", "checks:\n- name: a\n  query: sum(x{r=\"{{.Revision}}\"})\n  compare: true", "compare.direction is needed"},
+		{"bad direction", "checks:\n- name: a\n  builtin: latency-p99\n  compare: {direction: up}", `compare.direction "up" must be increase`},
+		{"bad effect", "checks:\n- name: a\n  builtin: latency-p99\n  compare: {effect: ten}", `effect "ten" must be a number or a percentage`},
+		{"negative effect", "checks:\n- name: a\n  builtin: latency-p99\n  compare: {effect: -5%}", "compare.effect -5% must be a finite number of at least 0"},
+		{"confidence", "checks:\n- name: a\n  builtin: latency-p99\n  compare: {confidence: 95}", "compare.confidence 95 must be between 0.5 and 0.999"},
+		{"too few samples", "checks:\n- name: a\n  builtin: latency-p99\n  window: 1m\n  compare: true", "a window of 1m0s sampled every 30s gives at most 3 samples a side, fewer than minSamples 8"},
+		{"min on a comparison", "checks:\n- name: a\n  builtin: latency-p99\n  max: 100\n  compare: true", "min and max do not apply to a comparison"},
+		{"limits on a comparison", "checks:\n- name: a\n  builtin: latency-p99\n  failureLimit: 2\n  compare: true", "failureLimit and inconclusiveLimit do not apply"},
+		{"weight on an absolute check", "checks:\n- name: a\n  builtin: latency-p99\n  weight: 2", "weight and critical apply to comparison checks"},
+		{"unknown compare field", "checks:\n- name: a\n  builtin: latency-p99\n  compare: {directon: increase}", `unknown field "directon"`},
+		{"score without comparisons", "checks:\n- name: a\n  builtin: latency-p99\nscore: {pass: 90}", "sets a score but has no comparison checks"},
+		{"score bands", "checks:\n- name: a\n  builtin: latency-p99\n  compare: true\nscore: {pass: 70, marginal: 80}", "pass 70 and marginal 80 must satisfy"},
+		{"zero weight", "checks:\n- name: a\n  builtin: latency-p99\n  compare: true\n  weight: 0", "weight 0 must be above 0"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := analysisPolicy(t, tt.doc, d)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v does not contain %q", err, tt.want)
+			}
+		})
 	}
 }

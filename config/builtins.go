@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/sluicehq/sluice/analysis"
 )
 
 // Built-in checks over the request metrics Knative's queue-proxy exports per
@@ -13,6 +15,9 @@ const (
 	BuiltinLatencyP50  = "latency-p50"
 	BuiltinLatencyP95  = "latency-p95"
 	BuiltinLatencyP99  = "latency-p99"
+	// BuiltinLatencyMean is the mean latency: exact, where a quantile is
+	// interpolated inside a histogram bucket.
+	BuiltinLatencyMean = "latency-mean"
 )
 
 // Knative has exported queue-proxy metrics under two sets of names; a
@@ -36,15 +41,17 @@ const (
 type builtin struct {
 	query, series, metric string
 	min, max              *float64
+	// compare is how a comparison judges this metric unless told.
+	compare analysis.Comparison
 }
 
 func ptr(f float64) *float64 { return &f }
 
 // flavour is how one set of metric names is queried for the candidate.
 type flavour struct {
-	// metric names the request series in messages; count and bucket are
-	// the histogram's series.
-	metric, count, bucket string
+	// metric names the request series in messages; count, sum and bucket
+	// are the histogram's series.
+	metric, count, sum, bucket string
 	// scoped returns one aggregation of the candidate's rate of series s
 	// (with matchers m, may be empty), aggregated by agg ("sum", "sum by
 	// (le)"), in every form this flavour keeps the Revision in.
@@ -57,12 +64,12 @@ type flavour struct {
 	toMillis string
 }
 
-// The candidate's labels: OpenTelemetry's resource attributes (on
+// The measured Revision's labels: OpenTelemetry's resource attributes (on
 // target_info, or copied onto each series), and OpenCensus's labels.
 const (
-	otelRevision   = `k8s_namespace_name="{{.Namespace}}",kn_revision_name="{{.Candidate}}"`
+	otelRevision   = `k8s_namespace_name="{{.Namespace}}",kn_revision_name="{{.Revision}}"`
 	otelTarget     = `target_info{` + otelRevision + `}`
-	censusRevision = `namespace_name="{{.Namespace}}",revision_name="{{.Candidate}}"`
+	censusRevision = `namespace_name="{{.Namespace}}",revision_name="{{.Revision}}"`
 )
 
 // selector is series s with matchers ms (empty ones skipped).
@@ -80,7 +87,8 @@ func aggRate(agg, sel string) string { return agg + ` (rate(` + sel + `[{{.Windo
 var flavours = map[string]flavour{
 	MetricsOpenTelemetry: {
 		metric: "kn_serving_invocation_duration_seconds",
-		count:  "kn_serving_invocation_duration_seconds_count", bucket: "kn_serving_invocation_duration_seconds_bucket",
+		count:  "kn_serving_invocation_duration_seconds_count", sum: "kn_serving_invocation_duration_seconds_sum",
+		bucket: "kn_serving_invocation_duration_seconds_bucket",
 		scoped: func(agg, s, m string) string {
 			return agg + ` (rate(` + selector(s, m) + `[{{.Window}}]) * on (job, instance) group_left () ` + otelTarget + `)` +
 				` or ` + aggRate(agg, selector(s, otelRevision, m))
@@ -91,7 +99,7 @@ var flavours = map[string]flavour{
 	},
 	MetricsOpenCensus: {
 		metric: "revision_request_count",
-		count:  "revision_request_count", bucket: "revision_request_latencies_bucket",
+		count:  "revision_request_count", sum: "revision_request_latencies_sum", bucket: "revision_request_latencies_bucket",
 		scoped: func(agg, s, m string) string {
 			return aggRate(agg, selector(s, censusRevision, m))
 		},
@@ -109,17 +117,27 @@ func builtinFor(metrics, name string) (builtin, bool) {
 	}
 	count, bucket := f.count, f.bucket
 	b := builtin{series: f.series, metric: f.metric}
+	// A comparison of latency fails on a rise of more than a tenth of the
+	// stable's; of success rate, on a fall of more than half a point.
+	slower := analysis.Comparison{Direction: analysis.Increase, Effect: analysis.Effect{Value: 10, Relative: true}}
 	latency := func(q string) builtin {
 		b.query, b.max = f.toMillis+`histogram_quantile(`+q+`, `+f.scoped("sum by (le)", bucket, "")+`)`, ptr(500)
+		b.compare = slower
 		return b
 	}
 	switch name {
 	case BuiltinSuccessRate:
-		// One minus the share of the candidate's requests that answered
+		// One minus the share of the Revision's requests that answered
 		// 5xx. No 5xx series at all means none failed (vector(0)); no
 		// requests at all is no data.
 		b.query = `1 - ((` + f.scoped("sum", count, f.serverError) + ` or vector(0)) / (` + f.scoped("sum", count, "") + `))`
 		b.min = ptr(0.99)
+		b.compare = analysis.Comparison{Direction: analysis.Decrease, Effect: analysis.Effect{Value: 0.005}}
+		return b, true
+	case BuiltinLatencyMean:
+		// Time spent over requests served; no requests is 0/0, no data.
+		b.query, b.max = f.toMillis+`(`+f.scoped("sum", f.sum, "")+` / `+f.scoped("sum", count, "")+`)`, ptr(500)
+		b.compare = slower
 		return b, true
 	case BuiltinLatencyP50:
 		return latency("0.5"), true
@@ -133,7 +151,7 @@ func builtinFor(metrics, name string) (builtin, bool) {
 
 // BuiltinChecks lists the built-in check names, sorted.
 func BuiltinChecks() []string {
-	return []string{BuiltinLatencyP50, BuiltinLatencyP95, BuiltinLatencyP99, BuiltinSuccessRate}
+	return []string{BuiltinLatencyMean, BuiltinLatencyP50, BuiltinLatencyP95, BuiltinLatencyP99, BuiltinSuccessRate}
 }
 
 // KnativeMetrics lists the accepted knativeMetrics values.

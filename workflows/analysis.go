@@ -18,7 +18,8 @@ import (
 // analysis has decided so far. It is part of the rollout's state, so the status query and
 // continue-as-new carry it.
 type AnalysisState struct {
-	// Tallies are the checks, then the hold webhooks, in policy order.
+	// Tallies are the checks, then the hold webhooks, in policy order, then
+	// the rounds' score if the policy has comparison checks.
 	Tallies []analysis.Tally `json:"tallies"`
 	// Recent are the latest measurements, newest last (at most maxRecent);
 	// every one is also an activity result in the history.
@@ -41,13 +42,23 @@ const maxRecent = 40
 func newAnalysisState(an *config.Analysis) *AnalysisState {
 	st := &AnalysisState{}
 	for _, c := range an.Checks {
-		st.Tallies = append(st.Tallies, analysis.Tally{Name: c.Name, Kind: analysis.KindCheck,
+		st.Tallies = append(st.Tallies, analysis.Tally{Name: c.Name, Kind: checkKind(c), DryRun: c.DryRun,
 			Limits: analysis.Limits{Failure: c.FailureLimit, ConsecutiveError: c.ConsecutiveErrorLimit, Inconclusive: c.InconclusiveLimit}})
 	}
 	for _, h := range an.Hooks(config.MomentHold) {
 		st.Tallies = append(st.Tallies, analysis.Tally{Name: h.Name, Kind: analysis.KindWebhook, Limits: analysis.Limits{Failure: h.FailureLimit}})
 	}
+	if an.Comparisons() {
+		st.Tallies = append(st.Tallies, analysis.Tally{Name: "score", Kind: analysis.KindScore})
+	}
 	return st
+}
+
+func checkKind(c config.Check) string {
+	if c.Compare != nil {
+		return analysis.KindCompare
+	}
+	return analysis.KindCheck
 }
 
 // analysing reports whether this rollout runs analysis.
@@ -111,18 +122,22 @@ func (r *rollout) analyze(ctx workflow.Context, final bool) bool {
 		ps = append(ps, pending{
 			future: workflow.ExecuteActivity(checkOptions(ctx, "measure "+c.Name), a.MeasureCheck,
 				activities.CheckInput{Check: c, Prometheus: pol.Prometheus, Vars: vars, Step: r.st.Step + 1}),
-			lost: analysis.Measurement{Name: c.Name, Kind: analysis.KindCheck, Result: analysis.Error, Step: r.st.Step + 1, Weight: r.st.Weight},
+			lost: analysis.Measurement{Name: c.Name, Kind: checkKind(c), Result: analysis.Error, Step: r.st.Step + 1, Weight: r.st.Weight, DryRun: c.DryRun},
 		})
 	}
 	for _, h := range pol.Hooks(config.MomentHold) {
 		ps = append(ps, r.callHook(ctx, h))
 	}
-	ms := r.settle(ctx, ps)
+	ms := r.collect(ctx, ps)
+	if pol.Comparisons() {
+		ms = append(ms, r.score(ctx, ms))
+	}
 	for i := range ms {
 		an.Tallies[i].Record(ms[i])
 	}
+	r.report(ctx, ms)
 	an.Rounds++
-	d := analysis.Judge(an.Tallies)
+	d := analysis.Judge(an.Tallies, final)
 	switch d.Action {
 	case analysis.Rollback:
 		r.startRollback(OutcomeRolledBack, d.Reason)
@@ -147,9 +162,8 @@ type pending struct {
 	lost   analysis.Measurement
 }
 
-// settle waits for every activity, in order, then keeps the measurements and
-// sends them as one progress event.
-func (r *rollout) settle(ctx workflow.Context, ps []pending) []analysis.Measurement {
+// collect waits for every activity, in order.
+func (r *rollout) collect(ctx workflow.Context, ps []pending) []analysis.Measurement {
 	ms := make([]analysis.Measurement, len(ps))
 	for i, p := range ps {
 		if err := p.future.Get(ctx, &ms[i]); err != nil {
@@ -157,9 +171,28 @@ func (r *rollout) settle(ctx workflow.Context, ps []pending) []analysis.Measurem
 			ms[i].Message, ms[i].At = errorMessage(err), workflow.Now(ctx)
 		}
 	}
+	return ms
+}
+
+// report keeps a round's measurements and sends them as one progress event.
+func (r *rollout) report(ctx workflow.Context, ms []analysis.Measurement) {
 	r.remember(ms)
 	r.emitAnalysis(ctx, ms)
-	return ms
+}
+
+// score judges the round's comparisons (the first measurements, one per
+// check in policy order) as one measurement.
+func (r *rollout) score(ctx workflow.Context, ms []analysis.Measurement) analysis.Measurement {
+	pol := r.st.Policy.Analysis
+	var round []analysis.Scored
+	for i, c := range pol.Checks {
+		if c.Compare != nil {
+			round = append(round, analysis.Scored{Measurement: ms[i], Weight: c.Weight, Critical: c.Critical})
+		}
+	}
+	m := analysis.Score(round, pol.Score)
+	m.Step, m.Weight, m.At = r.st.Step+1, r.st.Weight, workflow.Now(ctx)
+	return m
 }
 
 // callHook starts one webhook call for the current moment of the rollout.
@@ -190,7 +223,9 @@ func (r *rollout) callHooks(ctx workflow.Context, m config.Moment) []analysis.Me
 	for i, h := range hooks {
 		ps[i] = r.callHook(ctx, h)
 	}
-	return r.settle(ctx, ps)
+	ms := r.collect(ctx, ps)
+	r.report(ctx, ms)
+	return ms
 }
 
 // firstFailed is the first measurement that did not pass, or nil.
@@ -246,7 +281,7 @@ func (an *AnalysisState) forgive(now time.Time, interval time.Duration, step int
 
 func (r *rollout) templateVars() config.TemplateVars {
 	st := &r.st
-	v := config.TemplateVars{Namespace: st.Target.Namespace, Configuration: st.Configuration, Candidate: st.Candidate, Stable: st.Stable, Weight: st.Weight}
+	v := config.TemplateVars{Namespace: st.Target.Namespace, Configuration: st.Configuration, Candidate: st.Candidate, Stable: st.Stable, Revision: st.Candidate, Weight: st.Weight}
 	if st.Target.Kind == knative.KindService {
 		v.Service = st.Target.Name
 	}

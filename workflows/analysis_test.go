@@ -32,7 +32,7 @@ func withAnalysis(h *harness, measure func(n int, in activities.CheckInput) anal
 		func(_ context.Context, in activities.CheckInput) (analysis.Measurement, error) {
 			checks++
 			m := measure(checks, in)
-			m.Name, m.Kind, m.Step, m.Min, m.Max = in.Check.Name, analysis.KindCheck, in.Step, in.Check.Min, in.Check.Max
+			m.Name, m.Kind, m.Step, m.Min, m.Max, m.DryRun = in.Check.Name, checkKind(in.Check), in.Step, in.Check.Min, in.Check.Max, in.Check.DryRun
 			if m.Result == "" {
 				m.Result = analysis.Evaluate(m.Value, in.Check.Min, in.Check.Max)
 			}

@@ -136,4 +136,20 @@ func TestDetailsMarkdown(t *testing.T) {
 	if got := details(view(&r.st, now)); got != want {
 		t.Fatalf("details with analysis:\n%s\nwant:\n%s", got, want)
 	}
+	// A comparison shows its shift from the stable; the score its band.
+	shift, score, low := 30.0, 50.0, 29.0
+	r.st.Analysis = &AnalysisState{Tallies: []analysis.Tally{
+		{Name: "latency", Kind: analysis.KindCompare, Failures: 1, Last: &analysis.Measurement{Result: analysis.Failed, Value: &shift,
+			Compare: &analysis.CompareResult{Direction: analysis.Increase, Shift: shift, Low: &low, Allowed: 10}}},
+		{Name: "p99", Kind: analysis.KindCompare, DryRun: true, Last: &analysis.Measurement{Result: analysis.Inconclusive}},
+		{Name: "score", Kind: analysis.KindScore, Failures: 1, Last: &analysis.Measurement{Result: analysis.Marginal, Value: &score}},
+	}}
+	want = "**Holding** · hello-00001=75%, hello-00002=25% · hold ends at 10:02:00 UTC" +
+		" · latency +30 vs stable (allowed +10) ✗ (1 failed) · p99 (dry run) no data · score 50 ~ (1 failed)\n\n" +
+		"| step | weight | hold | gate | started | ended |\n|---|---|---|---|---|---|\n" +
+		"| 1 ◀ | 25% | 2m0s |  | 10:00:00 |  |\n" +
+		"| 2 | 100% | 0s | manual |  |  |\n"
+	if got := details(view(&r.st, now)); got != want {
+		t.Fatalf("details with comparisons:\n%s\nwant:\n%s", got, want)
+	}
 }

@@ -182,7 +182,11 @@ func details(st Status) string {
 		// On the headline: the frame is small, and a line or a table more
 		// would cut the step table off.
 		for _, t := range an.Tallies {
-			fmt.Fprintf(&b, " · %s %s", t.Name, lastShort(t.Last))
+			name := t.Name
+			if t.DryRun {
+				name += " (dry run)"
+			}
+			fmt.Fprintf(&b, " · %s %s", name, lastShort(t.Last))
 			if t.Failures > 0 {
 				fmt.Fprintf(&b, " (%d failed)", t.Failures)
 			}
@@ -230,8 +234,13 @@ func lastShort(m *analysis.Measurement) string {
 		return "error"
 	case m.Result == analysis.Failed:
 		mark = "✗"
+	case m.Result == analysis.Marginal:
+		mark = "~"
 	}
 	switch {
+	case m.Compare != nil && m.Value != nil:
+		// A comparison's value is the shift from the stable.
+		return fmt.Sprintf("%+.4g vs stable (allowed %s) %s", *m.Value, m.Compare.AllowedText(), mark)
 	case m.Value != nil:
 		return analysis.FormatValue(*m.Value) + " " + mark
 	case m.StatusCode != 0:

@@ -11,6 +11,7 @@ import (
 
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/capacity"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/workflows"
@@ -206,5 +207,43 @@ func TestRenderStatusShowsCapacityStages(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("status lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// Comparisons get a table of their own, with the figures behind each
+// verdict, and the round's score on one line.
+func TestRenderStatusShowsComparisons(t *testing.T) {
+	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	low, score := 29.0, 50.0
+	failed := analysis.Measurement{Name: "latency", Kind: analysis.KindCompare, Result: analysis.Failed, At: at,
+		Message: "the candidate is higher by 30 (95% interval [29, ∞)), beyond the 10 allowed",
+		Compare: &analysis.CompareResult{Direction: analysis.Increase, Candidate: analysis.SampleSummary{Count: 10, Median: 130},
+			Stable: analysis.SampleSummary{Count: 10, Median: 100}, Shift: 30, Low: &low, Allowed: 10, P: 0.0001}}
+	st := workflows.Status{
+		Target: knative.TargetRef{Namespace: "default", Kind: knative.KindService, Name: "hello"},
+		Phase:  workflows.PhaseHolding, Candidate: "hello-00002", Stable: "hello-00001", StepNumber: 1, StepCount: 2,
+		Analysis: &workflows.AnalysisState{Rounds: 1, Tallies: []analysis.Tally{
+			{Name: "latency", Kind: analysis.KindCompare, Failures: 1, Last: &failed},
+			{Name: "errors", Kind: analysis.KindCompare, DryRun: true, Last: &analysis.Measurement{Result: analysis.Inconclusive, At: at,
+				Message: "too few samples: 3 of the candidate and 10 of the stable, 8 needed on each side",
+				Compare: &analysis.CompareResult{Candidate: analysis.SampleSummary{Count: 3, Median: 1}, Stable: analysis.SampleSummary{Count: 10, Median: 1}}}},
+			{Name: "score", Kind: analysis.KindScore, Failures: 1, Last: &analysis.Measurement{Name: "score", Kind: analysis.KindScore,
+				Result: analysis.Failed, Value: &score, Min: new(float64), Max: &score, Message: "failed: latency"}},
+		}},
+	}
+	var out bytes.Buffer
+	renderStatus(&out, st)
+	want := `
+Analysis (1 rounds):
+  Score: score 50 Failed (pass ≥ 50, marginal ≥ 0): failed: latency — rounds passed 0, marginal or failed 1, without a verdict 0
+  Comparisons, candidate against stable over the same window:
+  CHECK             RESULT        CANDIDATE   STABLE      SHIFT  INTERVAL  ALLOWED  P       AT
+  latency           Failed        130 (n=10)  100 (n=10)  30     [29, ∞)   +10      0.0001  2026-11-29 10:00:00Z
+  errors (dry run)  Inconclusive  1 (n=3)     1 (n=10)    -      -         -        -       2026-11-29 10:00:00Z
+  latency: the candidate is higher by 30 (95% interval [29, ∞)), beyond the 10 allowed
+  errors: too few samples: 3 of the candidate and 10 of the stable, 8 needed on each side
+`
+	if !strings.Contains(out.String(), want) {
+		t.Fatalf("status output:\n%s\nwant within it:\n%s", out.String(), want)
 	}
 }

@@ -160,11 +160,22 @@ func renderAnalysis(w io.Writer, st workflows.Status) {
 		every = fmt.Sprintf("every %s, ", st.Policy.Analysis.Interval)
 	}
 	fmt.Fprintf(w, "\nAnalysis (%s%d rounds):\n", every, an.Rounds)
+	var absolute, compared []analysis.Tally
+	for _, t := range an.Tallies {
+		switch t.Kind {
+		case analysis.KindCompare:
+			compared = append(compared, t)
+		case analysis.KindScore:
+			renderScore(w, t)
+		default:
+			absolute = append(absolute, t)
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	if len(an.Tallies) > 0 {
+	if len(absolute) > 0 {
 		fmt.Fprintln(tw, "  CHECK\tLAST\tRESULT\tRANGE\tPASSED\tFAILED\tERRORS\tNO DATA\tAT")
 	}
-	for _, t := range an.Tallies {
+	for _, t := range absolute {
 		last, result, rng, at := "-", "-", "-", "-"
 		if m := t.Last; m != nil {
 			result, at = string(m.Result), stamp(m.At)
@@ -178,14 +189,11 @@ func renderAnalysis(w io.Writer, st workflows.Status) {
 				rng = analysis.Range(m.Min, m.Max)
 			}
 		}
-		name := t.Name
-		if t.Kind == analysis.KindWebhook {
-			name += " (webhook)"
-		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d/%d\t%d/%d\t%d/%d\t%s\n", name, last, result, rng, t.Passed,
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d/%d\t%d/%d\t%d/%d\t%s\n", tallyName(t), last, result, rng, t.Passed,
 			t.Failures, t.Limits.Failure+1, t.ConsecutiveErrors, t.Limits.ConsecutiveError+1, t.ConsecutiveInconclusives, t.Limits.Inconclusive+1, at)
 	}
 	tw.Flush()
+	renderComparisons(w, compared)
 	var hooks []analysis.Measurement
 	for _, m := range an.Recent {
 		if m.Kind == analysis.KindWebhook && m.Moment != "hold" {
@@ -200,7 +208,66 @@ func renderAnalysis(w io.Writer, st workflows.Status) {
 		}
 		tw.Flush()
 	}
-	if n := len(an.Tallies); n > 0 {
+	if len(absolute) > 0 {
 		fmt.Fprintln(w, "  (FAILED, ERRORS and NO DATA show count/what acts: failures roll back; errors and no data in a row pause)")
+	}
+}
+
+func tallyName(t analysis.Tally) string {
+	switch {
+	case t.Kind == analysis.KindWebhook:
+		return t.Name + " (webhook)"
+	case t.DryRun:
+		return t.Name + " (dry run)"
+	}
+	return t.Name
+}
+
+// renderScore prints the last round's score and how the rounds went.
+func renderScore(w io.Writer, t analysis.Tally) {
+	if t.Last == nil {
+		fmt.Fprintln(w, "  Score: no round yet")
+		return
+	}
+	fmt.Fprintf(w, "  Score: %s", t.Last.Summary())
+	if t.Last.Message != "" {
+		fmt.Fprintf(w, ": %s", t.Last.Message)
+	}
+	fmt.Fprintf(w, " — rounds passed %d, marginal or failed %d, without a verdict %d\n", t.Passed, t.Failures, t.Inconclusives)
+}
+
+// renderComparisons prints each comparison's last verdict with the figures
+// behind it: both sides' medians and sample counts, the shift's estimate
+// and interval, the allowed effect and the p-value.
+func renderComparisons(w io.Writer, ts []analysis.Tally) {
+	if len(ts) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "  Comparisons, candidate against stable over the same window:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  CHECK\tRESULT\tCANDIDATE\tSTABLE\tSHIFT\tINTERVAL\tALLOWED\tP\tAT")
+	var notes []string
+	for _, t := range ts {
+		m := t.Last
+		if m == nil {
+			fmt.Fprintf(tw, "  %s\t-\t\t\t\t\t\t\t\n", tallyName(t))
+			continue
+		}
+		cand, stable, shift, interval, allowed, p := "-", "-", "-", "-", "-", "-"
+		if c := m.Compare; c != nil {
+			cand = fmt.Sprintf("%s (n=%d)", analysis.FormatValue(c.Candidate.Median), c.Candidate.Count)
+			stable = fmt.Sprintf("%s (n=%d)", analysis.FormatValue(c.Stable.Median), c.Stable.Count)
+			if m.Result == analysis.Passed || m.Result == analysis.Failed {
+				shift, interval, allowed, p = analysis.FormatValue(c.Shift), c.Interval(), c.AllowedText(), analysis.FormatValue(c.P)
+			}
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", tallyName(t), m.Result, cand, stable, shift, interval, allowed, p, stamp(m.At))
+		if m.Result != analysis.Passed && m.Message != "" {
+			notes = append(notes, fmt.Sprintf("  %s: %s\n", t.Name, m.Message))
+		}
+	}
+	tw.Flush()
+	for _, n := range notes {
+		fmt.Fprint(w, n)
 	}
 }

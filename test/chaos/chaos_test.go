@@ -214,10 +214,6 @@ func TestChaos(t *testing.T) {
 	failed = t.Failed()
 }
 
-// probe is a Service no rollout touches, whose traffic the injector tags to
-// see that Knative programs traffic again after a fault (see settle).
-const probe = "probe"
-
 // plainService makes a Service that has not opted in, and waits until it
 // is Ready: the bystander (no rollout may touch it) and the probe.
 func plainService(t *testing.T, stk *stack.Stack, name string) {

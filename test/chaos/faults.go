@@ -54,6 +54,10 @@ type injector struct {
 	faults []fault
 }
 
+// probe is a Service no rollout touches, whose traffic the injector tags to
+// see that Knative programs traffic again after a fault (see settle).
+const probe = "probe"
+
 // run injects faults in rounds: every kind once a round, in an order the
 // seed shuffles, so even a short run meets each kind.
 func (in *injector) run(ctx context.Context) error {

@@ -135,7 +135,7 @@ func TestBuiltinChecksOnRealPrometheus(t *testing.T) {
 		if err != nil {
 			return nil, nil, err
 		}
-		vars := config.TemplateVars{Namespace: "default", Candidate: revision, Window: "5s"}
+		vars := config.TemplateVars{Namespace: "default", Candidate: revision, Revision: revision, Window: "5s"}
 		q, _ := config.RenderQuery(p.Analysis.Checks[0].Query, vars)
 		s, _ := config.RenderQuery(p.Analysis.Checks[0].Series, vars)
 		v, err := prom.Query(ctx, base, q, time.Now())
