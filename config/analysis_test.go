@@ -133,7 +133,7 @@ func TestRenderQuery(t *testing.T) {
 		{MetricsOpenCensus, BuiltinSuccessRate, `1 - ((sum (rate(revision_request_count{namespace_name="shop",revision_name="cart-00002",response_code_class="5xx"}[90s])) or vector(0))` +
 			` / (sum (rate(revision_request_count{namespace_name="shop",revision_name="cart-00002"}[90s]))))`},
 		{MetricsOpenCensus, BuiltinLatencyP50, `histogram_quantile(0.5, sum by (le) (rate(revision_request_latencies_bucket{namespace_name="shop",revision_name="cart-00002"}[90s])))`},
-		{MetricsOpenCensus, BuiltinLatencyMean, `(sum (rate(revision_request_latencies_sum{namespace_name="shop",revision_name="cart-00002"}[90s])) / sum (rate(revision_request_count{namespace_name="shop",revision_name="cart-00002"}[90s])))`},
+		{MetricsOpenCensus, BuiltinLatencyMean, `((sum (rate(revision_request_latencies_sum{namespace_name="shop",revision_name="cart-00002"}[90s]))) / (sum (rate(revision_request_count{namespace_name="shop",revision_name="cart-00002"}[90s]))))`},
 	} {
 		b, ok := builtinFor(tt.metrics, tt.check)
 		if !ok {

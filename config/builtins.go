@@ -136,7 +136,8 @@ func builtinFor(metrics, name string) (builtin, bool) {
 		return b, true
 	case BuiltinLatencyMean:
 		// Time spent over requests served; no requests is 0/0, no data.
-		b.query, b.max = f.toMillis+`(`+f.scoped("sum", f.sum, "")+` / `+f.scoped("sum", count, "")+`)`, ptr(500)
+		// Each side in parentheses: "or" binds more loosely than "/".
+		b.query, b.max = f.toMillis+`((`+f.scoped("sum", f.sum, "")+`) / (`+f.scoped("sum", count, "")+`))`, ptr(500)
 		b.compare = slower
 		return b, true
 	case BuiltinLatencyP50:

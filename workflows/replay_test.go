@@ -11,7 +11,8 @@ import (
 // TestReplayRecordedHistories replays histories recorded from real rollouts
 // on a Temporal server (test/integration with SLUICE_RECORD_HISTORY set):
 // gate + promote, abort, rollback on a verify timeout, analysis with
-// checks and webhooks, a hand edit during a hold and its resume, a rollout
+// checks and webhooks, comparison checks whose round scores 50 and rolls
+// back, a hand edit during a hold and its resume, a rollout
 // driven by CloudEvents (its readiness told by a candidate signal), a
 // capacity rollout (scale writes and pod waits per stage), a capacity
 // abort (the stable's pods back first, the candidate released once in

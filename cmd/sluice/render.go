@@ -193,6 +193,9 @@ func renderAnalysis(w io.Writer, st workflows.Status) {
 			t.Failures, t.Limits.Failure+1, t.ConsecutiveErrors, t.Limits.ConsecutiveError+1, t.ConsecutiveInconclusives, t.Limits.Inconclusive+1, at)
 	}
 	tw.Flush()
+	if len(absolute) > 0 {
+		fmt.Fprintln(w, "  (FAILED, ERRORS and NO DATA show count/what acts: failures roll back; errors and no data in a row pause)")
+	}
 	renderComparisons(w, compared)
 	var hooks []analysis.Measurement
 	for _, m := range an.Recent {
@@ -207,9 +210,6 @@ func renderAnalysis(w io.Writer, st workflows.Status) {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", stamp(m.At), m.Moment, m.Summary(), m.Message)
 		}
 		tw.Flush()
-	}
-	if len(absolute) > 0 {
-		fmt.Fprintln(w, "  (FAILED, ERRORS and NO DATA show count/what acts: failures roll back; errors and no data in a row pause)")
 	}
 }
 

@@ -180,11 +180,18 @@ func waitProgress(t *testing.T, candidate, want string) {
 // Revision has all the traffic, pinned by name.
 func firstRollout(t *testing.T, c *control.Client, name string, ann map[string]string) {
 	t.Helper()
+	firstRolloutOf(t, c, name, ann, nil)
+}
+
+// firstRolloutOf is firstRollout with template annotations for the first
+// Revision, e.g. how the simulator makes it answer.
+func firstRolloutOf(t *testing.T, c *control.Client, name string, ann, templateAnn map[string]string) {
+	t.Helper()
 	all := map[string]string{"sluice.dev/rollout": "enabled"}
 	for k, v := range ann {
 		all[k] = v
 	}
-	deploy(t, name, "example.com/"+name+":v1", all, nil)
+	deploy(t, name, "example.com/"+name+":v1", all, templateAnn)
 	waitOutcome(t, c, svcTarget(name), name+"-00001", 60*time.Second)
 	waitClosed(t, c, name)
 	if got := serviceTraffic(t, name); got != name+"-00001=100%" {

@@ -86,3 +86,66 @@ webhooks:
 	}
 	recordHistory(t, s.temporal, "rollout-analysis.json")
 }
+
+// TestComparisonOnRealServer runs comparison checks on a real Temporal
+// server and worker against an HTTP server speaking Prometheus' range-query
+// API: the candidate's latency samples are 30% above the stable's, so the
+// first round scores 50 and the rollout rolls back. Its history is the one
+// replayed for comparisons (rollout-compare.json).
+func TestComparisonOnRealServer(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		ranges int
+	)
+	prom := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		q := r.Form.Get("query")
+		mu.Lock()
+		if r.URL.Path == "/api/v1/query_range" {
+			ranges++
+		}
+		mu.Unlock()
+		var vals []string
+		for i := range 12 {
+			v := 1.0 // success rate
+			if strings.Contains(q, "_sum") {
+				v = 100 + float64(i%4)
+				if strings.Contains(q, "hello-00002") {
+					v *= 1.3
+				}
+			}
+			vals = append(vals, fmt.Sprintf(`[%d,"%g"]`, 1000+i, v))
+		}
+		fmt.Fprintf(w, `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[%s]}]}}`, strings.Join(vals, ","))
+	}))
+	defer prom.Close()
+	doc := fmt.Sprintf(`
+interval: 1s
+prometheus: %s
+checks:
+  - {name: latency, builtin: latency-mean, compare: true}
+  - {name: errors, builtin: success-rate, compare: true, critical: true}
+`, prom.URL)
+	s := startStack(t, helloService(map[string]string{config.AnnotationSteps: "50,100", config.AnnotationHold: "3s", config.AnnotationAnalysis: doc})...)
+	ctx := context.Background()
+	if _, err := s.ctl.Start(ctx, hello, "hello-00002", ""); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.ctl.Wait(ctx, hello)
+	if err != nil || res.Outcome != workflows.OutcomeRolledBack || !strings.Contains(res.Reason, "analysis: the comparison score failed: score 50 Failed (pass ≥ 95, marginal ≥ 75): failed: latency") {
+		t.Fatalf("result %+v, %v", res, err)
+	}
+	tl := s.status().Analysis.Tallies
+	if len(tl) != 3 || tl[0].Failures != 1 || tl[1].Passed != 1 || tl[2].Kind != analysis.KindScore || tl[2].Failures != 1 {
+		t.Fatalf("tallies %+v", tl)
+	}
+	if c := tl[0].Last.Compare; c == nil || c.Candidate.Count != 12 || c.Stable.Count != 12 || c.Shift < 25 {
+		t.Fatalf("latency comparison %+v", tl[0].Last)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if ranges != 4 {
+		t.Fatalf("%d range queries, want 4 (two checks, two sides, one round)", ranges)
+	}
+	recordHistory(t, s.temporal, "rollout-compare.json")
+}

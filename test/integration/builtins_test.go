@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/config"
 )
@@ -156,6 +157,10 @@ func TestBuiltinChecksOnRealPrometheus(t *testing.T) {
 		{config.MetricsOpenTelemetry, config.BuiltinLatencyP50, "direct-00002", 500, 750},
 		{config.MetricsOpenCensus, config.BuiltinSuccessRate, "census-00002", 0.89, 0.91},
 		{config.MetricsOpenCensus, config.BuiltinLatencyP95, "census-00002", 100, 250},
+		// Every request's time is its bucket's bound: the mean is exact.
+		{config.MetricsOpenTelemetry, config.BuiltinLatencyMean, "otel-00002", 24.99, 25.01},
+		{config.MetricsOpenTelemetry, config.BuiltinLatencyMean, "direct-00002", 749.9, 750.1},
+		{config.MetricsOpenCensus, config.BuiltinLatencyMean, "census-00002", 249.9, 250.1},
 	} {
 		var v, n *float64
 		deadline := time.Now().Add(30 * time.Second)
@@ -175,6 +180,52 @@ func TestBuiltinChecksOnRealPrometheus(t *testing.T) {
 	v, n, err := measure(config.MetricsOpenTelemetry, config.BuiltinSuccessRate, "missing-00001")
 	if err != nil || v != nil || n != nil {
 		t.Fatalf("missing Revision: value %v, series %v, %v", deref(v), deref(n), err)
+	}
+	compareOnRealPrometheus(t, base)
+}
+
+// compareOnRealPrometheus runs built-in comparisons as the worker does,
+// through range queries: otel-00002 (80% success, 25 ms, the Revision on
+// target_info) against direct-00002 (all good, 750 ms, the Revision on
+// each series), each as candidate and as stable.
+func compareOnRealPrometheus(t *testing.T, base string) {
+	d := config.BuiltinDefaults()
+	d.PrometheusURL = base
+	p, err := config.FromAnnotations(map[string]string{config.AnnotationAnalysis: `
+checks:
+- {name: errors, builtin: success-rate, window: 12s, compare: {step: 2s, minSamples: 5}}
+- {name: latency, builtin: latency-mean, window: 12s, compare: {step: 2s, minSamples: 5}}
+`}, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &activities.Activities{Prometheus: analysis.Prometheus{}}
+	for _, tt := range []struct {
+		check, candidate, stable string
+		want                     analysis.Result
+	}{
+		{"errors", "otel-00002", "direct-00002", analysis.Failed},  // 20 points lower
+		{"errors", "direct-00002", "otel-00002", analysis.Passed},  // higher is not worse
+		{"latency", "direct-00002", "otel-00002", analysis.Failed}, // 30 times slower
+		{"latency", "otel-00002", "direct-00002", analysis.Passed},
+	} {
+		c := p.Analysis.Checks[0]
+		if tt.check == "latency" {
+			c = p.Analysis.Checks[1]
+		}
+		in := activities.CheckInput{Check: c, Prometheus: base, Vars: config.TemplateVars{Namespace: "default", Candidate: tt.candidate, Stable: tt.stable}}
+		var m analysis.Measurement
+		// Until Prometheus holds enough samples of both.
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+			if m, _ = a.MeasureCheck(context.Background(), in); m.Result != analysis.Inconclusive {
+				break
+			}
+		}
+		if m.Result != tt.want || m.Compare == nil || m.Compare.Candidate.Count < 5 {
+			t.Errorf("%s of %s against %s: %s", tt.check, tt.candidate, tt.stable, m.Summary())
+			continue
+		}
+		t.Logf("%s", m.Summary())
 	}
 }
 

@@ -36,6 +36,9 @@ const (
 	AnnotationErrorRate = "sim.sluice.dev/error-rate"
 	// AnnotationLatency is every request's latency, e.g. "800ms" (default 20ms).
 	AnnotationLatency = "sim.sluice.dev/latency"
+	// AnnotationRate, on a Service (Knative copies it to its Route), is the
+	// Route's request rate per second in place of the Sim's, e.g. "0.1".
+	AnnotationRate = "sim.sluice.dev/rate"
 )
 
 // DefaultLatency is a healthy Revision's request latency.
@@ -188,12 +191,16 @@ func (s *Sim) record(revs []*servingv1.Revision, routes []*servingv1.Route, elap
 	clear(s.load)
 	var sends []string
 	for _, rt := range routes {
+		rate := s.RPS
+		if v, err := strconv.ParseFloat(rt.Annotations[AnnotationRate], 64); err == nil && v >= 0 {
+			rate = v
+		}
 		for _, tt := range rt.Status.Traffic {
 			l, ok := latency[tt.RevisionName]
 			if !ok || tt.Percent == nil || *tt.Percent == 0 {
 				continue
 			}
-			rps := s.RPS * float64(*tt.Percent) / 100
+			rps := rate * float64(*tt.Percent) / 100
 			s.load[tt.RevisionName] = load{rps: s.load[tt.RevisionName].rps + rps, latency: l}
 			addrs := s.targets[tt.RevisionName]
 			if len(addrs) == 0 {

@@ -46,6 +46,11 @@ func TestRecordSplitsRequestsByRouteStatus(t *testing.T) {
 	if l := s.load[bad.Name]; l.rps != 10 || l.latency != 800*time.Millisecond {
 		t.Fatalf("load of the candidate: %+v", l)
 	}
+	// A Route may ask for a rate of its own: 2 rps at 25% for 4 s is 2.
+	route.Annotations = map[string]string{AnnotationRate: "2"}
+	if sent := s.record([]*servingv1.Revision{good, bad}, []*servingv1.Route{route}, 4*time.Second); len(sent) != 2 || s.load[good.Name].rps != 1.5 {
+		t.Fatalf("at the Route's own rate: sent %v, load %+v", sent, s.load)
+	}
 }
 
 func TestAppAnswersAsAnnotated(t *testing.T) {
