@@ -109,15 +109,11 @@ func newRetryCommand(g *globals) *cobra.Command {
 		Short: "Start the last rollout of a target again, after an abort or a rollback",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			target, c, closeFn, err := g.forTarget(cmd, args[0])
+			target, c, st, closeFn, err := g.targetStatus(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			st, err := c.Status(cmd.Context(), target)
-			if err != nil {
-				return err
-			}
 			if !st.Phase.Done() {
 				return &control.RejectedError{Reason: fmt.Sprintf("the rollout of %s is still %s; abort it first", st.Candidate, st.Shown)}
 			}

@@ -26,7 +26,7 @@ func TestHelpListsVerbs(t *testing.T) {
 	if err := root.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	for _, verb := range []string{"worker", "start", "status", "promote", "pause", "resume", "abort", "setup"} {
+	for _, verb := range []string{"worker", "start", "status", "promote", "pause", "resume", "abort", "setup", "report"} {
 		if !strings.Contains(out.String(), "\n  "+verb+" ") {
 			t.Errorf("sluice --help does not list %q:\n%s", verb, out.String())
 		}

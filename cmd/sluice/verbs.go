@@ -69,15 +69,11 @@ pipeline can wait on it.`,
 			if err := validateOutput(g.output); err != nil {
 				return err
 			}
-			target, c, closeFn, err := g.forTarget(cmd, args[0])
+			target, c, st, closeFn, err := g.targetStatus(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			st, err := c.Status(cmd.Context(), target)
-			if err != nil {
-				return err
-			}
 			st.Serving = servedTraffic(cmd, kubeconfig, st)
 			if watch {
 				return watchStatus(cmd, c, target, st, timeout)
@@ -235,6 +231,21 @@ func (g *globals) forTarget(cmd *cobra.Command, arg string) (knative.TargetRef, 
 	}
 	c, closeFn, err := g.dial(cmd.Context())
 	return target, c, closeFn, err
+}
+
+// targetStatus is forTarget, then the rollout's status: where the read
+// verbs and retry start. On an error nothing is left open.
+func (g *globals) targetStatus(cmd *cobra.Command, arg string) (knative.TargetRef, *control.Client, workflows.Status, func(), error) {
+	target, c, closeFn, err := g.forTarget(cmd, arg)
+	if err != nil {
+		return target, nil, workflows.Status{}, nil, err
+	}
+	st, err := c.Status(cmd.Context(), target)
+	if err != nil {
+		closeFn()
+		return target, nil, st, nil, err
+	}
+	return target, c, st, closeFn, nil
 }
 
 // outcomeError is a rollout, waited for, that ended without succeeding.

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,15 +14,13 @@ import (
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/test/requestsim"
 	"github.com/sluicehq/sluice/test/stack"
 	"github.com/sluicehq/sluice/workflows"
+	"github.com/sluicehq/sluice/workflows/control"
 )
 
 // analysed is a policy whose checks query the stack's real Prometheus
@@ -74,7 +73,7 @@ func TestAnalysisPromotesHealthyRevision(t *testing.T) {
 	// No data only before the first data: while Prometheus discovers the
 	// candidate's new pod.
 	seen := map[string]bool{}
-	for _, m := range historyMeasurements(t, c.Temporal, workflows.WorkflowID(svcTarget("an1"))) {
+	for _, m := range historyMeasurements(t, c, "an1", 2) {
 		if m.Result == analysis.Inconclusive && (seen[m.Name] || m.Step != 1) {
 			t.Fatalf("no data after data, or after step 1: %+v", m)
 		}
@@ -135,7 +134,7 @@ func TestAnalysisRollsBackErroringRevision(t *testing.T) {
 		t.Fatalf("traffic after rollback: %s", got)
 	}
 	var failed []analysis.Measurement
-	for _, m := range historyMeasurements(t, c.Temporal, workflows.WorkflowID(svcTarget("an2"))) {
+	for _, m := range historyMeasurements(t, c, "an2", 2) {
 		if m.Name == "success-rate" && m.Result == analysis.Failed {
 			failed = append(failed, m)
 		}
@@ -207,30 +206,17 @@ func lintMeasure(service string) (string, error) {
 	return string(out), err
 }
 
-// historyMeasurements decodes every measurement a MeasureCheck or
-// CallWebhook activity returned in the workflow's latest run.
-func historyMeasurements(t *testing.T, c client.Client, id string) []analysis.Measurement {
+// historyMeasurements reads every measurement of the rollout of the
+// Service's Revision n from its history, as `sluice report` does.
+func historyMeasurements(t *testing.T, c *control.Client, name string, n int) []analysis.Measurement {
 	t.Helper()
-	types := map[int64]string{}
+	rounds, err := c.Rounds(context.Background(), svcTarget(name), fmt.Sprintf("%s-%05d", name, n))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out []analysis.Measurement
-	it := c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
-			types[ev.GetEventId()] = a.GetActivityType().GetName()
-		}
-		a := ev.GetActivityTaskCompletedEventAttributes()
-		if a == nil || (types[a.GetScheduledEventId()] != "MeasureCheck" && types[a.GetScheduledEventId()] != "CallWebhook") {
-			continue
-		}
-		var m analysis.Measurement
-		if err := converter.GetDefaultDataConverter().FromPayloads(a.GetResult(), &m); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, m)
+	for _, r := range rounds {
+		out = append(out, r.Measurements...)
 	}
 	return out
 }

@@ -1,11 +1,15 @@
 package e2e
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/test/browser"
 	"github.com/sluicehq/sluice/test/requestsim"
 	"github.com/sluicehq/sluice/workflows"
 )
@@ -56,7 +60,7 @@ func TestComparisonRollsBackSlowerCandidate(t *testing.T) {
 		t.Fatalf("traffic after rollback: %s", got)
 	}
 	var failed *analysis.Measurement
-	for _, m := range historyMeasurements(t, c.Temporal, workflows.WorkflowID(svcTarget("cmp1"))) {
+	for _, m := range historyMeasurements(t, c, "cmp1", 2) {
 		if m.Name == "latency" && m.Result == analysis.Failed {
 			failed = &m
 		}
@@ -79,6 +83,79 @@ func TestComparisonRollsBackSlowerCandidate(t *testing.T) {
 		t.Fatalf("sluice status: %v\n%s", err, out)
 	}
 	t.Logf("sluice status cmp1:\n%s", out)
+	checkReport(t, "cmp1", "cmp1-00001 → cmp1-00002", "RolledBack", "score 50 Failed", "latency Failed: candidate median")
+}
+
+// checkReport writes the Service's rollout report with the CLI, checks
+// what it holds, and opens it in a real headless Chromium (when the tests
+// have one): it renders with nothing loaded from anywhere else. The
+// screenshot is a test artifact, report.png (docs/report.png is one).
+func checkReport(t *testing.T, name string, want ...string) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "report.html")
+	out, err := sluice(t, "report", name, "-f", file)
+	if err != nil || !strings.Contains(out, "wrote "+file) {
+		t.Fatalf("sluice report: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := string(b)
+	// The traffic, three checks and the score.
+	if n := strings.Count(html, "<svg"); n != 5 || strings.Contains(html, "<script") {
+		t.Fatalf("the report has %d charts (want 5) or a script", n)
+	}
+	for _, w := range want {
+		if !strings.Contains(html, w) {
+			t.Fatalf("the report lacks %q", w)
+		}
+	}
+	chromium := os.Getenv("SLUICE_CHROMIUM_BIN")
+	if chromium == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("SLUICE_CHROMIUM_BIN is not set: run the tests with `make test`, which installs chromium")
+		}
+		t.Log("SLUICE_CHROMIUM_BIN is not set: the report is not opened in a browser")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	br, err := browser.Start(ctx, chromium, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer br.Close()
+	p, err := br.Open("file://" + file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.WaitText(ctx, append([]string{"Traffic", "Checks", "Commands", "Outcome"}, want[:2]...)...); err != nil {
+		t.Fatalf("the report in Chromium: %v", err)
+	}
+	// Every chart is drawn with a size, and the page fetched nothing.
+	got, err := p.Eval(`[document.querySelectorAll('svg').length,
+		Array.from(document.querySelectorAll('svg')).every(s => s.getBoundingClientRect().width > 300 && s.querySelector('path, circle')),
+		performance.getEntriesByType('resource').length].join(',')`)
+	if err != nil || got != "5,true,0" {
+		t.Fatalf("charts, drawn, resources fetched: %q, %v", got, err)
+	}
+	artifacts := os.Getenv("SLUICE_ARTIFACTS")
+	if artifacts == "" {
+		artifacts = t.TempDir()
+	}
+	if err := os.MkdirAll(artifacts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shot := filepath.Join(artifacts, "report.png")
+	if err := p.Screenshot(shot); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(shot); err != nil || fi.Size() < 20_000 {
+		t.Fatalf("screenshot %s: %v", shot, err)
+	}
+	t.Logf("the report in Chromium: %s", shot)
 }
 
 // A dependency that makes every Revision slow (both answer in 130 ms, over
@@ -94,7 +171,7 @@ func TestComparisonPassesWhenBothAreSlow(t *testing.T) {
 		t.Fatalf("outcome %s (%s), traffic %s", st.Outcome, st.Reason, serviceTraffic(t, "cmp2"))
 	}
 	var passed, thresholdFailed int
-	for _, m := range historyMeasurements(t, c.Temporal, workflows.WorkflowID(svcTarget("cmp2"))) {
+	for _, m := range historyMeasurements(t, c, "cmp2", 2) {
 		switch {
 		case m.Name == "latency" && m.Result == analysis.Passed:
 			passed++

@@ -9,9 +9,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/report"
 	"github.com/sluicehq/sluice/workflows"
 )
 
@@ -146,6 +148,16 @@ checks:
 	defer mu.Unlock()
 	if ranges != 4 {
 		t.Fatalf("%d range queries, want 4 (two checks, two sides, one round)", ranges)
+	}
+	// The history holds the round, in policy order, and the report made
+	// from it scores it as the workflow did.
+	rounds, err := s.ctl.Rounds(ctx, hello, "hello-00002")
+	if err != nil || len(rounds) != 1 || len(rounds[0].Measurements) != 2 || rounds[0].Measurements[0].Name != "latency" || rounds[0].Measurements[1].Name != "errors" {
+		t.Fatalf("rounds %+v, %v", rounds, err)
+	}
+	var page strings.Builder
+	if err := report.Render(&page, report.Input{Status: s.status(), Rounds: rounds, Generated: time.Now()}); err != nil || !strings.Contains(page.String(), "score 50 Failed") {
+		t.Fatalf("report: %v", err)
 	}
 	recordHistory(t, s.temporal, "rollout-compare.json")
 }
