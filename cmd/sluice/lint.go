@@ -179,7 +179,22 @@ func describePolicy(p config.Policy) string {
 	if an := p.Analysis; an != nil {
 		var parts []string
 		for _, c := range an.Checks {
-			parts = append(parts, fmt.Sprintf("%s in %s", c.Name, analysis.Range(c.Min, c.Max)))
+			part := fmt.Sprintf("%s in %s", c.Name, analysis.Range(c.Min, c.Max))
+			if cp := c.Compare; cp != nil {
+				part = fmt.Sprintf("%s against the stable (%s is bad beyond %s at %g%%, %d samples a side every %s over %s",
+					c.Name, cp.Direction, cp.Effect, cp.Confidence*100, cp.MinSamples, c.Step, c.Window)
+				if c.Weight != 1 {
+					part += fmt.Sprintf(", weight %g", c.Weight)
+				}
+				if c.Critical {
+					part += ", critical"
+				}
+				part += ")"
+			}
+			if c.DryRun {
+				part += " (dry run)"
+			}
+			parts = append(parts, part)
 		}
 		for _, h := range an.Webhooks {
 			parts = append(parts, fmt.Sprintf("webhook %s (%s)", h.Name, h.At))
@@ -187,6 +202,9 @@ func describePolicy(p config.Policy) string {
 		out += fmt.Sprintf("; analysis every %s: %s", an.Interval, strings.Join(parts, ", "))
 		if len(an.Checks) > 0 {
 			out += " from " + an.Prometheus
+		}
+		if an.Comparisons() {
+			out += fmt.Sprintf("; a round's score passes at %g, is marginal from %g", an.Score.Pass, an.Score.Marginal)
 		}
 		for _, c := range an.Checks {
 			if c.Builtin != "" {
@@ -242,7 +260,12 @@ func measureChecks(ctx context.Context, w io.Writer, svc *servingv1.Service, rev
 	return nil
 }
 
+// withWindow is v as a check's query sees it: a comparison's query as run
+// for the candidate, over one step.
 func withWindow(v config.TemplateVars, c config.Check) config.TemplateVars {
-	v.Window = config.PromDuration(c.Window)
+	v.Window, v.Revision = config.PromDuration(c.Window), v.Candidate
+	if c.Compare != nil {
+		v.Window = config.PromDuration(c.Step)
+	}
 	return v
 }

@@ -43,6 +43,8 @@ metadata:
       checks:
         - name: success-rate
           builtin: success-rate
+        - {name: latency, builtin: latency-mean, compare: true, critical: true}
+        - {name: p99, builtin: latency-p99, dryRun: true}
       webhooks:
         - name: approve
           at: gate
@@ -98,7 +100,7 @@ metadata:
 Service bad (FILE): invalid
   sluice.dev/steps: weights must increase and end at 100, got "50,20"
   sluice.dev/hold: is not a duration; write it like "90s", "5m" or "1h30m", got "soon"
-Service checked (FILE): ok: 10% for 1m0s → 25% for 1m0s → 50% for 1m0s → 100%; Ready within 10m0s, verified within 2m0s, done within 2h0m0s; analysis every 20s: success-rate in [0.99, ∞], webhook approve (gate) from http://prometheus.monitoring:9090 (built-ins over Knative's opentelemetry metric names)
+Service checked (FILE): ok: 10% for 1m0s → 25% for 1m0s → 50% for 1m0s → 100%; Ready within 10m0s, verified within 2m0s, done within 2h0m0s; analysis every 20s: success-rate in [0.99, ∞], latency against the stable (increase is bad beyond 10% at 95%, 8 samples a side every 30s over 5m0s, critical), p99 in [-∞, 500] (dry run), webhook approve (gate) from http://prometheus.monitoring:9090; a round's score passes at 95, is marginal from 75 (built-ins over Knative's opentelemetry metric names)
 Service mischecked (FILE): invalid
   sluice.dev/analysis: is not a valid analysis document (see docs/analysis.md): unknown field "maximum", got "prometheus: http://prometheus:9090\nchecks:\n  - name: p99\n    builtin: latency..."
 Configuration api (FILE): invalid
