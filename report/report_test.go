@@ -47,7 +47,7 @@ checks:
 			Candidate: "cart-00002", Stable: "cart-00001", Runs: 1,
 			Steps:     []workflows.StepStatus{{Weight: 30, Hold: time.Minute, StartedAt: at.Add(5 * time.Second)}, {Weight: 100}},
 			StartedAt: at, EndedAt: at.Add(95 * time.Second),
-			Commands:  []workflows.CommandRecord{{Name: "pause", By: "ann", Via: "update", At: at.Add(20 * time.Second), Reason: `checking <script>alert(1)</script>`}},
+			Commands: []workflows.CommandRecord{{Name: "pause", By: "ann", Via: "update", At: at.Add(20 * time.Second), Reason: `checking <script>alert(1)</script>`}},
 		},
 		Rounds:    []control.Round{round(0, analysis.Passed), round(1, analysis.Passed), round(2, analysis.Failed)},
 		Generated: at.Add(2 * time.Minute),
