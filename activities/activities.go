@@ -31,6 +31,9 @@ type Activities struct {
 	// Prometheus and Webhooks run analysis checks and hooks.
 	Prometheus analysis.Prometheus
 	Webhooks   analysis.Webhooks
+	// Cluster is the cluster this worker's Knative client reaches (empty
+	// when only one cluster uses the Temporal namespace).
+	Cluster string
 }
 
 // ResolveTarget reads the target's policy, its live traffic and its stable
@@ -38,6 +41,13 @@ type Activities struct {
 // is a non-retryable error: retrying cannot fix it, the service owner can.
 func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolved, error) {
 	t := in.Target
+	if t.Cluster != a.Cluster {
+		// Started on another cluster's task queue: acting on this cluster's
+		// object of the same name would roll out the wrong Service.
+		return Resolved{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"the rollout of %s names cluster %q, but this worker serves cluster %q; start it on that cluster's task queue (%s)",
+			t, t.Cluster, a.Cluster, config.ClusterTaskQueue(t.Cluster)), ErrWrongCluster, nil)
+	}
 	target, err := a.Knative.ReadTarget(ctx, t)
 	switch {
 	case errors.Is(err, knative.ErrNoRoute), errors.Is(err, knative.ErrUnknownKind):

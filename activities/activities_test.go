@@ -464,3 +464,28 @@ func TestWaitingActivitiesHeartbeat(t *testing.T) {
 		t.Errorf("ApplyTraffic watched for %s with no heartbeat", wait)
 	}
 }
+
+// A worker serves one cluster: a rollout naming another (started on the
+// wrong task queue) must not touch this cluster's object of the same name.
+func TestResolveRefusesAnotherClustersTarget(t *testing.T) {
+	objs := []runtime.Object{
+		knativefake.Service(ns, "hello", map[string]string{config.AnnotationSteps: "50,100"}, tgt("@latest", 100, "")),
+		knativefake.Revision(ns, "hello", 1, true),
+		knativefake.Revision(ns, "hello", 2, true),
+	}
+	f := newFixture(t, objs...)
+	f.a.Cluster = "eu-west"
+	hello := knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: "hello"}
+	_, err := f.resolve(hello.In("us-east"), "hello-00002")
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != ErrWrongCluster || !appErr.NonRetryable() ||
+		!strings.Contains(err.Error(), `names cluster "us-east", but this worker serves cluster "eu-west"; start it on that cluster's task queue (sluice-rollouts-us-east)`) {
+		t.Fatalf("another cluster's target: %v", err)
+	}
+	if _, err := f.resolve(hello, "hello-00002"); err == nil {
+		t.Fatal("a target naming no cluster was resolved by a worker of cluster eu-west")
+	}
+	if res, err := f.resolve(hello.In("eu-west"), "hello-00002"); err != nil || res.Stable != "hello-00001" {
+		t.Fatalf("its own cluster's target: %+v, %v", res, err)
+	}
+}

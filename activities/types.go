@@ -19,6 +19,8 @@ const (
 	ErrTargetNotFound = "TargetNotFound"
 	ErrNotOptedIn     = "NotOptedIn"
 	ErrInvalidPolicy  = "InvalidPolicy"
+	// ErrWrongCluster: the rollout names a cluster this worker does not serve.
+	ErrWrongCluster   = "WrongCluster"
 	ErrInvalidTraffic = "InvalidTraffic"
 	// ErrRevisionNotReady: the list names a Revision that is not Ready now;
 	// the error's details name it.

@@ -21,9 +21,11 @@ type ReceiverSettings struct {
 	TokensFile                 string
 	OIDCIssuer                 string
 	OIDCAudience               string
-	TaskQueue                  string
-	Kubeconfig                 string
-	Admission                  AdmissionSettings
+	// Cluster and TaskQueue: as the worker's (Settings) of this cluster.
+	Cluster    string
+	TaskQueue  string
+	Kubeconfig string
+	Admission  AdmissionSettings
 	// Sweep is how often the receiver looks for opted-in targets whose
 	// newest Revision no event brought it (0: never).
 	Sweep time.Duration
@@ -77,6 +79,12 @@ func LoadReceiverSettings(lookup func(string) (string, bool)) (ReceiverSettings,
 	var errs []error
 	if v := get(EnvReceiverAddr); v != "" {
 		s.Addr = v
+	}
+	if v := get(EnvCluster); v != "" {
+		if err := ValidateCluster(v); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", EnvCluster, err))
+		}
+		s.Cluster, s.TaskQueue = v, ClusterTaskQueue(v)
 	}
 	if v := get(EnvTaskQueue); v != "" {
 		s.TaskQueue = v

@@ -14,6 +14,10 @@ import (
 // TEMPORAL_NAMESPACE, TLS, API key) follow the Temporal SDK's environment
 // conventions and are read by the worker package.
 type Settings struct {
+	// Cluster names the cluster this process serves, when several share one
+	// Temporal namespace: it scopes the rollouts' workflow IDs, and the
+	// default task queue becomes sluice-rollouts-<cluster>.
+	Cluster string
 	// TaskQueue is the Temporal task queue rollouts run on.
 	TaskQueue string
 	// HTTPAddr serves /healthz, /readyz and /metrics.
@@ -40,6 +44,7 @@ type WorkerSizing struct {
 
 // Environment variable names.
 const (
+	EnvCluster          = "SLUICE_CLUSTER"
 	EnvTaskQueue        = "SLUICE_TASK_QUEUE"
 	EnvHTTPAddr         = "SLUICE_HTTP_ADDR"
 	EnvKubeconfig       = "KUBECONFIG"
@@ -62,6 +67,24 @@ var DefaultSizing = WorkerSizing{WorkflowPollers: 8, ActivityPollers: 8, MaxActi
 // DefaultTaskQueue is where rollouts run unless SLUICE_TASK_QUEUE says otherwise.
 const DefaultTaskQueue = "sluice-rollouts"
 
+// ClusterTaskQueue is a cluster's default task queue: its worker polls it,
+// and its receiver and the CLI start its rollouts there.
+func ClusterTaskQueue(cluster string) string {
+	if cluster == "" {
+		return DefaultTaskQueue
+	}
+	return DefaultTaskQueue + "-" + cluster
+}
+
+// ValidateCluster checks a cluster name: a DNS label, as it becomes part of
+// workflow IDs and task queue names.
+func ValidateCluster(name string) error {
+	if !nameRE.MatchString(name) || len(name) > 63 {
+		return fmt.Errorf("cluster name %q must be lower-case letters, digits and dashes (a DNS label), e.g. \"eu-west-1\"", name)
+	}
+	return nil
+}
+
 // LoadSettings reads settings through lookup (os.LookupEnv in production).
 // Invalid values are errors that name the variable, never silently ignored.
 func LoadSettings(lookup func(string) (string, bool)) (Settings, error) {
@@ -70,6 +93,12 @@ func LoadSettings(lookup func(string) (string, bool)) (Settings, error) {
 		v, ok := lookup(key)
 		v = strings.TrimSpace(v)
 		return v, ok && v != ""
+	}
+	if v, ok := get(EnvCluster); ok {
+		if err := ValidateCluster(v); err != nil {
+			return s, fmt.Errorf("%s: %w", EnvCluster, err)
+		}
+		s.Cluster, s.TaskQueue = v, ClusterTaskQueue(v)
 	}
 	if v, ok := get(EnvTaskQueue); ok {
 		s.TaskQueue = v

@@ -60,3 +60,25 @@ func TestLoadSettingsSizing(t *testing.T) {
 		}
 	}
 }
+
+func TestClusterSettings(t *testing.T) {
+	s, err := LoadSettings(lookupFrom(map[string]string{EnvCluster: "eu-west-1"}))
+	if err != nil || s.Cluster != "eu-west-1" || s.TaskQueue != "sluice-rollouts-eu-west-1" {
+		t.Fatalf("cluster: %+v, %v", s, err)
+	}
+	// A task queue named outright wins over the cluster's default.
+	s, err = LoadSettings(lookupFrom(map[string]string{EnvCluster: "eu-west-1", EnvTaskQueue: "q"}))
+	if err != nil || s.Cluster != "eu-west-1" || s.TaskQueue != "q" {
+		t.Fatalf("cluster and task queue: %+v, %v", s, err)
+	}
+	if _, err := LoadSettings(lookupFrom(map[string]string{EnvCluster: "EU West"})); err == nil || !strings.Contains(err.Error(), `SLUICE_CLUSTER: cluster name "EU West" must be lower-case letters, digits and dashes`) {
+		t.Fatalf("bad cluster name: %v", err)
+	}
+	r, err := LoadReceiverSettings(lookupFrom(map[string]string{EnvCluster: "us-east"}))
+	if err != nil || r.Cluster != "us-east" || r.TaskQueue != "sluice-rollouts-us-east" {
+		t.Fatalf("receiver: %+v, %v", r, err)
+	}
+	if _, err := LoadReceiverSettings(lookupFrom(map[string]string{EnvCluster: "-x"})); err == nil {
+		t.Fatal("the receiver took a bad cluster name")
+	}
+}

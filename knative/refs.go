@@ -15,13 +15,28 @@ const (
 // TargetRef names the object a service owner opted in: a Service, or a
 // Configuration paired with a Route.
 type TargetRef struct {
+	// Cluster names the cluster the target is in, when several clusters
+	// share one Temporal namespace; empty otherwise.
+	Cluster   string `json:"cluster,omitempty"`
 	Namespace string `json:"namespace"`
 	Kind      string `json:"kind"`
 	Name      string `json:"name"`
 }
 
 func (t TargetRef) String() string {
-	return t.Namespace + "/" + strings.ToLower(t.Kind) + "/" + t.Name
+	s := t.Namespace + "/" + strings.ToLower(t.Kind) + "/" + t.Name
+	if t.Cluster != "" {
+		s = t.Cluster + ":" + s
+	}
+	return s
+}
+
+// In is t in cluster, unless t already names one.
+func (t TargetRef) In(cluster string) TargetRef {
+	if t.Cluster == "" {
+		t.Cluster = cluster
+	}
+	return t
 }
 
 // TargetOf is the target a Revision rolls out on: its Service, or its

@@ -67,7 +67,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		MaxConcurrentActivityTaskPollers:   sz.ActivityPollers,
 		MaxConcurrentActivityExecutionSize: sz.MaxActivities,
 	})
-	Register(tw, &activities.Activities{Knative: knative.Client{Serving: w.Serving}, Defaults: w.Settings.Defaults, Events: w.Events})
+	Register(tw, &activities.Activities{Knative: knative.Client{Serving: w.Serving}, Defaults: w.Settings.Defaults, Events: w.Events, Cluster: w.Settings.Cluster})
 
 	ln, err := net.Listen("tcp", w.Settings.HTTPAddr)
 	if err != nil {

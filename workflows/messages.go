@@ -44,7 +44,12 @@ const (
 // WorkflowID is the one workflow ID per target: at most one rollout of a
 // target runs at a time.
 func WorkflowID(t knative.TargetRef) string {
-	return "rollout/" + t.Namespace + "/" + strings.ToLower(t.Kind) + "/" + t.Name
+	id := "rollout/"
+	if t.Cluster != "" {
+		// Clusters sharing a Temporal namespace each have their own rollouts.
+		id += t.Cluster + "/"
+	}
+	return id + t.Namespace + "/" + strings.ToLower(t.Kind) + "/" + t.Name
 }
 
 // Input starts a rollout of Candidate on Target. Carry is set only when the

@@ -56,8 +56,8 @@ default sluice-pin-latest: the MutatingWebhookConfiguration whose caBundle it ke
 			if addr != "" {
 				s.Addr = addr
 			}
-			if tq := cmd.Flag("task-queue"); tq.Changed {
-				s.TaskQueue = tq.Value.String()
+			if err := clusterFlags(cmd, &s.Cluster, &s.TaskQueue); err != nil {
+				return err
 			}
 			sc, err := connectServer(cmd, log, s.Kubeconfig)
 			if err != nil {
@@ -90,7 +90,7 @@ default sluice-pin-latest: the MutatingWebhookConfiguration whose caBundle it ke
 				return err
 			}
 			rcv := &receiver.Receiver{
-				Control: &control.Client{Temporal: sc.temporal, TaskQueue: s.TaskQueue, Identity: "sluice-receiver"},
+				Control: &control.Client{Temporal: sc.temporal, TaskQueue: s.TaskQueue, Cluster: s.Cluster, Identity: "sluice-receiver"},
 				Knative: kn, Targets: targets, Auth: auth, AllowUnauthenticatedSource: s.AllowUnauthenticatedSource,
 				Namespaces: ns, MaxBody: s.MaxBody, Log: log, Metrics: receiver.NewMetrics(sc.reg),
 				Seen: receiver.NewSeen(100_000, 15*time.Minute),

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/user"
@@ -21,6 +22,7 @@ type globals struct {
 	address   string
 	temporalN string
 	taskQueue string
+	cluster   string
 	as        string
 	output    string
 	uiURL     string
@@ -44,7 +46,8 @@ TEMPORAL_NAMESPACE and the Temporal config file, or the flags below.`,
 	pf.StringVarP(&g.namespace, "namespace", "n", "default", "Kubernetes namespace of the target")
 	pf.StringVar(&g.address, "address", "", "Temporal frontend host:port (default: TEMPORAL_ADDRESS or localhost:7233)")
 	pf.StringVar(&g.temporalN, "temporal-namespace", "", "Temporal namespace (default: TEMPORAL_NAMESPACE or default)")
-	pf.StringVar(&g.taskQueue, "task-queue", envOr(config.EnvTaskQueue, config.DefaultTaskQueue), "Temporal task queue of the sluice workers")
+	pf.StringVar(&g.taskQueue, "task-queue", os.Getenv(config.EnvTaskQueue), "Temporal task queue of the sluice workers (SLUICE_TASK_QUEUE; default "+config.DefaultTaskQueue+", or "+config.DefaultTaskQueue+"-CLUSTER with --cluster)")
+	pf.StringVar(&g.cluster, "cluster", os.Getenv(config.EnvCluster), "the cluster of the target, when several clusters share the Temporal namespace (SLUICE_CLUSTER)")
 	pf.StringVar(&g.as, "as", defaultIdentity(), "who you are, recorded with every command")
 	pf.StringVarP(&g.output, "output", "o", "text", "output format of read verbs: text, json or yaml")
 	pf.StringVar(&g.uiURL, "ui-url", envOr("SLUICE_TEMPORAL_UI", "http://localhost:8233"), "the Temporal UI's address, for links (SLUICE_TEMPORAL_UI)")
@@ -75,6 +78,11 @@ TEMPORAL_NAMESPACE and the Temporal config file, or the flags below.`,
 
 // dial connects to Temporal for a CLI verb.
 func (g *globals) dial(ctx context.Context) (*control.Client, func(), error) {
+	if g.cluster != "" {
+		if err := config.ValidateCluster(g.cluster); err != nil {
+			return nil, nil, fmt.Errorf("--cluster: %w", err)
+		}
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	opts, err := worker.TemporalOptions(log, nil)
 	if err != nil {
@@ -91,7 +99,11 @@ func (g *globals) dial(ctx context.Context) (*control.Client, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return &control.Client{Temporal: c, TaskQueue: g.taskQueue, Identity: g.as}, c.Close, nil
+	tq := g.taskQueue
+	if tq == "" {
+		tq = config.ClusterTaskQueue(g.cluster)
+	}
+	return &control.Client{Temporal: c, TaskQueue: tq, Cluster: g.cluster, Identity: g.as}, c.Close, nil
 }
 
 func defaultIdentity() string {

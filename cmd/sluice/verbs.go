@@ -229,6 +229,7 @@ func (g *globals) forTarget(cmd *cobra.Command, arg string) (knative.TargetRef, 
 	if err != nil {
 		return target, nil, nil, err
 	}
+	target = target.In(g.cluster)
 	c, closeFn, err := g.dial(cmd.Context())
 	return target, c, closeFn, err
 }

@@ -21,7 +21,8 @@ func newWorkerCommand() *cobra.Command {
 Temporal spreads the rollouts over them, and a rollout survives any of them dying.
 
 Settings come from the environment: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
-TEMPORAL_API_KEY, TEMPORAL_TLS* (Temporal's conventions); SLUICE_TASK_QUEUE,
+TEMPORAL_API_KEY, TEMPORAL_TLS* (Temporal's conventions); SLUICE_CLUSTER (when
+several clusters share the Temporal namespace: this worker's cluster), SLUICE_TASK_QUEUE,
 SLUICE_HTTP_ADDR (health and metrics, default :9090), KUBECONFIG, and the policy
 defaults SLUICE_DEFAULT_STEPS, SLUICE_DEFAULT_HOLD, SLUICE_DEFAULT_PROGRESS_DEADLINE,
 SLUICE_DEFAULT_VERIFY_TIMEOUT, SLUICE_DEFAULT_DEADLINE; the worker's size
@@ -41,8 +42,8 @@ K_CE_OVERRIDES applied (the SinkBinding convention); without K_SINK none are sen
 			if kubeconfig != "" {
 				settings.Kubeconfig = kubeconfig
 			}
-			if tq := cmd.Flag("task-queue"); tq != nil && tq.Changed {
-				settings.TaskQueue = tq.Value.String()
+			if err := clusterFlags(cmd, &settings.Cluster, &settings.TaskQueue); err != nil {
+				return err
 			}
 			sc, err := connectServer(cmd, log, settings.Kubeconfig)
 			if err != nil {
@@ -61,4 +62,23 @@ K_CE_OVERRIDES applied (the SinkBinding convention); without K_SINK none are sen
 	cmd.Flags().StringVar(&httpAddr, "http-addr", "", "address for /healthz, /readyz and /metrics (default SLUICE_HTTP_ADDR or :9090)")
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default KUBECONFIG, in-cluster, then ~/.kube/config)")
 	return cmd
+}
+
+// clusterFlags applies --cluster and --task-queue over what the environment
+// set: a cluster named on the command line brings its own default task
+// queue, unless a task queue is named too.
+func clusterFlags(cmd *cobra.Command, cluster, taskQueue *string) error {
+	if f := cmd.Flag("cluster"); f != nil && f.Changed {
+		if err := config.ValidateCluster(f.Value.String()); err != nil {
+			return fmt.Errorf("--cluster: %w", err)
+		}
+		*cluster = f.Value.String()
+		if os.Getenv(config.EnvTaskQueue) == "" {
+			*taskQueue = config.ClusterTaskQueue(*cluster)
+		}
+	}
+	if f := cmd.Flag("task-queue"); f != nil && f.Changed {
+		*taskQueue = f.Value.String()
+	}
+	return nil
 }

@@ -71,6 +71,25 @@ func startStack(t testing.TB, objs ...runtime.Object) *stack {
 func startStackWith(t testing.TB, sender *events.Sender, objs ...runtime.Object) *stack {
 	t.Helper()
 	opts := temporalServer(t)
+	s := startWorker(t, opts, "", sender, objs...)
+	// Register the search attributes the way an operator does, twice: the
+	// second run must find them all and add nothing.
+	added, err := s.ctl.Setup(context.Background(), opts.Namespace)
+	if err != nil || len(added) != len(workflows.SearchAttributes()) {
+		t.Fatalf("setup: added %v, %v", added, err)
+	}
+	if again, err := s.ctl.Setup(context.Background(), opts.Namespace); err != nil || len(again) != 0 {
+		t.Fatalf("second setup: added %v, %v", again, err)
+	}
+	return s
+}
+
+// startWorker runs a worker of cluster (empty: the only one) over a fake
+// Knative holding objs, on the Temporal server at opts, on its own task
+// queue; the stack's control client starts and steers that cluster's
+// rollouts.
+func startWorker(t testing.TB, opts client.Options, cluster string, sender *events.Sender, objs ...runtime.Object) *stack {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	reg, metrics := worker.NewRegistry(log)
 	wopts, err := worker.TemporalOptions(log, metrics)
@@ -88,22 +107,17 @@ func startStackWith(t testing.TB, sender *events.Sender, objs ...runtime.Object)
 	if err != nil {
 		t.Fatal(err)
 	}
+	settings.Cluster = cluster
 	settings.TaskQueue = "sluice-it-" + strings.ReplaceAll(t.Name(), "/", "-")
+	if cluster != "" {
+		settings.TaskQueue += "-" + cluster
+	}
 	settings.HTTPAddr = "127.0.0.1:0"
 	addr := make(chan string, 1)
 	w := &worker.Worker{Settings: settings, Temporal: tc, Serving: k, Events: sender, Log: log, Registry: reg, Listening: func(a string) { addr <- a }}
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	s := &stack{t: t, temporal: tc, k: k, address: opts.HostPort, ctl: &control.Client{Temporal: tc, TaskQueue: settings.TaskQueue, Identity: "it@test"}}
-	// Register the search attributes the way an operator does, twice: the
-	// second run must find them all and add nothing.
-	added, err := s.ctl.Setup(ctx, opts.Namespace)
-	if err != nil || len(added) != len(workflows.SearchAttributes()) {
-		t.Fatalf("setup: added %v, %v", added, err)
-	}
-	if again, err := s.ctl.Setup(ctx, opts.Namespace); err != nil || len(again) != 0 {
-		t.Fatalf("second setup: added %v, %v", again, err)
-	}
+	s := &stack{t: t, temporal: tc, k: k, address: opts.HostPort, ctl: &control.Client{Temporal: tc, TaskQueue: settings.TaskQueue, Cluster: cluster, Identity: "it@test"}}
 	select {
 	case s.httpAddr = <-addr:
 	case err := <-done:

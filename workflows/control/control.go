@@ -25,6 +25,9 @@ import (
 type Client struct {
 	Temporal  client.Client
 	TaskQueue string
+	// Cluster, when several clusters share the Temporal namespace, is the
+	// cluster of every target that names none (see knative.TargetRef).
+	Cluster string
 	// Identity is recorded with every command: who sent it.
 	Identity string
 }
@@ -61,6 +64,7 @@ func ParseTarget(namespace, arg string) (knative.TargetRef, error) {
 // A person's start waits for a rollout that is ending to close (see
 // awaitFinishing); the receiver calls Offer.
 func (c *Client) Start(ctx context.Context, target knative.TargetRef, candidate, reason string) (string, error) {
+	target = target.In(c.Cluster)
 	if err := c.awaitFinishing(ctx, target); err != nil {
 		return "", err
 	}
@@ -86,6 +90,7 @@ type StartRequest struct {
 // ignore); with none running, a rollout of it starts. It reports the run
 // that received it.
 func (c *Client) Offer(ctx context.Context, r StartRequest) (string, error) {
+	r.Target = r.Target.In(c.Cluster)
 	target, candidate := r.Target, r.Offer.Revision
 	details := fmt.Sprintf("Requested by %s.", c.Identity)
 	if r.Reason != "" {
@@ -167,6 +172,7 @@ func policyText(ann map[string]string) string {
 // Status reads the rollout's state through the status query. It works on a
 // finished rollout too: Temporal replays it to answer.
 func (c *Client) Status(ctx context.Context, target knative.TargetRef) (workflows.Status, error) {
+	target = target.In(c.Cluster)
 	v, err := c.Temporal.QueryWorkflow(ctx, workflows.WorkflowID(target), "", workflows.QueryStatus)
 	if err != nil {
 		return workflows.Status{}, c.explain(err, target)
@@ -202,6 +208,7 @@ func (c *Client) pending(ctx context.Context, target knative.TargetRef) []workfl
 // Send delivers a command as an update and waits for the workflow's answer.
 // A command the rollout rejects returns a *RejectedError with the reason.
 func (c *Client) Send(ctx context.Context, target knative.TargetRef, command, reason string) (string, error) {
+	target = target.In(c.Cluster)
 	h, err := c.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflows.WorkflowID(target),
 		UpdateName:   command,
@@ -221,6 +228,7 @@ func (c *Client) Send(ctx context.Context, target knative.TargetRef, command, re
 // Signal delivers a command without waiting: the rollout validates it when
 // it arrives and records a rejection in its command history.
 func (c *Client) Signal(ctx context.Context, target knative.TargetRef, command, reason string) error {
+	target = target.In(c.Cluster)
 	err := c.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(target), "", command, workflows.Command{By: c.Identity, Reason: reason})
 	return c.explain(err, target)
 }
@@ -229,6 +237,7 @@ func (c *Client) Signal(ctx context.Context, target knative.TargetRef, command, 
 // itself (a candidate's state, a hint that the target was deleted). The
 // error wraps Temporal's: *serviceerror.NotFound means no rollout runs.
 func (c *Client) Tell(ctx context.Context, target knative.TargetRef, signal string, payload any) error {
+	target = target.In(c.Cluster)
 	if err := c.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(target), "", signal, payload); err != nil {
 		return fmt.Errorf("signal %s to the rollout of %s: %w", signal, target, err)
 	}
@@ -237,6 +246,7 @@ func (c *Client) Tell(ctx context.Context, target knative.TargetRef, signal stri
 
 // Wait blocks until the rollout ends (following continue-as-new) and returns its result.
 func (c *Client) Wait(ctx context.Context, target knative.TargetRef) (workflows.Result, error) {
+	target = target.In(c.Cluster)
 	var res workflows.Result
 	err := c.Temporal.GetWorkflow(ctx, workflows.WorkflowID(target), "").Get(ctx, &res)
 	return res, c.explain(err, target)

@@ -32,6 +32,7 @@ const maxRuns = 100
 // another candidate (before a supersede) are left out. A measurement whose
 // activity failed for good counts as the workflow counted it: an error.
 func (c *Client) Rounds(ctx context.Context, target knative.TargetRef, candidate string) ([]Round, error) {
+	target = target.In(c.Cluster)
 	var all []Round
 	runID := ""
 	for range maxRuns {

@@ -100,7 +100,7 @@ func (c *Client) List(ctx context.Context, f Filter) ([]Summary, error) {
 // History returns every run of a target's rollouts, newest first: one per
 // candidate (a superseded one, then the one that superseded it, ...).
 func (c *Client) History(ctx context.Context, target knative.TargetRef, limit int) ([]Summary, error) {
-	return c.List(ctx, Filter{Target: workflows.TargetAttr(target), Limit: limit})
+	return c.List(ctx, Filter{Target: workflows.TargetAttr(target.In(c.Cluster)), Limit: limit})
 }
 
 func summarize(e *workflowpb.WorkflowExecutionInfo) Summary {
