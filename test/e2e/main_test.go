@@ -29,6 +29,8 @@ import (
 var (
 	stk  *stack.Stack
 	sink *eventsink.Sink
+	// stackOptions are stk's, for tests that start a stack beside it.
+	stackOptions stack.Options
 )
 
 func TestMain(m *testing.M) {
@@ -66,11 +68,12 @@ func run(m *testing.M) int {
 	s, stopSink := eventsink.Start()
 	defer stopSink()
 	sink = s
-	stk, err = stack.Start(ctx, stack.Options{
+	stackOptions = stack.Options{
 		Dir: dir, Tools: tools, Root: root, CRDDirs: crds, DeployDir: filepath.Join(root, "config", "deploy"),
 		Adapter: true, ProgressSink: sink.URL, UI: true, Prometheus: true,
 		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
-	})
+	}
+	stk, err = stack.Start(ctx, stackOptions)
 	if errors.Is(err, stack.ErrNeedsRoot) && os.Getenv("CI") == "" {
 		fmt.Fprintln(os.Stderr, "e2e: skipped:", err)
 		return 0
@@ -104,8 +107,16 @@ func run(m *testing.M) int {
 // sluice runs the sluice CLI against the stack.
 func sluice(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	return sluiceEnv(t, nil, args...)
+}
+
+// sluiceEnv is sluice with more environment, e.g. SLUICE_CLUSTER.
+func sluiceEnv(t *testing.T, env []string, args ...string) (string, error) {
+	t.Helper()
 	args = append(args, "--address", stk.TemporalAddr, "--as", "e2e@test")
-	out, err := exec.Command(os.Getenv("SLUICE_BIN"), args...).CombinedOutput()
+	cmd := exec.Command(os.Getenv("SLUICE_BIN"), args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
 

@@ -51,8 +51,14 @@ func ctl(t *testing.T) *control.Client {
 // deploy creates the Service or changes its template, as `kn service update` would.
 func deploy(t *testing.T, name, image string, ann, templateAnn map[string]string, traffic ...servingv1.TrafficTarget) {
 	t.Helper()
+	deployTo(t, stk, name, image, ann, templateAnn, traffic...)
+}
+
+// deployTo is deploy on the stack s.
+func deployTo(t *testing.T, s *stack.Stack, name, image string, ann, templateAnn map[string]string, traffic ...servingv1.TrafficTarget) {
+	t.Helper()
 	ctx := context.Background()
-	svcs := stk.Serving.ServingV1().Services(ns)
+	svcs := s.Serving.ServingV1().Services(ns)
 	for attempt := 0; attempt < 10; attempt++ {
 		svc, err := svcs.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {

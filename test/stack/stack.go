@@ -132,8 +132,16 @@ type Options struct {
 	// for a disk. The benchmark uses it, to measure sluice rather than this
 	// machine's disk.
 	TemporalInMemory bool
-	// WorkerEnv is extra environment for the worker, e.g. SLUICE_DEFAULT_HOLD.
-	WorkerEnv []string
+	// WorkerEnv is extra environment for the worker, e.g. SLUICE_DEFAULT_HOLD;
+	// ReceiverEnv for the receiver, e.g. SLUICE_RECEIVER_SWEEP.
+	WorkerEnv, ReceiverEnv []string
+	// Temporal, if set, is a Temporal frontend already running (another
+	// stack's TemporalAddr): this stack starts no dev server of its own, and
+	// its sluice shares that one, as clusters sharing a Temporal namespace do.
+	Temporal string
+	// Cluster names this stack's cluster to its worker and receiver
+	// (SLUICE_CLUSTER); empty for a stack alone on its Temporal.
+	Cluster string
 	// Audit turns on the API server's audit log (AuditLog) for Knative's
 	// kinds: traffic patches with their bodies, other requests without.
 	Audit bool
@@ -514,6 +522,10 @@ func (s *Stack) applyDeploy(ctx context.Context) error {
 }
 
 func (s *Stack) startTemporal(ctx context.Context) error {
+	if s.opts.Temporal != "" {
+		s.TemporalAddr, s.sluiceTemporal = s.opts.Temporal, s.opts.Temporal
+		return nil
+	}
 	port := s.opts.TemporalPort
 	if port == 0 {
 		p, err := freePort()
@@ -582,7 +594,7 @@ func (s *Stack) StartWorker(ctx context.Context) error {
 }
 
 func (s *Stack) workerEnv() []string {
-	env := append([]string{"KUBECONFIG=" + s.workerKubeconfig, "TEMPORAL_ADDRESS=" + s.sluiceTemporal}, s.opts.WorkerEnv...)
+	env := append([]string{"KUBECONFIG=" + s.workerKubeconfig, "TEMPORAL_ADDRESS=" + s.sluiceTemporal, "SLUICE_CLUSTER=" + s.opts.Cluster}, s.opts.WorkerEnv...)
 	if s.PrometheusURL != "" {
 		env = append(env, "SLUICE_PROMETHEUS_URL="+s.PrometheusURL)
 	}
@@ -626,8 +638,8 @@ func (s *Stack) StartReceiver(ctx context.Context) error {
 		}
 	}
 	addr := strings.TrimSuffix(strings.TrimPrefix(s.ReceiverURL, "http://"), "/")
-	env := []string{"KUBECONFIG=" + s.receiverKubeconfig, "TEMPORAL_ADDRESS=" + s.sluiceTemporal,
-		"SLUICE_RECEIVER_TOKENS_FILE=" + filepath.Join(s.opts.Dir, "receiver-tokens")}
+	env := append([]string{"KUBECONFIG=" + s.receiverKubeconfig, "TEMPORAL_ADDRESS=" + s.sluiceTemporal, "SLUICE_CLUSTER=" + s.opts.Cluster,
+		"SLUICE_RECEIVER_TOKENS_FILE=" + filepath.Join(s.opts.Dir, "receiver-tokens")}, s.opts.ReceiverEnv...)
 	if s.admissionPort != 0 {
 		env = append(env, fmt.Sprintf("SLUICE_ADMISSION_ADDR=127.0.0.1:%d", s.admissionPort), "SLUICE_ADMISSION_HOSTS=127.0.0.1")
 	}
