@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -34,6 +35,8 @@ type Activities struct {
 	// Cluster is the cluster this worker's Knative client reaches (empty
 	// when only one cluster uses the Temporal namespace).
 	Cluster string
+	// Temporal joins rollouts to their wave (JoinWave).
+	Temporal client.Client
 }
 
 // ResolveTarget reads the target's policy, its live traffic and its stable
@@ -86,6 +89,7 @@ func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolv
 		CandidateGeneration: knative.ReadRevisionLabels(cand.Labels).Generation,
 		Events:              a.Events != nil,
 		CandidateBounds:     knative.TemplateBounds(cand),
+		Release:             ReleaseOf(cand),
 	}
 	if stable, ok := revs[res.Stable]; ok {
 		res.StablePods, res.StableBounds = knative.StateOf(stable).Pods, knative.TemplateBounds(stable)

@@ -63,6 +63,8 @@ type Resolved struct {
 	StablePods      int32               `json:"stablePods,omitempty"`
 	StableBounds    knative.ScaleBounds `json:"stableBounds,omitzero"`
 	CandidateBounds knative.ScaleBounds `json:"candidateBounds,omitzero"`
+	// Release names the candidate's release across clusters (ReleaseOf).
+	Release string `json:"release,omitempty"`
 }
 
 // MarkInput records on Object how the rollout of Revision ended.

@@ -71,6 +71,11 @@ func FromAnnotations(annotations map[string]string, d Defaults) (Policy, error) 
 		p.Analysis = an
 	}
 	p.Capacity = parseCapacity(annotations, fail)
+	if raw, ok := annotations[AnnotationWaves]; ok {
+		w, err := parseWaves(raw)
+		fail(err)
+		p.Waves = w
+	}
 	if len(errs) == 0 && p.TotalHold() >= p.Deadline {
 		key := AnnotationDeadline
 		if _, ok := annotations[key]; !ok {

@@ -178,3 +178,36 @@ func TestEndedOutcome(t *testing.T) {
 		}
 	}
 }
+
+func TestWavePlans(t *testing.T) {
+	p, err := FromAnnotations(map[string]string{AnnotationWaves: `
+waves:
+  - clusters: [staging]
+    soak: 10m
+  - clusters: [canary-eu]
+    soak: 1h
+  - clusters: [prod-us, prod-eu]
+onFailure: rollback
+`}, BuiltinDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := p.Waves
+	if len(w.Waves) != 3 || w.Waves[0].Soak != 10*time.Minute || w.Waves[2].Soak != 0 || w.OnFailure != OnFailureRollback ||
+		w.WaveOf("prod-eu") != 2 || w.WaveOf("nowhere") != -1 || strings.Join(w.Clusters(), ",") != "staging,canary-eu,prod-us,prod-eu" {
+		t.Fatalf("plan = %+v", w)
+	}
+	for doc, want := range map[string]string{
+		"waves: [{clusters: [a]}]":                                 "lists 1 waves; a plan needs at least two",
+		"waves: [{clusters: [a]}, {clusters: [b, a]}]":             `cluster "a" is in wave 1 and wave 2`,
+		"waves: [{clusters: [a]}, {clusters: []}]":                 "wave 2 lists no clusters",
+		"waves: [{clusters: [A]}, {clusters: [b]}]":                `wave 1: cluster name "A" must be lower-case`,
+		"waves: [{clusters: [a], soak: soon}, {clusters: [b]}]":    `wave 1: soak "soon" must be a duration`,
+		"waves: [{clusters: [a]}, {clusters: [b]}]\nonFailure: go": `onFailure "go" must be stop`,
+		"wave: [{clusters: [a]}]":                                  `unknown field "wave"`,
+	} {
+		if _, err := FromAnnotations(map[string]string{AnnotationWaves: doc}, BuiltinDefaults()); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want %q", doc, err, want)
+		}
+	}
+}

@@ -63,6 +63,8 @@ type Policy struct {
 	Analysis *Analysis `json:"analysis,omitempty"`
 	// Capacity is nil unless the target sets sluice.dev/capacity.
 	Capacity *Capacity `json:"capacity,omitempty"`
+	// Waves is nil unless the target sets sluice.dev/waves.
+	Waves *Waves `json:"waves,omitempty"`
 }
 
 // Step is one stage of a rollout: the candidate's share of traffic, how long it

@@ -67,7 +67,15 @@ func (w *Worker) Run(ctx context.Context) error {
 		MaxConcurrentActivityTaskPollers:   sz.ActivityPollers,
 		MaxConcurrentActivityExecutionSize: sz.MaxActivities,
 	})
-	Register(tw, &activities.Activities{Knative: knative.Client{Serving: w.Serving}, Defaults: w.Settings.Defaults, Events: w.Events, Cluster: w.Settings.Cluster})
+	Register(tw, &activities.Activities{Knative: knative.Client{Serving: w.Serving}, Defaults: w.Settings.Defaults, Events: w.Events,
+		Cluster: w.Settings.Cluster, Temporal: w.Temporal})
+	// A cluster's worker also runs wave workflows, on the queue every
+	// cluster shares: they only signal and wait, so any cluster serves.
+	var ww sdkworker.Worker
+	if w.Settings.Cluster != "" {
+		ww = sdkworker.New(w.Temporal, activities.WaveTaskQueue, sdkworker.Options{WorkerStopTimeout: 10 * time.Second})
+		ww.RegisterWorkflowWithOptions(workflows.Wave, workflow.RegisterOptions{Name: activities.WaveWorkflowName})
+	}
 
 	ln, err := net.Listen("tcp", w.Settings.HTTPAddr)
 	if err != nil {
@@ -83,7 +91,15 @@ func (w *Worker) Run(ctx context.Context) error {
 		_ = srv.Close()
 		return fmt.Errorf("start Temporal worker on task queue %s: %w", w.Settings.TaskQueue, err)
 	}
-	w.Log.Info("worker started", "taskQueue", w.Settings.TaskQueue, "http", ln.Addr().String())
+	if ww != nil {
+		if err := ww.Start(); err != nil {
+			tw.Stop()
+			_ = srv.Close()
+			return fmt.Errorf("start Temporal worker on task queue %s: %w", activities.WaveTaskQueue, err)
+		}
+		defer ww.Stop()
+	}
+	w.Log.Info("worker started", "taskQueue", w.Settings.TaskQueue, "cluster", w.Settings.Cluster, "http", ln.Addr().String())
 	<-ctx.Done()
 	w.Log.Info("worker stopping")
 	tw.Stop()

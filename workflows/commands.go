@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/events"
 
 	"go.temporal.io/sdk/workflow"
@@ -65,6 +66,11 @@ func (r *rollout) signals(ctx workflow.Context) workflow.Selector {
 		c.Receive(ctx, &h)
 		r.st.DeleteHints++
 	})
+	sel.AddReceive(workflow.GetSignalChannel(ctx, activities.SignalWaveVerdict), func(c workflow.ReceiveChannel, _ bool) {
+		var v activities.WaveVerdict
+		c.Receive(ctx, &v)
+		r.noteVerdict(v)
+	})
 	return sel
 }
 
@@ -89,6 +95,11 @@ func (r *rollout) drainSignals(ctx workflow.Context) string {
 		var o ObjectHint
 		for workflow.GetSignalChannel(ctx, SignalTargetDeleted).ReceiveAsync(&o) {
 			r.st.DeleteHints++
+			progressed = true
+		}
+		var v activities.WaveVerdict
+		for workflow.GetSignalChannel(ctx, activities.SignalWaveVerdict).ReceiveAsync(&v) {
+			r.noteVerdict(v)
 			progressed = true
 		}
 		if !progressed {

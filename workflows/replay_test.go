@@ -6,6 +6,8 @@ import (
 
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluicehq/sluice/activities"
 )
 
 // TestReplayRecordedHistories replays histories recorded from real rollouts
@@ -16,7 +18,8 @@ import (
 // driven by CloudEvents (its readiness told by a candidate signal), a
 // capacity rollout (scale writes and pod waits per stage), a capacity
 // abort (the stable's pods back first, the candidate released once in
-// reserve), and a supersede — the run that continues as new and the run it
+// reserve), a rollout of a wave plan (joined, held until released, at 100%
+// until the plan ended) and its wave, and a supersede — the run that continues as new and the run it
 // starts.
 // These are the one baseline; a change to the workflow that would break
 // rollouts already running — a command added, removed or reordered without
@@ -31,6 +34,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflowWithOptions(Rollout, workflow.RegisterOptions{Name: WorkflowName})
+			r.RegisterWorkflowWithOptions(Wave, workflow.RegisterOptions{Name: activities.WaveWorkflowName})
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
 				t.Fatalf("replay %s: %v", f, err)
 			}

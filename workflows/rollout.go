@@ -75,13 +75,16 @@ func (r *rollout) run(ctx workflow.Context) (Result, error) {
 			r.rollback(ctx)
 		case r.st.Abort != nil:
 			r.startRollback(OutcomeAborted, fmt.Sprintf("aborted by %s: %s", r.st.Abort.By, r.st.Abort.Reason))
+		case r.waveRollback():
+			_, reason := r.takeVerdict()
+			r.startRollback(OutcomeRolledBack, "wave plan: "+reason)
 		case r.st.DeleteHints != r.st.DeleteChecked:
 			r.checkTarget(ctx)
 		case r.st.PendingCandidate != "":
 			if err := r.supersede(ctx); err != nil {
 				return Result{}, err
 			}
-		case r.st.Phase != PhaseResolving && r.st.Deadline.Sub(now) < minTimeout:
+		case r.st.Phase != PhaseResolving && r.st.Phase != PhaseWaitingWave && r.st.Phase != PhaseWaveHold && r.st.Deadline.Sub(now) < minTimeout:
 			r.startRollback(OutcomeRolledBack, fmt.Sprintf("rollout deadline of %s passed before the candidate reached 100%%", r.st.Policy.Deadline))
 		case r.st.paused():
 			r.awaitInterrupt(ctx, func() bool { return !r.st.paused() }, "paused")
@@ -94,7 +97,15 @@ func (r *rollout) run(ctx workflow.Context) (Result, error) {
 			case PhaseWaitingReady:
 				r.waitReady(ctx)
 			case PhaseStepping, PhaseGate:
-				r.applyStep(ctx)
+				if r.st.Wave != nil && !r.st.Wave.Released {
+					r.awaitRelease(ctx)
+				} else {
+					r.applyStep(ctx)
+				}
+			case PhaseWaitingWave:
+				r.awaitRelease(ctx)
+			case PhaseWaveHold:
+				r.awaitWaveEnd(ctx)
 			case PhaseHolding:
 				r.hold(ctx)
 			}
@@ -103,6 +114,7 @@ func (r *rollout) run(ctx workflow.Context) (Result, error) {
 	if r.analysing() && !r.st.Analysis.Ended {
 		r.endHooks(ctx)
 	}
+	r.endWave(ctx)
 	r.publish(ctx)
 	r.flushEvents(ctx)
 	// Let running update handlers answer before the workflow closes.
@@ -143,6 +155,9 @@ func (r *rollout) resolve(ctx workflow.Context) {
 		r.st.Policy.Steps = []config.Step{{Weight: 100}}
 	}
 	if r.st.Policy.Capacity != nil && r.st.Stable != "" && !r.planCapacity(ctx, res) {
+		return
+	}
+	if r.st.Policy.Waves != nil && r.st.Stable != "" && !r.planWave(ctx, res.Release) {
 		return
 	}
 	r.st.StepRuns = make([]stepRun, len(r.st.Policy.Steps))
@@ -193,7 +208,7 @@ const minTimeout = time.Second
 // interrupted reports whether something outside the current phase needs the
 // main loop's attention.
 func (r *rollout) interrupted() bool {
-	return r.st.Abort != nil || r.st.PendingCandidate != "" || r.st.Phase == PhaseRollingBack || r.st.DeleteHints != r.st.DeleteChecked
+	return r.st.Abort != nil || r.st.PendingCandidate != "" || r.st.Phase == PhaseRollingBack || r.st.DeleteHints != r.st.DeleteChecked || r.waveRollback()
 }
 
 // awaitInterrupt waits, bounded by the overall deadline, until cond holds or

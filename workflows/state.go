@@ -19,12 +19,18 @@ const (
 	PhaseStepping     Phase = "Stepping"
 	PhaseGate         Phase = "AwaitingPromotion"
 	PhaseHolding      Phase = "Holding"
-	PhaseRollingBack  Phase = "RollingBack"
-	PhaseSucceeded    Phase = "Succeeded"
-	PhaseRolledBack   Phase = "RolledBack"
-	PhaseAborted      Phase = "Aborted"
-	PhaseSuperseded   Phase = "Superseded"
-	PhaseFailed       Phase = "Failed"
+	// PhaseWaitingWave: Ready, holding before the first step until its
+	// wave is released (sluice.dev/waves).
+	PhaseWaitingWave Phase = "WaitingForWave"
+	// PhaseWaveHold: at 100%, waiting for the wave plan to end, so a later
+	// wave's failure can still roll it back.
+	PhaseWaveHold    Phase = "AwaitingWave"
+	PhaseRollingBack Phase = "RollingBack"
+	PhaseSucceeded   Phase = "Succeeded"
+	PhaseRolledBack  Phase = "RolledBack"
+	PhaseAborted     Phase = "Aborted"
+	PhaseSuperseded  Phase = "Superseded"
+	PhaseFailed      Phase = "Failed"
 	// PhasePaused is reported while the rollout is paused; the phase it will
 	// resume in stays in Status.Phase.
 	PhasePaused Phase = "Paused"
@@ -43,6 +49,8 @@ func (p Phase) Done() bool {
 // whole through continue-as-new. It is private; what a reader sees is
 // Status, built from it by view.
 type state struct {
+	// Wave is this rollout's part in a wave plan; nil without one.
+	Wave          *WaveState        `json:"wave,omitempty"`
 	Target        knative.TargetRef `json:"target"`
 	Object        knative.ObjectRef `json:"object"`
 	Configuration string            `json:"configuration,omitempty"`
@@ -259,6 +267,8 @@ type Status struct {
 
 	Analysis *AnalysisState  `json:"analysis,omitempty"`
 	Capacity *CapacityStatus `json:"capacity,omitempty"`
+	// Wave is the rollout's part in its wave plan, if the target has one.
+	Wave     *WaveState      `json:"wave,omitempty"`
 	Commands []CommandRecord `json:"commands,omitempty"`
 
 	// Ending is the outcome a running rollback will end with; Outcome is
@@ -310,7 +320,7 @@ func view(st *state, now time.Time) Status {
 		Original: st.Original, Baseline: st.Baseline, Live: st.Live, Weight: st.Weight,
 		StepCount: len(st.Policy.Steps),
 		StartedAt: st.StartedAt, ReadyDeadline: st.ReadyDeadline, Deadline: st.Deadline, HoldUntil: st.HoldUntil,
-		Analysis: st.Analysis, Commands: st.Commands,
+		Analysis: st.Analysis, Commands: st.Commands, Wave: st.Wave,
 		Ending: st.Ending, Outcome: st.Outcome, Reason: st.Reason, EndedAt: st.EndedAt, Runs: st.Runs,
 	}
 	if p := st.Pause; p != nil {

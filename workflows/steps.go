@@ -96,6 +96,10 @@ func (r *rollout) hold(ctx workflow.Context) {
 		if r.st.Stable == "" {
 			reason = r.st.Candidate + " has all the traffic: it is the target's first Revision"
 		}
+		if r.st.Wave != nil && r.st.Wave.Released {
+			r.reachWave(ctx, reason)
+			return
+		}
 		r.finish(ctx, OutcomeSucceeded, reason)
 		return
 	}

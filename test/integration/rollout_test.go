@@ -338,11 +338,16 @@ func recordHistory(t testing.TB, c client.Client, name string) {
 
 // recordRun is recordHistory of one run ("" for the latest).
 func recordRun(t testing.TB, c client.Client, runID, name string) {
+	recordWorkflow(t, c, workflows.WorkflowID(hello), runID, name)
+}
+
+// recordWorkflow is recordRun of any workflow.
+func recordWorkflow(t testing.TB, c client.Client, id, runID, name string) {
 	dir := os.Getenv("SLUICE_RECORD_HISTORY")
 	if dir == "" {
 		return
 	}
-	it := c.GetWorkflowHistory(context.Background(), workflows.WorkflowID(hello), runID, false, 0)
+	it := c.GetWorkflowHistory(context.Background(), id, runID, false, 0)
 	var events []json.RawMessage
 	for it.HasNext() {
 		ev, err := it.Next()

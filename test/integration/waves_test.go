@@ -1,0 +1,138 @@
+package integration
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/knative"
+	"github.com/sluicehq/sluice/workflows"
+)
+
+// waveClusters runs east and west on one Temporal server, each with a
+// Service hello whose policy carries plan.
+func waveClusters(t *testing.T, plan string) (east, west *stack) {
+	t.Helper()
+	opts := temporalServer(t)
+	policy := map[string]string{config.AnnotationSteps: "50,100", config.AnnotationHold: "1s", config.AnnotationWaves: plan}
+	east = startWorker(t, opts, "east", nil, helloService(policy)...)
+	west = startWorker(t, opts, "west", nil, helloService(policy)...)
+	if _, err := east.ctl.Setup(context.Background(), opts.Namespace); err != nil {
+		t.Fatal(err)
+	}
+	return east, west
+}
+
+func waveOf(t *testing.T, c client.Client, s *stack) (string, workflows.WaveStatus) {
+	t.Helper()
+	var st workflows.WaveStatus
+	w := s.status().Wave
+	if w == nil {
+		t.Fatal("the rollout has no wave")
+	}
+	v, err := c.QueryWorkflow(context.Background(), w.ID, "", workflows.QueryStatus)
+	if err != nil {
+		t.Fatalf("wave status: %v", err)
+	}
+	if err := v.Get(&st); err != nil {
+		t.Fatal(err)
+	}
+	return w.ID, st
+}
+
+// A good release goes wave by wave: west's traffic does not move until
+// east is at 100% and has soaked; then both end Succeeded together.
+func TestWavesReleaseClusterByCluster(t *testing.T) {
+	east, west := waveClusters(t, "waves:\n- {clusters: [east], soak: 3s}\n- {clusters: [west]}\n")
+	ctx := context.Background()
+	// west's template lands first: it must wait for east all the same.
+	if _, err := west.ctl.Start(ctx, hello, "hello-00002", ""); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "west waiting for its wave", func() bool { return west.status().Phase == workflows.PhaseWaitingWave })
+	time.Sleep(2 * time.Second)
+	if st := west.status(); st.Weight != 0 || st.Steps[0].StartedAt.IsZero() == false {
+		t.Fatalf("west moved before its wave: weight %d, %+v", st.Weight, st.Steps[0])
+	}
+	if _, err := east.ctl.Start(ctx, hello, "hello-00002", ""); err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]*stack{"east": east, "west": west} {
+		res, err := s.ctl.Wait(ctx, hello)
+		if err != nil || res.Outcome != workflows.OutcomeSucceeded || !strings.Contains(res.Reason, "release") {
+			t.Fatalf("%s: %+v, %v", name, res, err)
+		}
+		if got := knative.FormatTraffic(s.liveTraffic()); !strings.Contains(got, "hello-00002=100%") {
+			t.Fatalf("%s: traffic %s", name, got)
+		}
+	}
+	id, wave := waveOf(t, east.temporal, east)
+	eastSt, westSt := east.status(), west.status()
+	reached := wave.Members[0].ReachedAt
+	if wave.Outcome != activities.WaveSucceeded || len(wave.Members) != 2 || reached.IsZero() ||
+		westSt.Steps[0].StartedAt.Before(reached.Add(3*time.Second)) || !eastSt.Steps[0].StartedAt.Before(westSt.Steps[0].StartedAt) {
+		t.Fatalf("wave %s: %+v\neast step 1 at %s, west step 1 at %s", id, wave, eastSt.Steps[0].StartedAt, westSt.Steps[0].StartedAt)
+	}
+	t.Logf("east reached 100%% at %s; west's first step at %s (soak 3s)", reached.Format(time.StampMilli), westSt.Steps[0].StartedAt.Format(time.StampMilli))
+	// The histories replayed for waves: a rollout that waited for its
+	// release, and the wave (workflows/testdata).
+	recordWorkflow(t, west.temporal, workflows.WorkflowID(hello.In("west")), "", "rollout-wave.json")
+	recordWorkflow(t, east.temporal, id, "", "wave.json")
+}
+
+// A failure in wave 1 stops wave 2 before it gets any traffic.
+func TestWaveFailureStopsLaterWaves(t *testing.T) {
+	east, west := waveClusters(t, "waves:\n- {clusters: [east]}\n- {clusters: [west]}\n")
+	ctx := context.Background()
+	for _, s := range []*stack{east, west} {
+		if _, err := s.ctl.Start(ctx, hello, "hello-00002", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 20*time.Second, "west waiting for its wave", func() bool { return west.status().Phase == workflows.PhaseWaitingWave })
+	eventually(t, 20*time.Second, "east released", func() bool { st := east.status(); return st.Wave != nil && st.Wave.Released })
+	if _, err := east.ctl.Send(ctx, hello, workflows.CommandAbort, "bad canary"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := west.ctl.Wait(ctx, hello)
+	if err != nil || res.Outcome != workflows.OutcomeAborted || !strings.Contains(res.Reason, "wave plan: not released: wave 1 failed in cluster east: hello-00002 Aborted") {
+		t.Fatalf("west: %+v, %v", res, err)
+	}
+	if got := knative.FormatTraffic(west.liveTraffic()); got != "hello-00001=100%, hello-00001=0% (tag current)" {
+		t.Fatalf("west's traffic: %s", got)
+	}
+	if _, wave := waveOf(t, east.temporal, west); wave.Outcome != activities.WaveFailed {
+		t.Fatalf("wave: %+v", wave)
+	}
+}
+
+// With onFailure: rollback, a failure in wave 2 rolls wave 1 back too: east
+// waited at 100% for the plan to end.
+func TestWaveFailureRollsBackEarlierWaves(t *testing.T) {
+	east, west := waveClusters(t, "waves:\n- {clusters: [east]}\n- {clusters: [west]}\nonFailure: rollback\n")
+	ctx := context.Background()
+	for _, s := range []*stack{east, west} {
+		if _, err := s.ctl.Start(ctx, hello, "hello-00002", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 30*time.Second, "east at 100% waiting for the wave", func() bool { return east.status().Phase == workflows.PhaseWaveHold })
+	eventually(t, 20*time.Second, "west released", func() bool { st := west.status(); return st.Wave != nil && st.Wave.Released })
+	if _, err := west.ctl.Send(ctx, hello, workflows.CommandAbort, "errors in west"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := east.ctl.Wait(ctx, hello)
+	if err != nil || res.Outcome != workflows.OutcomeRolledBack || !strings.Contains(res.Reason, "wave plan: wave 2 failed in cluster west: hello-00002 Aborted") {
+		t.Fatalf("east: %+v, %v", res, err)
+	}
+	for name, s := range map[string]*stack{"east": east, "west": west} {
+		if got := knative.FormatTraffic(s.liveTraffic()); got != "hello-00001=100%, hello-00001=0% (tag current)" {
+			t.Fatalf("%s's traffic: %s", name, got)
+		}
+	}
+}

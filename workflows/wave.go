@@ -1,0 +1,245 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/config"
+)
+
+// Wave phases.
+const (
+	WaveWaiting   = "Waiting"   // for the wave's clusters to join (or a resume)
+	WaveRolling   = "Rolling"   // the wave's rollouts run
+	WaveSoaking   = "Soaking"   // they are at 100%; the next wave waits
+	WaveSucceeded = "Succeeded" // every cluster at 100%
+	WaveFailed    = "Failed"
+	WaveAborted   = "Aborted"
+)
+
+// WaveMemberStatus is one cluster of a wave plan.
+type WaveMemberStatus struct {
+	Cluster    string    `json:"cluster"`
+	Wave       int       `json:"wave"` // from 1
+	WorkflowID string    `json:"workflowID,omitempty"`
+	Candidate  string    `json:"candidate,omitempty"`
+	JoinedAt   time.Time `json:"joinedAt,omitzero"`
+	ReleasedAt time.Time `json:"releasedAt,omitzero"`
+	ReachedAt  time.Time `json:"reachedAt,omitzero"`
+	EndedAt    time.Time `json:"endedAt,omitzero"`
+	Outcome    string    `json:"outcome,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
+	// Verdict is the last word the wave sent this cluster's rollout.
+	Verdict string `json:"verdict,omitempty"`
+}
+
+// WaveStatus is the wave's status query answer.
+type WaveStatus struct {
+	activities.WaveStart
+	Phase string `json:"phase"`
+	// Current is the wave (from 1) being waited for, rolled out or soaked.
+	Current   int                `json:"current"`
+	SoakUntil time.Time          `json:"soakUntil,omitzero"`
+	Paused    bool               `json:"paused,omitempty"`
+	Members   []WaveMemberStatus `json:"members"`
+	Commands  []CommandRecord    `json:"commands,omitempty"`
+	Outcome   string             `json:"outcome,omitempty"`
+	Reason    string             `json:"reason,omitempty"`
+}
+
+type wave struct {
+	st      WaveStatus
+	promote bool
+	abort   *CommandRecord
+}
+
+// Wave releases a target's release cluster by cluster, as its plan says:
+// each wave's rollouts are released once all of them have joined (each
+// holds before its first step), the next wave waits until every rollout of
+// this one is at 100% and the soak has passed. A rollout that ends any
+// other way fails the wave: the later waves' rollouts are stopped, and the
+// released ones keep the candidate or, by the plan, roll back. It does no
+// I/O of its own: it signals rollouts and waits.
+func Wave(ctx workflow.Context, in activities.WaveStart) (activities.WaveResult, error) {
+	w := &wave{st: WaveStatus{WaveStart: in, Phase: WaveWaiting, Current: 1}}
+	for i, wv := range in.Plan.Waves {
+		for _, c := range wv.Clusters {
+			w.st.Members = append(w.st.Members, WaveMemberStatus{Cluster: c, Wave: i + 1})
+		}
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (WaveStatus, error) { return w.st, nil }); err != nil {
+		return activities.WaveResult{}, err
+	}
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			w.signals(ctx).Select(ctx)
+		}
+	})
+	failure := ""
+	for i, wv := range in.Plan.Waves {
+		w.st.Current, w.st.Phase = i+1, WaveWaiting
+		_ = workflow.Await(ctx, func() bool { return w.failed() != "" || w.abort != nil || (w.joined(i) && !w.st.Paused) })
+		if failure = w.stopping(); failure != "" {
+			break
+		}
+		w.st.Phase = WaveRolling
+		w.tell(ctx, func(m WaveMemberStatus) bool { return m.Wave == i+1 }, activities.VerdictRelease,
+			fmt.Sprintf("wave %d of %d released", i+1, len(in.Plan.Waves)))
+		for j := range w.st.Members {
+			if w.st.Members[j].Wave == i+1 {
+				w.st.Members[j].ReleasedAt = workflow.Now(ctx)
+			}
+		}
+		_ = workflow.Await(ctx, func() bool { return w.failed() != "" || w.abort != nil || w.reached(i) })
+		if failure = w.stopping(); failure != "" {
+			break
+		}
+		if i == len(in.Plan.Waves)-1 || wv.Soak <= 0 {
+			continue
+		}
+		w.st.Phase, w.st.SoakUntil = WaveSoaking, workflow.Now(ctx).Add(wv.Soak)
+		_, _ = workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{Timeout: wv.Soak, TimerOptions: workflow.TimerOptions{Summary: fmt.Sprintf("soak wave %d for %s", i+1, wv.Soak)}},
+			func() bool { return w.failed() != "" || w.abort != nil || w.promote })
+		w.promote, w.st.SoakUntil = false, time.Time{}
+		if failure = w.stopping(); failure != "" {
+			break
+		}
+	}
+	if failure == "" {
+		w.st.Phase, w.st.Outcome = WaveSucceeded, activities.WaveSucceeded
+		w.st.Reason = fmt.Sprintf("release %s is at 100%% in every cluster: %s", in.Release, strings.Join(in.Plan.Clusters(), ", "))
+		w.tell(ctx, func(m WaveMemberStatus) bool { return m.WorkflowID != "" && m.EndedAt.IsZero() }, activities.VerdictDone, w.st.Reason)
+	} else {
+		w.st.Phase, w.st.Outcome, w.st.Reason = WaveFailed, activities.WaveFailed, failure
+		if w.abort != nil {
+			w.st.Phase, w.st.Outcome = WaveAborted, activities.WaveAborted
+		}
+		back := w.abort != nil || in.Plan.OnFailure == config.OnFailureRollback
+		w.tell(ctx, func(m WaveMemberStatus) bool {
+			return m.WorkflowID != "" && m.EndedAt.IsZero() && m.ReleasedAt.IsZero()
+		},
+			activities.VerdictStop, "not released: "+failure)
+		released := func(m WaveMemberStatus) bool { return m.EndedAt.IsZero() && !m.ReleasedAt.IsZero() }
+		if back {
+			w.tell(ctx, released, activities.VerdictRollback, failure)
+		} else {
+			w.tell(ctx, released, activities.VerdictDone, failure+"; the plan keeps the candidate where it was released")
+		}
+	}
+	return activities.WaveResult{Outcome: w.st.Outcome, Reason: w.st.Reason}, nil
+}
+
+func (w *wave) signals(ctx workflow.Context) workflow.Selector {
+	sel := workflow.NewSelector(ctx)
+	sel.AddReceive(workflow.GetSignalChannel(ctx, activities.SignalWaveMember), func(c workflow.ReceiveChannel, _ bool) {
+		var m activities.WaveMember
+		c.Receive(ctx, &m)
+		w.note(ctx, m)
+	})
+	for _, name := range []string{CommandPromote, CommandPause, CommandResume, CommandAbort} {
+		sel.AddReceive(workflow.GetSignalChannel(ctx, name), func(c workflow.ReceiveChannel, _ bool) {
+			var cmd Command
+			c.Receive(ctx, &cmd)
+			rec := CommandRecord{Name: name, By: cmd.By, Reason: cmd.Reason, At: workflow.Now(ctx), Via: "signal"}
+			switch name {
+			case CommandPromote:
+				if w.st.Phase == WaveSoaking {
+					w.promote = true
+				} else {
+					rec.Rejected = "promote skips a soak; the wave is " + w.st.Phase
+				}
+			case CommandPause:
+				w.st.Paused = true
+			case CommandResume:
+				w.st.Paused = false
+			case CommandAbort:
+				if w.abort == nil {
+					w.abort = &rec
+				}
+			}
+			w.st.Commands = append(w.st.Commands, rec)
+		})
+	}
+	return sel
+}
+
+// note records what a rollout said. A cluster outside the plan, or a
+// second rollout of a cluster (a supersede started it anew), replaces
+// nothing it should not: the newest rollout of a cluster is its member.
+func (w *wave) note(ctx workflow.Context, m activities.WaveMember) {
+	for i := range w.st.Members {
+		ms := &w.st.Members[i]
+		if ms.Cluster != m.Cluster {
+			continue
+		}
+		now := workflow.Now(ctx)
+		switch m.Event {
+		case activities.MemberJoined:
+			ms.WorkflowID, ms.Candidate, ms.JoinedAt = m.WorkflowID, m.Candidate, now
+		case activities.MemberReached:
+			ms.ReachedAt = now
+		case activities.MemberEnded:
+			ms.EndedAt, ms.Outcome, ms.Reason = now, m.Outcome, m.Reason
+		}
+		return
+	}
+}
+
+func (w *wave) joined(i int) bool {
+	for _, m := range w.st.Members {
+		if m.Wave == i+1 && m.JoinedAt.IsZero() {
+			return false
+		}
+	}
+	return true
+}
+
+func (w *wave) reached(i int) bool {
+	for _, m := range w.st.Members {
+		if m.Wave == i+1 && m.ReachedAt.IsZero() {
+			return false
+		}
+	}
+	return true
+}
+
+// failed names the first rollout that ended without success, "" if none.
+func (w *wave) failed() string {
+	for _, m := range w.st.Members {
+		if !m.EndedAt.IsZero() && m.Outcome != string(OutcomeSucceeded) {
+			return fmt.Sprintf("wave %d failed in cluster %s: %s %s: %s", m.Wave, m.Cluster, m.Candidate, m.Outcome, m.Reason)
+		}
+	}
+	return ""
+}
+
+// stopping is why the plan stops here, "" to go on.
+func (w *wave) stopping() string {
+	if w.abort != nil {
+		return fmt.Sprintf("aborted by %s: %s", w.abort.By, w.abort.Reason)
+	}
+	return w.failed()
+}
+
+// tell sends verdict to the rollouts of the members pick selects, and waits
+// for Temporal to take each signal. A rollout that has closed meanwhile
+// cannot hear it and needs not to.
+func (w *wave) tell(ctx workflow.Context, pick func(WaveMemberStatus) bool, verdict, reason string) {
+	var futures []workflow.Future
+	for i := range w.st.Members {
+		m := &w.st.Members[i]
+		if m.WorkflowID == "" || !pick(*m) {
+			continue
+		}
+		m.Verdict = verdict
+		futures = append(futures, workflow.SignalExternalWorkflow(ctx, m.WorkflowID, "", activities.SignalWaveVerdict,
+			activities.WaveVerdict{Verdict: verdict, Reason: reason}))
+	}
+	for _, f := range futures {
+		_ = f.Get(ctx, nil)
+	}
+}

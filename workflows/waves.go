@@ -1,0 +1,157 @@
+package workflows
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/knative"
+)
+
+// WaveState is a rollout's part in a wave plan: it joins its release's
+// wave once its candidate is Ready, holds before the first step until the
+// wave releases it, and at 100% waits for the plan to end.
+type WaveState struct {
+	ID      string `json:"id"`
+	Release string `json:"release"`
+	// Wave is this cluster's wave, from 1.
+	Wave     int  `json:"wave"`
+	Joined   bool `json:"joined,omitempty"`
+	Released bool `json:"released,omitempty"`
+	// Pending is a verdict received and not yet acted on; Verdict and
+	// Reason the last one acted on.
+	Pending       string `json:"pending,omitempty"`
+	PendingReason string `json:"pendingReason,omitempty"`
+	Verdict       string `json:"verdict,omitempty"`
+	Reason        string `json:"reason,omitempty"`
+	// Reached: at 100%, the wave was told; Told: the end was told.
+	Reached bool `json:"reached,omitempty"`
+	Told    bool `json:"told,omitempty"`
+}
+
+// planWave sets up the rollout's part in its target's wave plan, or ends
+// it when this worker's cluster cannot take part.
+func (r *rollout) planWave(ctx workflow.Context, release string) bool {
+	plan := r.st.Policy.Waves
+	t := r.st.Target
+	switch {
+	case t.Cluster == "":
+		r.finish(ctx, OutcomeFailed, fmt.Sprintf("%s has a wave plan (%s), but its worker names no cluster: set SLUICE_CLUSTER on each cluster's worker and receiver (docs/waves.md)", t, "sluice.dev/waves"))
+		return false
+	case plan.WaveOf(t.Cluster) < 0:
+		r.finish(ctx, OutcomeFailed, fmt.Sprintf("cluster %s is in no wave of %s's plan (%v): add it, or remove the plan", t.Cluster, t, plan.Clusters()))
+		return false
+	}
+	shared := knative.TargetRef{Namespace: t.Namespace, Kind: t.Kind, Name: t.Name}
+	r.st.Wave = &WaveState{ID: activities.WaveID(shared, release), Release: release, Wave: plan.WaveOf(t.Cluster) + 1}
+	return true
+}
+
+// awaitRelease joins the wave, then waits for its word: released, the
+// steps go on (and the rollout's deadline starts now); stopped, the
+// rollout ends where it began.
+func (r *rollout) awaitRelease(ctx workflow.Context) {
+	wv := r.st.Wave
+	r.st.Phase = PhaseWaitingWave
+	if !wv.Joined {
+		t := r.st.Target
+		var res activities.JoinWaveResult
+		err := workflow.ExecuteActivity(readOptions(ctx, "join wave "+wv.ID), a.JoinWave, activities.JoinWaveInput{
+			WaveID: wv.ID,
+			Start:  activities.WaveStart{Target: knative.TargetRef{Namespace: t.Namespace, Kind: t.Kind, Name: t.Name}, Release: wv.Release, Plan: *r.st.Policy.Waves},
+			Member: r.member(ctx, activities.MemberJoined),
+		}).Get(ctx, &res)
+		if err != nil {
+			r.startRollback(OutcomeFailed, "cannot join wave "+wv.ID+": "+errorMessage(err))
+			return
+		}
+		wv.Joined = true
+		if res.Ended && wv.Pending == "" {
+			wv.Pending, wv.PendingReason = activities.VerdictStop, fmt.Sprintf("the wave of release %s has ended %s: %s", wv.Release, res.Result.Outcome, res.Result.Reason)
+			if res.Result.Outcome == activities.WaveSucceeded {
+				wv.Pending = activities.VerdictRelease
+			}
+		}
+		r.publish(ctx)
+	}
+	if wv.Pending == "" {
+		r.awaitFor(ctx, 0, fmt.Sprintf("wait for wave %d's release", wv.Wave), func() bool { return wv.Pending != "" })
+		return
+	}
+	verdict, reason := r.takeVerdict()
+	switch verdict {
+	case activities.VerdictRelease, activities.VerdictDone:
+		wv.Released = true
+		r.st.Phase = PhaseStepping
+		r.st.Deadline = workflow.Now(ctx).Add(r.st.Policy.Deadline)
+	default:
+		r.startRollback(OutcomeAborted, "wave plan: "+reason)
+	}
+}
+
+// takeVerdict acts on the pending verdict: it becomes the last one.
+func (r *rollout) takeVerdict() (string, string) {
+	wv := r.st.Wave
+	wv.Verdict, wv.Reason, wv.Pending, wv.PendingReason = wv.Pending, wv.PendingReason, "", ""
+	return wv.Verdict, wv.Reason
+}
+
+// reachWave is the last step's end in a wave plan: the wave hears the
+// candidate is at 100%, and the rollout waits for the plan to end.
+func (r *rollout) reachWave(ctx workflow.Context, reason string) {
+	wv := r.st.Wave
+	if !wv.Reached {
+		wv.Reached = true
+		r.tellWave(ctx, r.member(ctx, activities.MemberReached))
+	}
+	r.st.Phase, r.st.Reason = PhaseWaveHold, reason
+}
+
+// awaitWaveEnd waits at 100% for the plan's end: done ends the rollout
+// Succeeded; rollback (a later wave failed and the plan says so) undoes it.
+func (r *rollout) awaitWaveEnd(ctx workflow.Context) {
+	wv := r.st.Wave
+	if wv.Pending == "" {
+		r.awaitFor(ctx, 0, "wait at 100% for the wave plan to end", func() bool { return wv.Pending != "" })
+		return
+	}
+	verdict, reason := r.takeVerdict()
+	if verdict == activities.VerdictRollback {
+		r.startRollback(OutcomeRolledBack, "wave plan: "+reason)
+		return
+	}
+	r.finish(ctx, OutcomeSucceeded, r.st.Reason+"; "+reason)
+}
+
+// waveRollback reports whether a rollback verdict came while the rollout
+// runs: a wave failed and the plan rolls the released clusters back.
+func (r *rollout) waveRollback() bool {
+	wv := r.st.Wave
+	return wv != nil && wv.Pending == activities.VerdictRollback && r.st.Phase != PhaseRollingBack && !r.st.Phase.Done()
+}
+
+func (r *rollout) member(ctx workflow.Context, event string) activities.WaveMember {
+	return activities.WaveMember{Cluster: r.st.Target.Cluster, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Candidate: r.st.Candidate,
+		Event: event, Outcome: string(r.st.Outcome), Reason: r.st.Reason}
+}
+
+// tellWave signals the wave; a wave that has closed needs no news.
+func (r *rollout) tellWave(ctx workflow.Context, m activities.WaveMember) {
+	_ = workflow.SignalExternalWorkflow(ctx, r.st.Wave.ID, "", activities.SignalWaveMember, m).Get(ctx, nil)
+}
+
+// endWave tells the wave how the rollout ended, once.
+func (r *rollout) endWave(ctx workflow.Context) {
+	if wv := r.st.Wave; wv != nil && wv.Joined && !wv.Told {
+		wv.Told = true
+		r.tellWave(ctx, r.member(ctx, activities.MemberEnded))
+	}
+}
+
+// noteVerdict records a wave's verdict for the main loop.
+func (r *rollout) noteVerdict(v activities.WaveVerdict) {
+	if wv := r.st.Wave; wv != nil {
+		wv.Pending, wv.PendingReason = v.Verdict, v.Reason
+	}
+}
