@@ -176,6 +176,17 @@ func describePolicy(p config.Policy) string {
 	}
 	out := fmt.Sprintf("%s; Ready within %s, verified within %s, done within %s",
 		strings.Join(steps, " → "), p.ProgressDeadline, p.VerifyTimeout, p.Deadline)
+	if wv := p.Waves; wv != nil {
+		var waves []string
+		for _, w := range wv.Waves {
+			part := strings.Join(w.Clusters, ", ")
+			if w.Soak > 0 {
+				part += " (soak " + w.Soak.String() + ")"
+			}
+			waves = append(waves, part)
+		}
+		out += "; waves: " + strings.Join(waves, " → ") + ", on failure " + wv.OnFailure
+	}
 	if an := p.Analysis; an != nil {
 		var parts []string
 		for _, c := range an.Checks {

@@ -22,6 +22,7 @@ metadata:
     sluice.dev/steps: "10,50,100"
     sluice.dev/hold: 2m
     sluice.dev/gates: "100"
+    sluice.dev/waves: "waves: [{clusters: [staging], soak: 30m}, {clusters: [eu, us]}]"
 ---
 apiVersion: serving.knative.dev/v1
 kind: Service
@@ -96,7 +97,7 @@ metadata:
 		t.Fatalf("lint error = %v", err)
 	}
 	got := strings.ReplaceAll(out.String(), file, "FILE")
-	want := `Service good (FILE): ok: 10% for 2m0s → 50% for 2m0s → gate, 100%; Ready within 10m0s, verified within 2m0s, done within 2h0m0s
+	want := `Service good (FILE): ok: 10% for 2m0s → 50% for 2m0s → gate, 100%; Ready within 10m0s, verified within 2m0s, done within 2h0m0s; waves: staging (soak 30m0s) → eu, us, on failure stop
 Service bad (FILE): invalid
   sluice.dev/steps: weights must increase and end at 100, got "50,20"
   sluice.dev/hold: is not a duration; write it like "90s", "5m" or "1h30m", got "soon"

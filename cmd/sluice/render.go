@@ -50,6 +50,10 @@ func renderStatus(w io.Writer, st workflows.Status) {
 			fmt.Fprintf(tw, "Retrying:\t%s, attempt %d: %s\n", p.Activity, p.Attempt, orNone(p.LastError))
 		}
 	}
+	if wv := st.Wave; wv != nil {
+		what := map[workflows.Phase]string{workflows.PhaseWaitingWave: ": waiting to be released", workflows.PhaseWaveHold: ": at 100%, waiting for the plan to end"}[st.Phase]
+		fmt.Fprintf(tw, "Wave:\t%d of %d, release %s%s (sluice wave status %s)\n", wv.Wave, len(st.Policy.Waves.Waves), wv.Release, what, st.Target.Name)
+	}
 	if c := st.Capacity; c != nil {
 		fmt.Fprintf(tw, "Pods:\t%s %d Ready, %s %d Ready (stages from %d stable pods)\n",
 			st.Candidate, c.CandidatePods, st.Stable, c.StablePodsNow, c.StablePods)

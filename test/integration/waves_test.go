@@ -79,6 +79,16 @@ func TestWavesReleaseClusterByCluster(t *testing.T) {
 		t.Fatalf("wave %s: %+v\neast step 1 at %s, west step 1 at %s", id, wave, eastSt.Steps[0].StartedAt, westSt.Steps[0].StartedAt)
 	}
 	t.Logf("east reached 100%% at %s; west's first step at %s (soak 3s)", reached.Format(time.StampMilli), westSt.Steps[0].StartedAt.Format(time.StampMilli))
+	// The CLI shows the wave from either cluster, and each rollout's part.
+	out, code := west.cli("wave", "status", "hello")
+	if code != 0 || !strings.Contains(out, "Outcome:  Succeeded: release ") || !strings.Contains(out, "east (soak 3s) → west; on failure: stop") ||
+		!strings.Contains(out, "  1     east     hello-00002") || !strings.Contains(out, "  2     west     hello-00002") {
+		t.Fatalf("sluice wave status:\n%s", out)
+	}
+	t.Logf("sluice wave status hello:\n%s", out)
+	if out, code := west.cli("status", "hello", "--cluster", "west"); code != 0 || !strings.Contains(out, "2 of 2, release ") {
+		t.Fatalf("sluice status --cluster west:\n%s", out)
+	}
 	// The histories replayed for waves: a rollout that waited for its
 	// release, and the wave (workflows/testdata).
 	recordWorkflow(t, west.temporal, workflows.WorkflowID(hello.In("west")), "", "rollout-wave.json")
@@ -134,5 +144,39 @@ func TestWaveFailureRollsBackEarlierWaves(t *testing.T) {
 		if got := knative.FormatTraffic(s.liveTraffic()); got != "hello-00001=100%, hello-00001=0% (tag current)" {
 			t.Fatalf("%s's traffic: %s", name, got)
 		}
+	}
+}
+
+// A person ends a long soak from the CLI (recorded with who and why); the
+// wave then releases the next one.
+func TestWaveCommandsFromTheCLI(t *testing.T) {
+	east, west := waveClusters(t, "waves:\n- {clusters: [east], soak: 1h}\n- {clusters: [west]}\n")
+	ctx := context.Background()
+	for _, s := range []*stack{east, west} {
+		if _, err := s.ctl.Start(ctx, hello, "hello-00002", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 30*time.Second, "east soaking", func() bool {
+		if east.status().Phase != workflows.PhaseWaveHold {
+			return false
+		}
+		_, wave := waveOf(t, east.temporal, east)
+		return wave.Phase == workflows.WaveSoaking
+	})
+	if out, code := east.cli("wave", "abort", "hello"); code == 0 || !strings.Contains(out, "abort needs --reason") {
+		t.Fatalf("abort without a reason: %d\n%s", code, out)
+	}
+	if out, code := east.cli("wave", "promote", "hello", "--reason", "canary looks fine"); code != 0 {
+		t.Fatalf("wave promote: %d\n%s", code, out)
+	}
+	for name, s := range map[string]*stack{"east": east, "west": west} {
+		if res, err := s.ctl.Wait(ctx, hello); err != nil || res.Outcome != workflows.OutcomeSucceeded {
+			t.Fatalf("%s: %+v, %v", name, res, err)
+		}
+	}
+	_, wave := waveOf(t, east.temporal, east)
+	if len(wave.Commands) != 1 || wave.Commands[0].Name != workflows.CommandPromote || wave.Commands[0].By != "cli@test" || wave.Commands[0].Reason != "canary looks fine" {
+		t.Fatalf("wave commands: %+v", wave.Commands)
 	}
 }
