@@ -14,6 +14,35 @@ import (
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
+// startCluster starts another cluster beside stk, on stk's Temporal: its
+// own API server (audited, with audit), Knative control plane, kwok,
+// Prometheus and sluice worker and receiver, named name. Its receiver finds
+// new Revisions by its sweep: the one ApiServerSource adapter a machine
+// can run serves stk. It stops when the test ends.
+func startCluster(ctx context.Context, t *testing.T, name string, audit bool) *stack.Stack {
+	t.Helper()
+	o := stackOptions
+	o.Dir, o.Temporal, o.Cluster, o.Audit = t.TempDir(), stk.TemporalAddr, name, audit
+	o.Adapter, o.UI, o.ProgressSink, o.DeployDir = false, false, "", ""
+	o.ReceiverEnv = []string{"SLUICE_RECEIVER_SWEEP=2s"}
+	s, err := stack.Start(ctx, o)
+	if err != nil {
+		t.Fatalf("start cluster %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("cluster %s:\n%s", name, s.Logs())
+		}
+		s.Stop()
+	})
+	return s
+}
+
+// clusterCtl steers the rollouts of cluster name.
+func clusterCtl(c *control.Client, name string) *control.Client {
+	return &control.Client{Temporal: c.Temporal, TaskQueue: "sluice-rollouts-" + name, Cluster: name, Identity: "e2e"}
+}
+
 // A second cluster — its own API server, Knative control plane, kwok and
 // sluice worker and receiver, named west — shares this stack's Temporal.
 // A Service named twin in each cluster is rolled out in both at once: two
@@ -23,22 +52,9 @@ import (
 func TestClustersShareTemporalOnKnative(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	o := stackOptions
-	o.Dir, o.Temporal, o.Cluster = t.TempDir(), stk.TemporalAddr, "west"
-	o.Adapter, o.UI, o.Prometheus, o.ProgressSink, o.DeployDir = false, false, false, "", ""
-	o.ReceiverEnv = []string{"SLUICE_RECEIVER_SWEEP=2s"}
-	west, err := stack.Start(ctx, o)
-	if err != nil {
-		t.Fatalf("start the west cluster: %v", err)
-	}
-	defer func() {
-		if t.Failed() {
-			t.Log(west.Logs())
-		}
-		west.Stop()
-	}()
+	west := startCluster(ctx, t, "west", false)
 	c := ctl(t)
-	westCtl := &control.Client{Temporal: c.Temporal, TaskQueue: "sluice-rollouts-west", Cluster: "west", Identity: "e2e"}
+	westCtl := clusterCtl(c, "west")
 	policy := map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/steps": "50,100", "sluice.dev/hold": "2s"}
 	deployTo(t, stk, "twin", "example.com/twin:v1", policy, nil)
 	deployTo(t, west, "twin", "example.com/twin:v1", policy, nil)

@@ -1,0 +1,148 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+
+	"github.com/sluicehq/sluice/test/requestsim"
+	"github.com/sluicehq/sluice/workflows"
+	"github.com/sluicehq/sluice/workflows/control"
+)
+
+// trafficWrites reads an API server's audit log for the traffic written to
+// Service name: when each accepted write gave candidate a share, and how much.
+func trafficWrites(t *testing.T, auditLog, name, candidate string) []struct {
+	At      time.Time
+	Percent int64
+} {
+	t.Helper()
+	f, err := os.Open(auditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []struct {
+		At      time.Time
+		Percent int64
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 8<<20), 8<<20)
+	for sc.Scan() {
+		var e auditv1.Event
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Stage != auditv1.StageResponseComplete || e.ObjectRef == nil ||
+			e.ObjectRef.Resource != "services" || e.ObjectRef.Name != name || e.ObjectRef.Subresource != "" ||
+			e.ResponseStatus == nil || e.ResponseStatus.Code >= 300 || e.RequestObject == nil {
+			continue
+		}
+		var body struct {
+			Spec struct {
+				Traffic []struct {
+					RevisionName string `json:"revisionName"`
+					Percent      *int64 `json:"percent"`
+				} `json:"traffic"`
+			} `json:"spec"`
+		}
+		if json.Unmarshal(e.RequestObject.Raw, &body) != nil {
+			continue
+		}
+		for _, tt := range body.Spec.Traffic {
+			if tt.RevisionName == candidate && tt.Percent != nil && *tt.Percent > 0 {
+				out = append(out, struct {
+					At      time.Time
+					Percent int64
+				}{e.StageTimestamp.Time, *tt.Percent})
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Two more clusters, east then west, on stk's Temporal, with a wave plan
+// and an analysis check on their real queue-proxies and Prometheus. A good
+// Revision goes wave by wave — west's API server gets no write giving it a
+// share until east's has taken the write of 100% and the 6 s soak has
+// passed — while west's worker is killed as it waits for release and
+// east's as the wave soaks (both also poll the waves' queue). Then a
+// Revision failing east's analysis never gets traffic in west.
+func TestWavesOnTwoKnativeClusters(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	east, west := startCluster(ctx, t, "east", true), startCluster(ctx, t, "west", true)
+	c := ctl(t)
+	eastCtl, westCtl := clusterCtl(c, "east"), clusterCtl(c, "west")
+	policy := map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/steps": "50,100", "sluice.dev/hold": "4s",
+		"sluice.dev/waves":    "waves:\n- {clusters: [east], soak: 6s}\n- {clusters: [west]}\n",
+		"sluice.dev/analysis": "interval: 2s\nwindow: 5s\nchecks:\n  - {name: success-rate, builtin: success-rate, inconclusiveLimit: 3}\n"}
+	deployTo(t, east, "wv", "example.com/wv:v1", policy, nil)
+	deployTo(t, west, "wv", "example.com/wv:v1", policy, nil)
+	waitOutcome(t, eastCtl, svcTarget("wv"), "wv-00001", time.Minute)
+	waitOutcome(t, westCtl, svcTarget("wv"), "wv-00001", time.Minute)
+	time.Sleep(2 * time.Second) // both first rollouts close
+
+	// GitOps lands v2 in west first.
+	deployTo(t, west, "wv", "example.com/wv:v2", nil, nil)
+	waitStatus(t, westCtl, svcTarget("wv"), time.Minute, "west waiting for its wave", func(s workflows.Status) bool {
+		return s.Candidate == "wv-00002" && s.Phase == workflows.PhaseWaitingWave
+	})
+	west.KillWorker()
+	if err := west.StartWorker(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deployTo(t, east, "wv", "example.com/wv:v2", nil, nil)
+	waitStatus(t, eastCtl, svcTarget("wv"), 2*time.Minute, "east at 100%, the wave soaking", func(s workflows.Status) bool {
+		return s.Candidate == "wv-00002" && s.Phase == workflows.PhaseWaveHold
+	})
+	east.KillWorker()
+	time.Sleep(2 * time.Second)
+	if err := east.StartWorker(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for name, cl := range map[string]*control.Client{"east": eastCtl, "west": westCtl} {
+		st := waitOutcome(t, cl, svcTarget("wv"), "wv-00002", 3*time.Minute)
+		if st.Outcome != workflows.OutcomeSucceeded || !strings.Contains(st.Reason, "is at 100% in every cluster: east, west") {
+			t.Fatalf("%s: %s: %s", name, st.Outcome, st.Reason)
+		}
+	}
+	eastWrites, westWrites := trafficWrites(t, east.AuditLog, "wv", "wv-00002"), trafficWrites(t, west.AuditLog, "wv", "wv-00002")
+	if len(eastWrites) == 0 || len(westWrites) == 0 || eastWrites[len(eastWrites)-1].Percent != 100 {
+		t.Fatalf("writes of wv-00002: east %+v, west %+v", eastWrites, westWrites)
+	}
+	eastFull, westFirst := eastWrites[len(eastWrites)-1].At, westWrites[0].At
+	if westFirst.Before(eastFull.Add(6 * time.Second)) {
+		t.Fatalf("west's first share of wv-00002 at %s, before east's 100%% (%s) and the 6s soak", westFirst, eastFull)
+	}
+	t.Logf("from the audit logs: east gave wv-00002 its first share at %s and 100%% at %s; west its first share at %s (%.1fs after east's 100%%; soak 6s)",
+		eastWrites[0].At.Format(time.StampMilli), eastFull.Format(time.StampMilli), westFirst.Format(time.StampMilli), westFirst.Sub(eastFull).Seconds())
+	out, err := sluiceEnv(t, nil, "wave", "status", "wv")
+	if err != nil || !strings.Contains(out, "Succeeded") {
+		t.Fatalf("sluice wave status wv: %v\n%s", err, out)
+	}
+	t.Logf("sluice wave status wv:\n%s", out)
+
+	// v3 answers half its requests with 500: east's analysis rolls it back,
+	// and west, joined and waiting, is stopped where it began.
+	bad := map[string]string{requestsim.AnnotationErrorRate: "0.5"}
+	deployTo(t, west, "wv", "example.com/wv:v3", nil, bad)
+	deployTo(t, east, "wv", "example.com/wv:v3", nil, bad)
+	st := waitOutcome(t, eastCtl, svcTarget("wv"), "wv-00003", 2*time.Minute)
+	if st.Outcome != workflows.OutcomeRolledBack || !strings.Contains(st.Reason, "analysis: success-rate failed") {
+		t.Fatalf("east: %s: %s", st.Outcome, st.Reason)
+	}
+	st = waitOutcome(t, westCtl, svcTarget("wv"), "wv-00003", 2*time.Minute)
+	if st.Outcome != workflows.OutcomeAborted || !strings.Contains(st.Reason, "wave plan: not released: wave 1 failed in cluster east: wv-00003 RolledBack: analysis: success-rate failed") {
+		t.Fatalf("west: %s: %s", st.Outcome, st.Reason)
+	}
+	if w := trafficWrites(t, west.AuditLog, "wv", "wv-00003"); len(w) != 0 {
+		t.Fatalf("west gave wv-00003 a share: %+v", w)
+	}
+}
