@@ -32,6 +32,12 @@ const (
 	TypePause   = "dev.sluice.rollout.pause"
 	TypeResume  = "dev.sluice.rollout.resume"
 	TypeAbort   = "dev.sluice.rollout.abort"
+
+	// Commands to a wave plan's wave (docs/waves.md).
+	TypeWavePromote = "dev.sluice.wave.promote"
+	TypeWavePause   = "dev.sluice.wave.pause"
+	TypeWaveResume  = "dev.sluice.wave.resume"
+	TypeWaveAbort   = "dev.sluice.wave.abort"
 )
 
 const servingGroup = "serving.knative.dev"
@@ -90,8 +96,13 @@ type CommandData struct {
 	Full      bool   `json:"full,omitempty"`
 	Reason    string `json:"reason,omitempty"`
 	Requester string `json:"requester,omitempty"`
+	// Release names a wave's release, for dev.sluice.wave.* (default: the
+	// target's newest wave).
+	Release string `json:"release,omitempty"`
 	// Name is the sluice command: request, promote, promote-full, pause, resume, abort.
 	Name string `json:"-"`
+	// Wave says the command is for the target's wave, not its rollout.
+	Wave bool `json:"-"`
 }
 
 // InvalidError is an event sluice cannot act on as sent: the sender must fix
@@ -108,7 +119,8 @@ func invalid(format string, args ...any) error {
 // (dev.sluice.rollout.*), which only an authenticated sender may send.
 func IsCommand(eventType string) bool {
 	switch eventType {
-	case TypeRequest, TypePromote, TypePause, TypeResume, TypeAbort:
+	case TypeRequest, TypePromote, TypePause, TypeResume, TypeAbort,
+		TypeWavePromote, TypeWavePause, TypeWaveResume, TypeWaveAbort:
 		return true
 	}
 	return false
@@ -245,7 +257,10 @@ func mapCommand(e cloudevents.Event) (Action, error) {
 		return Action{}, err
 	}
 	cmd.Name = strings.TrimPrefix(e.Type(), "dev.sluice.rollout.")
-	if cmd.Name == "promote" && cmd.Full {
+	if name, ok := strings.CutPrefix(e.Type(), "dev.sluice.wave."); ok {
+		cmd.Name, cmd.Wave = name, true
+	}
+	if cmd.Name == "promote" && cmd.Full && !cmd.Wave {
 		cmd.Name = "promote-full"
 	}
 	switch {
@@ -257,6 +272,8 @@ func mapCommand(e cloudevents.Event) (Action, error) {
 		return Action{}, invalid("%s: data.revision is required: the Revision to roll out", e.Type())
 	case cmd.Name == "abort" && cmd.Reason == "":
 		return Action{}, invalid("%s: data.reason is required: it is kept in the rollout's history", e.Type())
+	case cmd.Wave && cmd.Full:
+		return Action{}, invalid("%s: data.full is for a rollout's promote; a wave's promote ends its soak", e.Type())
 	}
 	return Action{Kind: KindCommand, Namespace: cmd.Namespace, Command: &cmd}, nil
 }

@@ -112,7 +112,13 @@ func TestMapCommands(t *testing.T) {
 	if err != nil || got.Command.Name != "request" || got.Command.Revision != "api-00004" {
 		t.Fatalf("request event: %+v, %v", got, err)
 	}
+	got, err = Map(commandEvent(t, TypeWavePromote, `{"target":"hello","namespace":"shop","release":"5d1f0c9a2e11","reason":"canary fine"}`))
+	if err != nil || got.Kind != KindCommand || !got.Command.Wave || got.Command.Name != "promote" || got.Command.Release != "5d1f0c9a2e11" {
+		t.Fatalf("wave promote event: %+v, %v", got, err)
+	}
 	for _, tc := range []struct{ typ, data, want string }{
+		{TypeWaveAbort, `{"target":"hello","namespace":"shop"}`, "data.reason is required"},
+		{TypeWavePromote, `{"target":"hello","namespace":"shop","full":true}`, "data.full is for a rollout's promote"},
 		{TypePromote, `{"namespace":"shop"}`, "data.target is required"},
 		{TypePromote, `{"target":"hello"}`, "data.namespace is required"},
 		{TypeRequest, `{"target":"hello","namespace":"shop"}`, "data.revision is required"},

@@ -29,6 +29,14 @@ const (
 	ProgressSuperseded = ProgressPrefix + "superseded"
 	// ProgressAnalysis carries one round of analysis measurements.
 	ProgressAnalysis = ProgressPrefix + "analysis"
+
+	// A wave plan's events (docs/waves.md): a wave released, and how the
+	// plan ended. Their data's wave says which.
+	WavePrefix    = "dev.sluice.wave."
+	WaveReleased  = WavePrefix + "released"
+	WaveSucceeded = WavePrefix + "succeeded"
+	WaveFailed    = WavePrefix + "failed"
+	WaveAborted   = WavePrefix + "aborted"
 )
 
 // Progress is one progress event as the workflow decides it. Its ID is
@@ -63,6 +71,17 @@ type ProgressData struct {
 	Measurements []analysis.Measurement `json:"measurements,omitempty"`
 	// Pods is set in capacity mode (docs/capacity.md).
 	Pods *ProgressPods `json:"pods,omitempty"`
+	// Wave is set on a wave plan's events.
+	Wave *ProgressWave `json:"wave,omitempty"`
+}
+
+// ProgressWave is where a wave plan stands: its release, the wave (from 1)
+// the event is about, of how many, and that wave's clusters.
+type ProgressWave struct {
+	Release  string   `json:"release"`
+	Wave     int      `json:"wave"`
+	Waves    int      `json:"waves"`
+	Clusters []string `json:"clusters"`
 }
 
 // ProgressPods is what a capacity rollout knows of its pods: each
@@ -122,6 +141,10 @@ func (s *Sender) Event(p Progress) (cloudevents.Event, error) {
 	e.SetType(p.Type)
 	e.SetSource(Source(p.Data.Namespace, p.Data.Kind, p.Data.Name))
 	e.SetSubject(p.Data.Candidate)
+	if w := p.Data.Wave; w != nil {
+		e.SetSource("/sluice/waves/" + p.Data.Namespace + "/" + strings.ToLower(p.Data.Kind) + "/" + p.Data.Name)
+		e.SetSubject(w.Release)
+	}
 	e.SetTime(p.Time)
 	e.SetExtension("sequence", p.Data.Sequence)
 	for k, v := range s.overrides {

@@ -67,14 +67,16 @@ func (w *Worker) Run(ctx context.Context) error {
 		MaxConcurrentActivityTaskPollers:   sz.ActivityPollers,
 		MaxConcurrentActivityExecutionSize: sz.MaxActivities,
 	})
-	Register(tw, &activities.Activities{Knative: knative.Client{Serving: w.Serving}, Defaults: w.Settings.Defaults, Events: w.Events,
-		Cluster: w.Settings.Cluster, Temporal: w.Temporal})
+	acts := &activities.Activities{Knative: knative.Client{Serving: w.Serving}, Defaults: w.Settings.Defaults, Events: w.Events,
+		Cluster: w.Settings.Cluster, Temporal: w.Temporal}
+	Register(tw, acts)
 	// A cluster's worker also runs wave workflows, on the queue every
 	// cluster shares: they only signal and wait, so any cluster serves.
 	var ww sdkworker.Worker
 	if w.Settings.Cluster != "" {
 		ww = sdkworker.New(w.Temporal, activities.WaveTaskQueue, sdkworker.Options{WorkerStopTimeout: 10 * time.Second})
 		ww.RegisterWorkflowWithOptions(workflows.Wave, workflow.RegisterOptions{Name: activities.WaveWorkflowName})
+		ww.RegisterActivity(acts.EmitProgress) // its progress events, through this cluster's sink
 	}
 
 	ln, err := net.Listen("tcp", w.Settings.HTTPAddr)

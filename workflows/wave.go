@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/events"
 )
 
 // Wave phases.
@@ -55,6 +56,10 @@ type wave struct {
 	st      WaveStatus
 	promote bool
 	abort   *CommandRecord
+	// seq numbers progress events; sent are their activities, waited for
+	// before the wave ends so the last is not lost.
+	seq  int
+	sent []workflow.Future
 }
 
 // Wave releases a target's release cluster by cluster, as its plan says:
@@ -87,8 +92,9 @@ func Wave(ctx workflow.Context, in activities.WaveStart) (activities.WaveResult,
 			break
 		}
 		w.st.Phase = WaveRolling
-		w.tell(ctx, func(m WaveMemberStatus) bool { return m.Wave == i+1 }, activities.VerdictRelease,
-			fmt.Sprintf("wave %d of %d released", i+1, len(in.Plan.Waves)))
+		released := fmt.Sprintf("wave %d of %d released: %s", i+1, len(in.Plan.Waves), strings.Join(wv.Clusters, ", "))
+		w.tell(ctx, func(m WaveMemberStatus) bool { return m.Wave == i+1 }, activities.VerdictRelease, released)
+		w.emit(ctx, events.WaveReleased, released, "")
 		for j := range w.st.Members {
 			if w.st.Members[j].Wave == i+1 {
 				w.st.Members[j].ReleasedAt = workflow.Now(ctx)
@@ -113,6 +119,7 @@ func Wave(ctx workflow.Context, in activities.WaveStart) (activities.WaveResult,
 		w.st.Phase, w.st.Outcome = WaveSucceeded, activities.WaveSucceeded
 		w.st.Reason = fmt.Sprintf("release %s is at 100%% in every cluster: %s", in.Release, strings.Join(in.Plan.Clusters(), ", "))
 		w.tell(ctx, func(m WaveMemberStatus) bool { return m.WorkflowID != "" && m.EndedAt.IsZero() }, activities.VerdictDone, w.st.Reason)
+		w.emit(ctx, events.WaveSucceeded, w.st.Reason, "")
 	} else {
 		w.st.Phase, w.st.Outcome, w.st.Reason = WaveFailed, activities.WaveFailed, failure
 		if w.abort != nil {
@@ -129,8 +136,35 @@ func Wave(ctx workflow.Context, in activities.WaveStart) (activities.WaveResult,
 		} else {
 			w.tell(ctx, released, activities.VerdictDone, failure+"; the plan keeps the candidate where it was released")
 		}
+		typ, by := events.WaveFailed, ""
+		if w.abort != nil {
+			typ, by = events.WaveAborted, w.abort.By
+		}
+		w.emit(ctx, typ, failure, by)
+	}
+	for _, f := range w.sent {
+		_ = f.Get(ctx, nil) // a sink that never answers loses the event, not the wave
 	}
 	return activities.WaveResult{Outcome: w.st.Outcome, Reason: w.st.Reason}, nil
+}
+
+// emit sends a progress event about the current wave, without waiting for
+// the sink (see sent).
+func (w *wave) emit(ctx workflow.Context, typ, reason, by string) {
+	w.seq++
+	t := w.st.Target
+	if by == "" {
+		by = "sluice"
+	}
+	p := events.Progress{
+		ID: fmt.Sprintf("%s-%d", workflow.GetInfo(ctx).WorkflowExecution.RunID, w.seq), Type: typ, Time: workflow.Now(ctx),
+		Data: events.ProgressData{
+			Namespace: t.Namespace, Kind: t.Kind, Name: t.Name, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID,
+			Phase: w.st.Phase, Step: w.st.Current, StepCount: len(w.st.Plan.Waves), Reason: reason, By: by, Sequence: w.seq,
+			Wave: &events.ProgressWave{Release: w.st.Release, Wave: w.st.Current, Waves: len(w.st.Plan.Waves), Clusters: w.st.Plan.Waves[w.st.Current-1].Clusters},
+		},
+	}
+	w.sent = append(w.sent, workflow.ExecuteActivity(emitOptions(ctx, "send "+typ), a.EmitProgress, p))
 }
 
 func (w *wave) signals(ctx workflow.Context) workflow.Selector {

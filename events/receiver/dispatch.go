@@ -204,6 +204,9 @@ func (r *Receiver) command(ctx context.Context, a events.Action, principal strin
 	if cmd.Requester != "" {
 		ctl.Identity = cmd.Requester + " (via " + principal + ")"
 	}
+	if cmd.Wave {
+		return r.waveCommand(ctx, &ctl, target, cmd)
+	}
 	if cmd.Name == "request" {
 		if _, err := ctl.Start(ctx, target, cmd.Revision, cmd.Reason); err != nil {
 			return r.temporalError(err, "start a rollout of "+cmd.Revision+" on "+target.String())
@@ -221,6 +224,21 @@ func (r *Receiver) command(ctx context.Context, a events.Action, principal strin
 		return reply(http.StatusNotFound, "no-rollout", "%v", err)
 	}
 	return r.temporalError(err, cmd.Name+" the rollout of "+target.String())
+}
+
+// waveCommand sends a dev.sluice.wave.* command to the target's wave.
+func (r *Receiver) waveCommand(ctx context.Context, ctl *control.Client, target knative.TargetRef, cmd *events.CommandData) result {
+	id, err := ctl.WaveID(ctx, target, cmd.Release)
+	if errors.Is(err, control.ErrNoRollout) {
+		return reply(http.StatusNotFound, "no-wave", "%v", err)
+	}
+	if err == nil {
+		err = ctl.WaveCommand(ctx, id, cmd.Name, cmd.Reason)
+	}
+	if err != nil {
+		return r.temporalError(err, cmd.Name+" the wave of "+target.String())
+	}
+	return reply(http.StatusOK, "applied", "sent %s to wave %s", cmd.Name, id)
 }
 
 // temporalError maps a failed Temporal call to what a broker should do:

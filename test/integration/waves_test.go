@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +11,9 @@ import (
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
+	"github.com/sluicehq/sluice/test/eventsink"
 	"github.com/sluicehq/sluice/workflows"
 )
 
@@ -18,14 +21,27 @@ import (
 // Service hello whose policy carries plan.
 func waveClusters(t *testing.T, plan string) (east, west *stack) {
 	t.Helper()
+	east, west, _ = waveClustersWithSink(t, plan)
+	return east, west
+}
+
+// waveClustersWithSink is waveClusters whose workers send progress events
+// to one sink.
+func waveClustersWithSink(t *testing.T, plan string) (east, west *stack, snk *eventsink.Sink) {
+	t.Helper()
 	opts := temporalServer(t)
+	snk = eventsink.New(t)
+	sender, err := events.NewSender(snk.URL, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	policy := map[string]string{config.AnnotationSteps: "50,100", config.AnnotationHold: "1s", config.AnnotationWaves: plan}
-	east = startWorker(t, opts, "east", nil, helloService(policy)...)
-	west = startWorker(t, opts, "west", nil, helloService(policy)...)
+	east = startWorker(t, opts, "east", sender, helloService(policy)...)
+	west = startWorker(t, opts, "west", sender, helloService(policy)...)
 	if _, err := east.ctl.Setup(context.Background(), opts.Namespace); err != nil {
 		t.Fatal(err)
 	}
-	return east, west
+	return east, west, snk
 }
 
 func waveOf(t *testing.T, c client.Client, s *stack) (string, workflows.WaveStatus) {
@@ -48,7 +64,7 @@ func waveOf(t *testing.T, c client.Client, s *stack) (string, workflows.WaveStat
 // A good release goes wave by wave: west's traffic does not move until
 // east is at 100% and has soaked; then both end Succeeded together.
 func TestWavesReleaseClusterByCluster(t *testing.T) {
-	east, west := waveClusters(t, "waves:\n- {clusters: [east], soak: 3s}\n- {clusters: [west]}\n")
+	east, west, snk := waveClustersWithSink(t, "waves:\n- {clusters: [east], soak: 3s}\n- {clusters: [west]}\n")
 	ctx := context.Background()
 	// west's template lands first: it must wait for east all the same.
 	if _, err := west.ctl.Start(ctx, hello, "hello-00002", ""); err != nil {
@@ -79,6 +95,20 @@ func TestWavesReleaseClusterByCluster(t *testing.T) {
 		t.Fatalf("wave %s: %+v\neast step 1 at %s, west step 1 at %s", id, wave, eastSt.Steps[0].StartedAt, westSt.Steps[0].StartedAt)
 	}
 	t.Logf("east reached 100%% at %s; west's first step at %s (soak 3s)", reached.Format(time.StampMilli), westSt.Steps[0].StartedAt.Format(time.StampMilli))
+	// The wave's own progress events: each wave released, then the end.
+	var waveEvents []string
+	for _, e := range snk.Events() {
+		if strings.HasPrefix(e.Type(), events.WavePrefix) {
+			var d events.ProgressData
+			if err := e.DataAs(&d); err != nil || d.Wave == nil || e.Source() != "/sluice/waves/default/service/hello" || e.Subject() != d.Wave.Release {
+				t.Fatalf("wave event %s: %v, %+v", e.Type(), err, d)
+			}
+			waveEvents = append(waveEvents, fmt.Sprintf("%s %d/%d %v", strings.TrimPrefix(e.Type(), events.WavePrefix), d.Wave.Wave, d.Wave.Waves, d.Wave.Clusters))
+		}
+	}
+	if got := strings.Join(waveEvents, "; "); got != "released 1/2 [east]; released 2/2 [west]; succeeded 2/2 [west]" {
+		t.Fatalf("wave events: %s", got)
+	}
 	// The CLI shows the wave from either cluster, and each rollout's part.
 	out, code := west.cli("wave", "status", "hello")
 	if code != 0 || !strings.Contains(out, "Outcome:  Succeeded: release ") || !strings.Contains(out, "east (soak 3s) → west; on failure: stop") ||
@@ -147,8 +177,9 @@ func TestWaveFailureRollsBackEarlierWaves(t *testing.T) {
 	}
 }
 
-// A person ends a long soak from the CLI (recorded with who and why); the
-// wave then releases the next one.
+// A pipeline pauses and resumes the wave with CloudEvents, and a person
+// ends a long soak from the CLI (each recorded with who and why); the wave
+// then releases the next one.
 func TestWaveCommandsFromTheCLI(t *testing.T) {
 	east, west := waveClusters(t, "waves:\n- {clusters: [east], soak: 1h}\n- {clusters: [west]}\n")
 	ctx := context.Background()
@@ -164,6 +195,18 @@ func TestWaveCommandsFromTheCLI(t *testing.T) {
 		_, wave := waveOf(t, east.temporal, east)
 		return wave.Phase == workflows.WaveSoaking
 	})
+	// A pipeline pauses and resumes the wave with CloudEvents.
+	url := east.serveReceiver(t, nil)
+	if code, msg := postCommand(t, url, events.TypeWavePause, `{"target":"hello","namespace":"default","requester":"release-bot","reason":"freeze"}`, commandToken); code != 200 {
+		t.Fatalf("wave pause event: %d %s", code, msg)
+	}
+	eventually(t, 10*time.Second, "the wave paused", func() bool { _, w := waveOf(t, east.temporal, east); return w.Paused })
+	if code, msg := postCommand(t, url, events.TypeWaveAbort, `{"target":"hello","namespace":"default"}`, commandToken); code != 400 || !strings.Contains(msg, "data.reason is required") {
+		t.Fatalf("wave abort event without a reason: %d %s", code, msg)
+	}
+	if code, msg := postCommand(t, url, events.TypeWaveResume, `{"target":"hello","namespace":"default"}`, commandToken); code != 200 || !strings.Contains(msg, "sent resume to wave wave/default/service/hello/") {
+		t.Fatalf("wave resume event: %d %s", code, msg)
+	}
 	if out, code := east.cli("wave", "abort", "hello"); code == 0 || !strings.Contains(out, "abort needs --reason") {
 		t.Fatalf("abort without a reason: %d\n%s", code, out)
 	}
@@ -176,7 +219,8 @@ func TestWaveCommandsFromTheCLI(t *testing.T) {
 		}
 	}
 	_, wave := waveOf(t, east.temporal, east)
-	if len(wave.Commands) != 1 || wave.Commands[0].Name != workflows.CommandPromote || wave.Commands[0].By != "cli@test" || wave.Commands[0].Reason != "canary looks fine" {
+	if len(wave.Commands) != 3 || wave.Commands[0].Name != workflows.CommandPause || wave.Commands[0].By != "release-bot (via token:pipeline)" ||
+		wave.Commands[1].Name != workflows.CommandResume || wave.Commands[2].Name != workflows.CommandPromote || wave.Commands[2].By != "cli@test" || wave.Commands[2].Reason != "canary looks fine" {
 		t.Fatalf("wave commands: %+v", wave.Commands)
 	}
 }
