@@ -186,6 +186,7 @@ waves:
     soak: 10m
   - clusters: [canary-eu]
     soak: 1h
+    gate: true
   - clusters: [prod-us, prod-eu]
 onFailure: rollback
 `}, BuiltinDefaults())
@@ -193,7 +194,7 @@ onFailure: rollback
 		t.Fatal(err)
 	}
 	w := p.Waves
-	if len(w.Waves) != 3 || w.Waves[0].Soak != 10*time.Minute || w.Waves[2].Soak != 0 || w.OnFailure != OnFailureRollback ||
+	if len(w.Waves) != 3 || w.Waves[0].Soak != 10*time.Minute || w.Waves[2].Soak != 0 || !w.Waves[1].Gate || w.Waves[0].Gate || w.OnFailure != OnFailureRollback ||
 		w.WaveOf("prod-eu") != 2 || w.WaveOf("nowhere") != -1 || strings.Join(w.Clusters(), ",") != "staging,canary-eu,prod-us,prod-eu" {
 		t.Fatalf("plan = %+v", w)
 	}
@@ -205,6 +206,7 @@ onFailure: rollback
 		"waves: [{clusters: [a], soak: soon}, {clusters: [b]}]":    `wave 1: soak "soon" must be a duration`,
 		"waves: [{clusters: [a]}, {clusters: [b]}]\nonFailure: go": `onFailure "go" must be stop`,
 		"wave: [{clusters: [a]}]":                                  `unknown field "wave"`,
+		"waves: [{clusters: [a]}, {clusters: [b], gate: true}]":    "wave 2: gate holds the next wave, and the last has none",
 	} {
 		if _, err := FromAnnotations(map[string]string{AnnotationWaves: doc}, BuiltinDefaults()); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: error %v, want %q", doc, err, want)

@@ -34,6 +34,8 @@ type Waves struct {
 type Wave struct {
 	Clusters []string      `json:"clusters"`
 	Soak     time.Duration `json:"soak,omitempty"`
+	// Gate: after the soak, the next wave waits for a person's promote.
+	Gate bool `json:"gate,omitempty"`
 }
 
 // WaveOf is the index of the wave cluster is in, or -1.
@@ -63,6 +65,7 @@ type wavesDoc struct {
 	Waves []struct {
 		Clusters []string `json:"clusters"`
 		Soak     string   `json:"soak"`
+		Gate     bool     `json:"gate"`
 	} `json:"waves"`
 	OnFailure string `json:"onFailure"`
 }
@@ -91,7 +94,10 @@ func parseWaves(raw string) (*Waves, error) {
 	}
 	seen := map[string]int{}
 	for i, d := range doc.Waves {
-		wave := Wave{Clusters: d.Clusters}
+		wave := Wave{Clusters: d.Clusters, Gate: d.Gate}
+		if d.Gate && i == len(doc.Waves)-1 {
+			fail("wave %d: gate holds the next wave, and the last has none; put the gate on an earlier wave", i+1)
+		}
 		if len(d.Clusters) == 0 {
 			fail("wave %d lists no clusters", i+1)
 		}

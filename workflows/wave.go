@@ -14,10 +14,11 @@ import (
 
 // Wave phases.
 const (
-	WaveWaiting   = "Waiting"   // for the wave's clusters to join (or a resume)
-	WaveRolling   = "Rolling"   // the wave's rollouts run
-	WaveSoaking   = "Soaking"   // they are at 100%; the next wave waits
-	WaveSucceeded = "Succeeded" // every cluster at 100%
+	WaveWaiting   = "Waiting"           // for the wave's clusters to join (or a resume)
+	WaveRolling   = "Rolling"           // the wave's rollouts run
+	WaveSoaking   = "Soaking"           // they are at 100%; the next wave waits
+	WaveGate      = "AwaitingPromotion" // soaked; the next wave waits for a person
+	WaveSucceeded = "Succeeded"         // every cluster at 100%
 	WaveFailed    = "Failed"
 	WaveAborted   = "Aborted"
 )
@@ -87,6 +88,7 @@ func Wave(ctx workflow.Context, in activities.WaveStart) (activities.WaveResult,
 	failure := ""
 	for i, wv := range in.Plan.Waves {
 		w.st.Current, w.st.Phase = i+1, WaveWaiting
+		w.details(ctx)
 		_ = workflow.Await(ctx, func() bool { return w.failed() != "" || w.abort != nil || (w.joined(i) && !w.st.Paused) })
 		if failure = w.stopping(); failure != "" {
 			break
@@ -95,6 +97,7 @@ func Wave(ctx workflow.Context, in activities.WaveStart) (activities.WaveResult,
 		released := fmt.Sprintf("wave %d of %d released: %s", i+1, len(in.Plan.Waves), strings.Join(wv.Clusters, ", "))
 		w.tell(ctx, func(m WaveMemberStatus) bool { return m.Wave == i+1 }, activities.VerdictRelease, released)
 		w.emit(ctx, events.WaveReleased, released, "")
+		w.details(ctx)
 		for j := range w.st.Members {
 			if w.st.Members[j].Wave == i+1 {
 				w.st.Members[j].ReleasedAt = workflow.Now(ctx)
@@ -104,13 +107,22 @@ func Wave(ctx workflow.Context, in activities.WaveStart) (activities.WaveResult,
 		if failure = w.stopping(); failure != "" {
 			break
 		}
-		if i == len(in.Plan.Waves)-1 || wv.Soak <= 0 {
+		if i == len(in.Plan.Waves)-1 {
 			continue
 		}
-		w.st.Phase, w.st.SoakUntil = WaveSoaking, workflow.Now(ctx).Add(wv.Soak)
-		_, _ = workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{Timeout: wv.Soak, TimerOptions: workflow.TimerOptions{Summary: fmt.Sprintf("soak wave %d for %s", i+1, wv.Soak)}},
-			func() bool { return w.failed() != "" || w.abort != nil || w.promote })
-		w.promote, w.st.SoakUntil = false, time.Time{}
+		if wv.Soak > 0 {
+			w.st.Phase, w.st.SoakUntil = WaveSoaking, workflow.Now(ctx).Add(wv.Soak)
+			w.details(ctx)
+			_, _ = workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{Timeout: wv.Soak, TimerOptions: workflow.TimerOptions{Summary: fmt.Sprintf("soak wave %d for %s", i+1, wv.Soak)}},
+				func() bool { return w.failed() != "" || w.abort != nil || w.promote })
+			w.promote, w.st.SoakUntil = false, time.Time{}
+		}
+		if wv.Gate && w.stopping() == "" {
+			w.st.Phase = WaveGate
+			w.details(ctx)
+			_ = workflow.Await(ctx, func() bool { return w.failed() != "" || w.abort != nil || w.promote })
+			w.promote = false
+		}
 		if failure = w.stopping(); failure != "" {
 			break
 		}
@@ -142,10 +154,26 @@ func Wave(ctx workflow.Context, in activities.WaveStart) (activities.WaveResult,
 		}
 		w.emit(ctx, typ, failure, by)
 	}
+	w.details(ctx)
 	for _, f := range w.sent {
 		_ = f.Get(ctx, nil) // a sink that never answers loses the event, not the wave
 	}
 	return activities.WaveResult{Outcome: w.st.Outcome, Reason: w.st.Reason}, nil
+}
+
+// details shows the wave in the Temporal UI's current details: its phase,
+// then a table of the clusters.
+func (w *wave) details(ctx workflow.Context) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "**%s** · wave %d of %d · release %s", w.st.Phase, w.st.Current, len(w.st.Plan.Waves), w.st.Release)
+	if w.st.Reason != "" {
+		fmt.Fprintf(&b, "\n\n%s", w.st.Reason)
+	}
+	b.WriteString("\n\n| wave | cluster | candidate | released | at 100% | ended |\n|---|---|---|---|---|---|\n")
+	for _, m := range w.st.Members {
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s %s |\n", m.Wave, m.Cluster, m.Candidate, clock(m.ReleasedAt), clock(m.ReachedAt), m.Outcome, clock(m.EndedAt))
+	}
+	workflow.SetCurrentDetails(ctx, b.String())
 }
 
 // emit sends a progress event about the current wave, without waiting for
@@ -181,10 +209,10 @@ func (w *wave) signals(ctx workflow.Context) workflow.Selector {
 			rec := CommandRecord{Name: name, By: cmd.By, Reason: cmd.Reason, At: workflow.Now(ctx), Via: "signal"}
 			switch name {
 			case CommandPromote:
-				if w.st.Phase == WaveSoaking {
+				if w.st.Phase == WaveSoaking || w.st.Phase == WaveGate {
 					w.promote = true
 				} else {
-					rec.Rejected = "promote skips a soak; the wave is " + w.st.Phase
+					rec.Rejected = "promote ends a soak or passes a gate; the wave is " + w.st.Phase
 				}
 			case CommandPause:
 				w.st.Paused = true

@@ -183,6 +183,9 @@ func describePolicy(p config.Policy) string {
 			if w.Soak > 0 {
 				part += " (soak " + w.Soak.String() + ")"
 			}
+			if w.Gate {
+				part += " (gate)"
+			}
 			waves = append(waves, part)
 		}
 		out += "; waves: " + strings.Join(waves, " → ") + ", on failure " + wv.OnFailure

@@ -44,6 +44,18 @@ func waveClustersWithSink(t *testing.T, plan string) (east, west *stack, snk *ev
 	return east, west, snk
 }
 
+// startBoth starts the rollout of hello-00002 in both clusters.
+func startBoth(t *testing.T, east, west *stack) context.Context {
+	t.Helper()
+	ctx := context.Background()
+	for _, s := range []*stack{east, west} {
+		if _, err := s.ctl.Start(ctx, hello, "hello-00002", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ctx
+}
+
 func waveOf(t *testing.T, c client.Client, s *stack) (string, workflows.WaveStatus) {
 	t.Helper()
 	var st workflows.WaveStatus
@@ -128,12 +140,7 @@ func TestWavesReleaseClusterByCluster(t *testing.T) {
 // A failure in wave 1 stops wave 2 before it gets any traffic.
 func TestWaveFailureStopsLaterWaves(t *testing.T) {
 	east, west := waveClusters(t, "waves:\n- {clusters: [east]}\n- {clusters: [west]}\n")
-	ctx := context.Background()
-	for _, s := range []*stack{east, west} {
-		if _, err := s.ctl.Start(ctx, hello, "hello-00002", ""); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ctx := startBoth(t, east, west)
 	eventually(t, 20*time.Second, "west waiting for its wave", func() bool { return west.status().Phase == workflows.PhaseWaitingWave })
 	eventually(t, 20*time.Second, "east released", func() bool { st := east.status(); return st.Wave != nil && st.Wave.Released })
 	if _, err := east.ctl.Send(ctx, hello, workflows.CommandAbort, "bad canary"); err != nil {
@@ -155,12 +162,7 @@ func TestWaveFailureStopsLaterWaves(t *testing.T) {
 // waited at 100% for the plan to end.
 func TestWaveFailureRollsBackEarlierWaves(t *testing.T) {
 	east, west := waveClusters(t, "waves:\n- {clusters: [east]}\n- {clusters: [west]}\nonFailure: rollback\n")
-	ctx := context.Background()
-	for _, s := range []*stack{east, west} {
-		if _, err := s.ctl.Start(ctx, hello, "hello-00002", ""); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ctx := startBoth(t, east, west)
 	eventually(t, 30*time.Second, "east at 100% waiting for the wave", func() bool { return east.status().Phase == workflows.PhaseWaveHold })
 	eventually(t, 20*time.Second, "west released", func() bool { st := west.status(); return st.Wave != nil && st.Wave.Released })
 	if _, err := west.ctl.Send(ctx, hello, workflows.CommandAbort, "errors in west"); err != nil {
@@ -182,12 +184,7 @@ func TestWaveFailureRollsBackEarlierWaves(t *testing.T) {
 // then releases the next one.
 func TestWaveCommandsFromTheCLI(t *testing.T) {
 	east, west := waveClusters(t, "waves:\n- {clusters: [east], soak: 1h}\n- {clusters: [west]}\n")
-	ctx := context.Background()
-	for _, s := range []*stack{east, west} {
-		if _, err := s.ctl.Start(ctx, hello, "hello-00002", ""); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ctx := startBoth(t, east, west)
 	eventually(t, 30*time.Second, "east soaking", func() bool {
 		if east.status().Phase != workflows.PhaseWaveHold {
 			return false
@@ -222,5 +219,30 @@ func TestWaveCommandsFromTheCLI(t *testing.T) {
 	if len(wave.Commands) != 3 || wave.Commands[0].Name != workflows.CommandPause || wave.Commands[0].By != "release-bot (via token:pipeline)" ||
 		wave.Commands[1].Name != workflows.CommandResume || wave.Commands[2].Name != workflows.CommandPromote || wave.Commands[2].By != "cli@test" || wave.Commands[2].Reason != "canary looks fine" {
 		t.Fatalf("wave commands: %+v", wave.Commands)
+	}
+}
+
+// A gate holds the next wave, after the soak, until a person promotes.
+func TestWaveGateWaitsForAPerson(t *testing.T) {
+	east, west := waveClusters(t, "waves:\n- {clusters: [east], soak: 1s, gate: true}\n- {clusters: [west]}\n")
+	ctx := startBoth(t, east, west)
+	eventually(t, 30*time.Second, "the wave at its gate", func() bool {
+		if east.status().Phase != workflows.PhaseWaveHold {
+			return false
+		}
+		_, wave := waveOf(t, east.temporal, east)
+		return wave.Phase == workflows.WaveGate
+	})
+	time.Sleep(2 * time.Second)
+	if st := west.status(); st.Phase != workflows.PhaseWaitingWave || st.Weight != 0 {
+		t.Fatalf("west went past the gate: %s at %d%%", st.Phase, st.Weight)
+	}
+	if out, code := west.cli("wave", "promote", "hello", "--reason", "canary reviewed"); code != 0 {
+		t.Fatalf("wave promote: %d\n%s", code, out)
+	}
+	for name, s := range map[string]*stack{"east": east, "west": west} {
+		if res, err := s.ctl.Wait(ctx, hello); err != nil || res.Outcome != workflows.OutcomeSucceeded {
+			t.Fatalf("%s: %+v, %v", name, res, err)
+		}
 	}
 }
