@@ -214,8 +214,10 @@ func (r *rollout) interrupted() bool {
 // awaitInterrupt waits, bounded by the overall deadline, until cond holds or
 // the rollout is interrupted.
 func (r *rollout) awaitInterrupt(ctx workflow.Context, cond func() bool, why string) {
-	if r.st.Deadline.IsZero() {
-		r.awaitFor(ctx, 0, why, cond) // no deadline yet: wait for cond alone
+	if r.st.Deadline.IsZero() || r.st.Phase == PhaseWaitingWave || r.st.Phase == PhaseWaveHold {
+		// No deadline yet, or none while the wave plan holds the rollout:
+		// wait for cond alone.
+		r.awaitFor(ctx, 0, why, cond)
 		return
 	}
 	left := r.st.Deadline.Sub(workflow.Now(ctx))

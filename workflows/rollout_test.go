@@ -46,6 +46,12 @@ const testWatch = 20 * time.Millisecond
 
 func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	t.Helper()
+	return newHarnessIn(t, "", objs...)
+}
+
+// newHarnessIn is newHarness with a worker of cluster.
+func newHarnessIn(t *testing.T, cluster string, objs ...runtime.Object) *harness {
+	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	env := s.NewTestWorkflowEnvironment()
@@ -56,7 +62,7 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: 10 * time.Second})
 	k := knativefake.New(objs...)
 	env.RegisterWorkflowWithOptions(Rollout, workflow.RegisterOptions{Name: WorkflowName})
-	env.RegisterActivity(&activities.Activities{Knative: knative.Client{Serving: k}, Defaults: config.BuiltinDefaults(), WatchLimit: testWatch})
+	env.RegisterActivity(&activities.Activities{Knative: knative.Client{Serving: k}, Defaults: config.BuiltinDefaults(), WatchLimit: testWatch, Cluster: cluster})
 	h := &harness{t: t, env: env, k: k, attrs: map[string]any{}}
 	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
 		for k, v := range args.Get(0).(temporal.SearchAttributes).GetUntypedValues() {
