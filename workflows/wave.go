@@ -154,11 +154,31 @@ func Wave(ctx workflow.Context, in activities.WaveStart) (activities.WaveResult,
 		}
 		w.emit(ctx, typ, failure, by)
 	}
+	// A rollout that joined as the wave decided has had no word: answer it
+	// too. A join that arrives while the wave completes makes Temporal run
+	// this task again with it, so none is left waiting.
+	w.answerLate(ctx, failure)
 	w.details(ctx)
 	for _, f := range w.sent {
 		_ = f.Get(ctx, nil) // a sink that never answers loses the event, not the wave
 	}
 	return activities.WaveResult{Outcome: w.st.Outcome, Reason: w.st.Reason}, nil
+}
+
+// answerLate reads the member news not yet read and answers every rollout
+// that joined but was never told anything: stopped after a failure, done
+// (released, no wait at 100%) after a success.
+func (w *wave) answerLate(ctx workflow.Context, failure string) {
+	var m activities.WaveMember
+	for workflow.GetSignalChannel(ctx, activities.SignalWaveMember).ReceiveAsync(&m) {
+		w.note(ctx, m)
+	}
+	untold := func(m WaveMemberStatus) bool { return m.WorkflowID != "" && m.Verdict == "" && m.EndedAt.IsZero() }
+	if failure != "" {
+		w.tell(ctx, untold, activities.VerdictStop, "not released: "+failure)
+		return
+	}
+	w.tell(ctx, untold, activities.VerdictDone, w.st.Reason)
 }
 
 // details shows the wave in the Temporal UI's current details: its phase,

@@ -68,9 +68,11 @@ func (r *rollout) awaitRelease(ctx workflow.Context) {
 		}
 		wv.Joined = true
 		if res.Ended && wv.Pending == "" {
+			// A wave that ended will say nothing more: a successful one
+			// lets this rollout run and end without waiting at 100%.
 			wv.Pending, wv.PendingReason = activities.VerdictStop, fmt.Sprintf("the wave of release %s has ended %s: %s", wv.Release, res.Result.Outcome, res.Result.Reason)
 			if res.Result.Outcome == activities.WaveSucceeded {
-				wv.Pending = activities.VerdictRelease
+				wv.Pending = activities.VerdictDone
 			}
 		}
 		r.publish(ctx)
@@ -85,6 +87,10 @@ func (r *rollout) awaitRelease(ctx workflow.Context) {
 		wv.Released = true
 		r.st.Phase = PhaseStepping
 		r.st.Deadline = workflow.Now(ctx).Add(r.st.Policy.Deadline)
+		if verdict == activities.VerdictDone {
+			// Nothing to wait for at 100%: keep it for then.
+			wv.Pending, wv.PendingReason = verdict, reason
+		}
 	default:
 		r.startRollback(OutcomeAborted, "wave plan: "+reason)
 	}

@@ -89,3 +89,17 @@ func TestWavePlanNeedsACluster(t *testing.T) {
 		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
 	}
 }
+
+// A cluster that joins after its wave has succeeded (a rollout retried
+// later) runs and ends without waiting at 100% for word that never comes.
+func TestWaveJoinedAfterTheWaveSucceeded(t *testing.T) {
+	plan := "waves:\n- {clusters: [east]}\n- {clusters: [west]}\n"
+	h := newHarnessIn(t, "west", helloObjects(map[string]string{config.AnnotationWaves: plan}, true)...)
+	h.env.OnActivity(a.JoinWave, mock.Anything, mock.Anything).Return(
+		activities.JoinWaveResult{Ended: true, Result: activities.WaveResult{Outcome: activities.WaveSucceeded, Reason: "release x is at 100% in every cluster"}}, nil)
+	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", activities.SignalWaveMember, mock.Anything).Return(nil)
+	h.env.ExecuteWorkflow(Rollout, Input{Target: helloTarget.In("west"), Candidate: "hello-00002", RequestedBy: "test"})
+	if res := h.result(); res.Outcome != OutcomeSucceeded || !strings.Contains(res.Reason, "has ended Succeeded") {
+		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
+	}
+}
