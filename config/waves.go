@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -75,7 +74,7 @@ func parseWaves(raw string) (*Waves, error) {
 	key := AnnotationWaves
 	var doc wavesDoc
 	if err := yaml.UnmarshalStrict([]byte(raw), &doc); err != nil {
-		return nil, &FieldError{Key: key, Message: "is not a valid wave plan (see docs/waves.md): " + strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: json: "), Value: shorten(raw)}
+		return nil, &FieldError{Key: key, Message: "is not a valid wave plan (see docs/waves.md): " + yamlMessage(err), Value: shorten(raw)}
 	}
 	var errs []error
 	fail := func(format string, args ...any) {
