@@ -31,9 +31,6 @@ const (
 	SignalWaveMember = "wave-member"
 	// SignalWaveVerdict tells a rollout what its wave decided.
 	SignalWaveVerdict = "wave"
-	// AnnotationRelease, on a Revision's template, names its release when
-	// the images alone should not (see ReleaseOf).
-	AnnotationRelease = config.Prefix + "release"
 )
 
 // Member events, in the order a rollout sends them.
@@ -97,7 +94,7 @@ func WaveID(t knative.TargetRef, release string) string {
 // every cluster, where Revision names may differ. Its template's
 // sluice.dev/release if set, or else a digest of its containers' images.
 func ReleaseOf(rev *servingv1.Revision) string {
-	if r := rev.Annotations[AnnotationRelease]; r != "" {
+	if r := rev.Annotations[config.AnnotationRelease]; r != "" {
 		return r
 	}
 	var images []string

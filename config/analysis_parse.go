@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/sluicehq/sluice/analysis"
 )
 
@@ -83,19 +81,27 @@ var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 func parseAnalysis(raw string, d Defaults) (*Analysis, error) {
 	key := AnnotationAnalysis
 	var doc analysisDoc
-	if err := yaml.UnmarshalStrict([]byte(raw), &doc); err != nil {
-		return nil, &FieldError{Key: key, Message: "is not a valid analysis document (see docs/analysis.md): " + yamlMessage(err), Value: shorten(raw)}
-	}
+	dec, ok := decodeDocument(raw, &doc, "an analysis document (docs/analysis.md), a mapping")
 	var errs []error
 	fail := func(format string, args ...any) {
 		errs = append(errs, &FieldError{Key: key, Message: fmt.Sprintf(format, args...), Value: shorten(raw)})
+	}
+	for _, p := range dec.problems {
+		fail("%s", p)
+	}
+	if !ok {
+		return nil, errors.Join(errs...)
 	}
 	an := &Analysis{Interval: DefaultAnalysisInterval, KnativeMetrics: cmp.Or(d.KnativeMetrics, MetricsOpenTelemetry)}
 	if doc.KnativeMetrics != "" {
 		an.KnativeMetrics = doc.KnativeMetrics
 	}
-	if _, ok := flavours[an.KnativeMetrics]; !ok {
+	// Built-ins are resolved with known names even when knativeMetrics is
+	// wrong, so its one mistake is reported once.
+	flavour := an.KnativeMetrics
+	if _, ok := flavours[flavour]; !ok {
 		fail("knativeMetrics %q must be one of %s", an.KnativeMetrics, strings.Join(KnativeMetrics(), ", "))
+		flavour = MetricsOpenTelemetry
 	}
 	// seconds reads a duration of at least a second into *into, if raw is set.
 	seconds := func(what, raw string, into *time.Duration) {
@@ -112,7 +118,7 @@ func parseAnalysis(raw string, d Defaults) (*Analysis, error) {
 	seconds("interval", doc.Interval, &an.Interval)
 	window := max(an.Interval, minDefaultWindow)
 	seconds("window", doc.Window, &window)
-	if len(doc.Checks) == 0 && len(doc.Webhooks) == 0 {
+	if len(doc.Checks) == 0 && len(doc.Webhooks) == 0 && !dec.broken("checks") && !dec.broken("webhooks") {
 		fail("lists no checks and no webhooks; add one or remove the annotation")
 	}
 	if len(doc.Checks) > maxChecks || len(doc.Webhooks) > maxWebhooks {
@@ -132,6 +138,9 @@ func parseAnalysis(raw string, d Defaults) (*Analysis, error) {
 		return n
 	}
 	for i, c := range doc.Checks {
+		if dec.broken(fmt.Sprintf("checks[%d]", i)) {
+			continue // reported as it was read; judging the rest would guess
+		}
 		ch := Check{Name: name("check", i, c.Name), Window: window, ConsecutiveErrorLimit: DefaultConsecutiveErrorLimit, InconclusiveLimit: DefaultInconclusiveLimit}
 		compare := c.Compare != nil && !c.Compare.off
 		var b builtin
@@ -144,7 +153,7 @@ func parseAnalysis(raw string, d Defaults) (*Analysis, error) {
 				continue
 			}
 			// Empty only when knativeMetrics is unknown, which is reported above.
-			b, _ = builtinFor(an.KnativeMetrics, c.Builtin)
+			b, _ = builtinFor(flavour, c.Builtin)
 			ch.Builtin, ch.Query, ch.Series, ch.Metric = c.Builtin, b.query, b.series, b.metric
 			if !compare {
 				ch.Min, ch.Max = b.min, b.max
@@ -173,7 +182,7 @@ func parseAnalysis(raw string, d Defaults) (*Analysis, error) {
 		}
 		an.Checks = append(an.Checks, ch)
 	}
-	if doc.Score != nil && !an.Comparisons() {
+	if doc.Score != nil && !an.Comparisons() && !dec.broken("checks") {
 		fail("sets a score but has no comparison checks; the score bands judge comparisons (compare:)")
 	}
 	if an.Comparisons() {
@@ -193,13 +202,16 @@ func parseAnalysis(raw string, d Defaults) (*Analysis, error) {
 		if doc.Prometheus != "" {
 			an.Prometheus = doc.Prometheus
 		}
-		if an.Prometheus == "" {
+		if an.Prometheus == "" && !dec.broken("prometheus") {
 			fail("has checks but no Prometheus to query; set prometheus: in the document or %s on the worker", EnvPrometheusURL)
 		} else if err := checkURL(an.Prometheus); err != nil {
 			fail("prometheus %q: %v", an.Prometheus, err)
 		}
 	}
 	for i, h := range doc.Webhooks {
+		if dec.broken(fmt.Sprintf("webhooks[%d]", i)) {
+			continue
+		}
 		wh := Webhook{Name: name("webhook", i, h.Name), At: Moment(h.At), URL: h.URL, Timeout: DefaultWebhookTimeout, Retries: DefaultWebhookRetries, Metadata: h.Metadata}
 		if !knownMoment(wh.At) {
 			fail("webhook %q: at %q must be one of %s", h.Name, h.At, joinMoments())
@@ -284,16 +296,6 @@ func checkURL(raw string) error {
 		return errors.New("must be an absolute http:// or https:// URL")
 	}
 	return nil
-}
-
-// yamlMessage is a YAML decoding error without the layers of decoders it
-// went through, which mean nothing to the document's author.
-func yamlMessage(err error) string {
-	msg := err.Error()
-	for _, noise := range []string{"error unmarshaling JSON: ", "while decoding JSON: ", "json: "} {
-		msg = strings.ReplaceAll(msg, noise, "")
-	}
-	return msg
 }
 
 // shorten keeps error messages readable when a long document is quoted.

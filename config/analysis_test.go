@@ -87,8 +87,8 @@ func TestAnalysisErrorsNameTheProblem(t *testing.T) {
 		name, doc string
 		want      []string
 	}{
-		{"not yaml", "checks: [", []string{"sluice.dev/analysis: is not a valid analysis document"}},
-		{"unknown field", "checks:\n- name: a\n  builtin: success-rate\n  maximum: 3\nprometheus: http://p", []string{`unknown field "maximum"`}},
+		{"not yaml", "checks: [", []string{"sluice.dev/analysis: is not valid YAML: line 1"}},
+		{"unknown field", "checks:\n- name: a\n  builtin: success-rate\n  maximum: 3\nprometheus: http://p", []string{`unknown field "checks[0].maximum"; did you mean "checks[0].max"?`}},
 		{"empty", "interval: 10s", []string{"lists no checks and no webhooks"}},
 		{"no prometheus", "checks:\n- name: a\n  builtin: success-rate", []string{"no Prometheus to query", EnvPrometheusURL}},
 		{"unknown builtin", "prometheus: http://p\nchecks:\n- name: a\n  builtin: error-rate", []string{`builtin "error-rate" is unknown; use one of latency-mean, latency-p50, latency-p95, latency-p99, success-rate`}},
@@ -245,14 +245,14 @@ func TestComparisonErrorsNameTheProblem(t *testing.T) {
 		{"no revision", "checks:\n- name: a\n  query: sum(rate(x{r=\"{{.Candidate}}\"}[1m]))\n  compare: {direction: increase}", "must name the Revision it measures as {{.Revision}}"},
 		{"no direction", "checks:\n- name: a\n  query: sum(x{r=\"{{.Revision}}\"})\n  compare: true", "compare.direction is needed"},
 		{"bad direction", "checks:\n- name: a\n  builtin: latency-p99\n  compare: {direction: up}", `compare.direction "up" must be increase`},
-		{"bad effect", "checks:\n- name: a\n  builtin: latency-p99\n  compare: {effect: ten}", `effect "ten" must be a number or a percentage`},
+		{"bad effect", "checks:\n- name: a\n  builtin: latency-p99\n  compare: {effect: ten}", `checks[0].compare.effect: "ten" must be a number or a percentage`},
 		{"negative effect", "checks:\n- name: a\n  builtin: latency-p99\n  compare: {effect: -5%}", "compare.effect -5% must be a finite number of at least 0"},
 		{"confidence", "checks:\n- name: a\n  builtin: latency-p99\n  compare: {confidence: 95}", "compare.confidence 95 must be between 0.5 and 0.999"},
 		{"too few samples", "checks:\n- name: a\n  builtin: latency-p99\n  window: 1m\n  compare: true", "a window of 1m0s sampled every 30s gives at most 3 samples a side, fewer than minSamples 8"},
 		{"min on a comparison", "checks:\n- name: a\n  builtin: latency-p99\n  max: 100\n  compare: true", "min and max do not apply to a comparison"},
 		{"limits on a comparison", "checks:\n- name: a\n  builtin: latency-p99\n  failureLimit: 2\n  compare: true", "failureLimit and inconclusiveLimit do not apply"},
 		{"weight on an absolute check", "checks:\n- name: a\n  builtin: latency-p99\n  weight: 2", "weight and critical apply to comparison checks"},
-		{"unknown compare field", "checks:\n- name: a\n  builtin: latency-p99\n  compare: {directon: increase}", `unknown field "directon"`},
+		{"unknown compare field", "checks:\n- name: a\n  builtin: latency-p99\n  compare: {directon: increase}", `unknown field "checks[0].compare.directon"; did you mean "checks[0].compare.direction"?`},
 		{"score without comparisons", "checks:\n- name: a\n  builtin: latency-p99\nscore: {pass: 90}", "sets a score but has no comparison checks"},
 		{"score bands", "checks:\n- name: a\n  builtin: latency-p99\n  compare: true\nscore: {pass: 70, marginal: 80}", "pass 70 and marginal 80 must satisfy"},
 		{"zero weight", "checks:\n- name: a\n  builtin: latency-p99\n  compare: true\n  weight: 0", "weight 0 must be above 0"},

@@ -119,3 +119,18 @@ func parseSurge(v string, c *Capacity) error {
 	c.SurgePods = int32(n)
 	return nil
 }
+
+// Stages are the capacity stages a rollout of p runs for a stable Revision
+// of stablePods pods, as the workflow derives them when the rollout starts:
+// from the pods and the surge, or from the listed steps.
+func (p Policy) Stages(stablePods int32) ([]capacity.Stage, error) {
+	c := p.Capacity
+	surge := capacity.SurgePods(c.Strategy, stablePods, c.SurgePods, c.SurgePercent)
+	var weights []int64
+	if !c.StepsFromPods {
+		for _, s := range p.Steps {
+			weights = append(weights, s.Weight)
+		}
+	}
+	return capacity.Plan(c.Strategy, stablePods, surge, weights)
+}

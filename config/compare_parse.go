@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -34,16 +33,19 @@ type compareDoc struct {
 	off        bool
 }
 
-func (c *compareDoc) UnmarshalJSON(b []byte) error {
+func (c *compareDoc) decodeFields(d *docDecoder, raw json.RawMessage, path string) {
 	var on bool
-	if json.Unmarshal(b, &on) == nil {
+	if json.Unmarshal(raw, &on) == nil {
 		c.off = !on
-		return nil
+		return
+	}
+	if jsonKind(raw) != "a mapping" {
+		d.bad[path] = true
+		d.fail("%s must be true, false or a mapping of direction, effect, confidence, minSamples and step, not %s", path, jsonKind(raw))
+		return
 	}
 	type plain compareDoc
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	return dec.Decode((*plain)(c))
+	d.object(raw, path, (*plain)(c))
 }
 
 // effectDoc is an allowed effect: a number in the metric's unit (0.005),
@@ -56,11 +58,11 @@ func (e *effectDoc) UnmarshalJSON(b []byte) error {
 	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("effect must be a number or a percentage like \"10%%\", got %s", b)
+		return fmt.Errorf("must be a number or a percentage like \"10%%\", not %s", jsonKind(b))
 	}
 	v, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(s), "%"), 64)
 	if err != nil || !strings.HasSuffix(strings.TrimSpace(s), "%") {
-		return fmt.Errorf("effect %q must be a number or a percentage like \"10%%\"", s)
+		return fmt.Errorf("%q must be a number or a percentage like \"10%%\"", s)
 	}
 	e.Value, e.Relative = v, true
 	return nil

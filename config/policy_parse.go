@@ -29,7 +29,18 @@ func OptedIn(annotations map[string]string) (bool, error) {
 // what they do not say from d. It reports every problem at once, each naming
 // its annotation, so one edit can fix them all.
 func FromAnnotations(annotations map[string]string, d Defaults) (Policy, error) {
-	var errs []error
+	p, errs, _ := parsePolicy(annotations, d)
+	if len(errs) > 0 {
+		return Policy{}, errors.Join(errs...)
+	}
+	return p, nil
+}
+
+// parsePolicy reads a policy and says what is wrong with it (errs) and what
+// in it has no effect (warns).
+func parsePolicy(annotations map[string]string, d Defaults) (Policy, []error, []error) {
+	errs := unknownKeys(annotations)
+	var warns []error
 	fail := func(err error) {
 		if err != nil {
 			errs = append(errs, err)
@@ -61,9 +72,20 @@ func FromAnnotations(annotations map[string]string, d Defaults) (Policy, error) 
 
 	if raw, ok := annotations[AnnotationStepHolds]; ok {
 		fail(applyStepHolds(raw, p.Steps))
+		if w := lastStepHold(raw, p.Steps); w != nil {
+			warns = append(warns, w)
+		}
 	}
 	if raw, ok := annotations[AnnotationGates]; ok {
-		fail(applyGates(raw, p.Steps))
+		err := applyGates(raw, p.Steps)
+		fail(err)
+		if err == nil {
+			warns = append(warns, repeatedGates(raw)...)
+		}
+	}
+	if raw, ok := annotations[AnnotationHold]; ok && len(p.Steps) == 1 {
+		warns = append(warns, &FieldError{Key: AnnotationHold, Value: raw,
+			Message: "has no effect: the only step, 100%, ends the rollout and never holds; remove it or add earlier steps"})
 	}
 	if raw, ok := annotations[AnnotationAnalysis]; ok {
 		an, err := parseAnalysis(raw, d)
@@ -88,9 +110,9 @@ func FromAnnotations(annotations map[string]string, d Defaults) (Policy, error) 
 		})
 	}
 	if len(errs) > 0 {
-		return Policy{}, errors.Join(errs...)
+		return Policy{}, errs, warns
 	}
-	return p, nil
+	return p, nil, warns
 }
 
 func parseWeights(key, raw string) ([]int64, error) {
@@ -127,7 +149,11 @@ func durationOr(annotations map[string]string, key string, def time.Duration, ze
 func parseDuration(key, raw string, zeroOK bool) (time.Duration, error) {
 	d, err := time.ParseDuration(strings.TrimSpace(raw))
 	if err != nil {
-		return 0, &FieldError{Key: key, Message: `is not a duration; write it like "90s", "5m" or "1h30m"`, Value: raw}
+		msg := `is not a duration; write it like "90s", "5m" or "1h30m"`
+		if n, numErr := strconv.ParseFloat(strings.TrimSpace(raw), 64); numErr == nil {
+			msg = fmt.Sprintf("has no unit; write %gs for seconds or %gm for minutes", n, n)
+		}
+		return 0, &FieldError{Key: key, Message: msg, Value: raw}
 	}
 	if d < 0 || (d == 0 && !zeroOK) {
 		want := "must be positive"
@@ -184,6 +210,38 @@ func applyGates(raw string, steps []Step) error {
 		steps[i].Gate = true
 	}
 	return nil
+}
+
+// lastStepHold warns of a hold given to the last step: reaching 100% ends
+// the rollout, so that hold is never waited.
+func lastStepHold(raw string, steps []Step) error {
+	if len(steps) == 0 {
+		return nil
+	}
+	last := steps[len(steps)-1].Weight
+	for _, part := range splitList(raw) {
+		weightText, _, _ := strings.Cut(part, "=")
+		if w, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(weightText), "%"), 10, 64); err == nil && w == last {
+			return &FieldError{Key: AnnotationStepHolds, Value: raw, Message: fmt.Sprintf(
+				"the hold of %d%% has no effect: the last step ends the rollout and never holds; remove %q", last, part)}
+		}
+	}
+	return nil
+}
+
+// repeatedGates warns of a weight gated twice: one promote passes it.
+func repeatedGates(raw string) []error {
+	weights, _ := parseWeights(AnnotationGates, raw)
+	seen := map[int64]bool{}
+	var warns []error
+	for _, w := range weights {
+		if seen[w] {
+			warns = append(warns, &FieldError{Key: AnnotationGates, Value: raw,
+				Message: fmt.Sprintf("weight %d is gated twice, and one promote passes it; list it once", w)})
+		}
+		seen[w] = true
+	}
+	return warns
 }
 
 func stepIndex(steps []Step, weight int64) int {

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"sigs.k8s.io/yaml"
 )
 
 // AnnotationWaves holds a wave plan: the clusters a new Revision is rolled
@@ -60,25 +58,32 @@ func (w *Waves) Clusters() []string {
 
 const maxSoak = 30 * 24 * time.Hour
 
+type waveDoc struct {
+	Clusters []string `json:"clusters"`
+	Soak     string   `json:"soak"`
+	Gate     bool     `json:"gate"`
+}
+
 type wavesDoc struct {
-	Waves []struct {
-		Clusters []string `json:"clusters"`
-		Soak     string   `json:"soak"`
-		Gate     bool     `json:"gate"`
-	} `json:"waves"`
-	OnFailure string `json:"onFailure"`
+	Waves     []waveDoc `json:"waves"`
+	OnFailure string    `json:"onFailure"`
 }
 
 // parseWaves reads the wave plan annotation.
 func parseWaves(raw string) (*Waves, error) {
 	key := AnnotationWaves
 	var doc wavesDoc
-	if err := yaml.UnmarshalStrict([]byte(raw), &doc); err != nil {
-		return nil, &FieldError{Key: key, Message: "is not a valid wave plan (see docs/waves.md): " + yamlMessage(err), Value: shorten(raw)}
-	}
+	dec, ok := decodeDocument(raw, &doc, "a wave plan (docs/waves.md), a mapping")
 	var errs []error
 	fail := func(format string, args ...any) {
 		errs = append(errs, &FieldError{Key: key, Message: fmt.Sprintf(format, args...), Value: shorten(raw)})
+	}
+	for _, p := range dec.problems {
+		fail("%s", p)
+	}
+	if !ok || len(errs) > 0 {
+		// A plan read in part would be judged on guesses.
+		return nil, errors.Join(errs...)
 	}
 	w := &Waves{OnFailure: OnFailureStop}
 	switch doc.OnFailure {

@@ -139,3 +139,18 @@ func ServingClient(cfg *rest.Config) (servingclient.Interface, error) {
 	}
 	return c, nil
 }
+
+// ContextNamespace is the namespace kubectl would use: the current
+// context's in kubeconfig (or KUBECONFIG), the pod's own in a cluster, else
+// "default".
+func ContextNamespace(kubeconfig string) string {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if kubeconfig != "" {
+		rules.ExplicitPath = kubeconfig
+	}
+	ns, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).Namespace()
+	if err != nil || ns == "" {
+		return "default"
+	}
+	return ns
+}

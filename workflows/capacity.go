@@ -43,14 +43,7 @@ func (r *rollout) planCapacity(ctx workflow.Context, res activities.Resolved) bo
 	}
 	c := r.st.Capacity
 	c.CandidateBounds, c.Stages = res.CandidateBounds, nil
-	surge := capacity.SurgePods(p.Strategy, c.StablePods, p.SurgePods, p.SurgePercent)
-	var weights []int64
-	if !p.StepsFromPods {
-		for _, s := range r.st.Policy.Steps {
-			weights = append(weights, s.Weight)
-		}
-	}
-	stages, err := capacity.Plan(p.Strategy, c.StablePods, surge, weights)
+	stages, err := r.st.Policy.Stages(c.StablePods)
 	if err != nil {
 		r.finish(ctx, OutcomeFailed, fmt.Sprintf("capacity plan for %s at %d pods: %v", r.st.Stable, c.StablePods, err))
 		return false

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -8,11 +9,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
+	"knative.dev/serving/pkg/apis/autoscaling"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	"sigs.k8s.io/yaml"
 
@@ -22,145 +27,337 @@ import (
 	"github.com/sluicehq/sluice/worker"
 )
 
-func newLintCommand() *cobra.Command {
-	var service, namespace, kubeconfig, revision string
+func newLintCommand(g *globals) *cobra.Command {
+	var service, kubeconfig, revision string
 	var measure bool
+	var stablePods int32
 	cmd := &cobra.Command{
 		Use:   "lint [FILE...]",
 		Short: "Check rollout policies with exactly the worker's rules and messages",
 		Long: `Check the sluice.dev/* annotations of Knative Services and Configurations in YAML files
-(several documents per file are fine; - reads standard input), or of a live Service with
---service. Defaults come from the same SLUICE_DEFAULT_* settings the worker reads (among them
-SLUICE_PROMETHEUS_URL). Exits 1 if any policy is invalid.
+(several documents per file; - reads standard input), or of a live Service with --service
+(in -n's namespace). Defaults come from the same SLUICE_DEFAULT_* settings the worker reads
+(among them SLUICE_PROMETHEUS_URL).
 
-With --service and --measure, each check's query also runs once against the policy's Prometheus,
-for the Service's latest Revision (or --revision), and prints what it finds: a quick way to see
-whether a cluster's Prometheus holds what the checks need before a rollout depends on it.`,
+Every document is reported on its own: ok (with the plan the worker would run, capacity
+stages included), invalid (errors: the worker refuses the rollout), warnings (settings that
+have no effect), not opted in, or skipped (not a Knative Service or Configuration). A
+sluice.dev/ key sluice does not know, a policy without its sluice.dev/rollout opt-in, and
+sluice annotations written on the Revision template are findings, never silence.
+
+A capacity plan's stages depend on the stable Revision's pods when the rollout starts: lint
+shows them for --stable-pods, else for the template's autoscaling.knative.dev/min-scale.
+
+With --service and --measure, each check's query also runs once against the policy's
+Prometheus, for the Service's latest Revision (or --revision), and prints what it finds.
+
+Exit codes: 0 every policy is fine; 1 some document has findings (errors or warnings);
+2 the input could not be read or parsed (a missing file, broken YAML, an unreachable
+cluster).`,
 		Example: `  sluice lint service.yaml
   kubectl get ksvc hello -o yaml | sluice lint -
-  sluice lint --service hello --service-namespace shop
+  sluice lint -o json config/*.yaml | jq '.[] | select(.findings)'
+  sluice lint --service hello -n shop
   sluice lint --service hello --measure`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := validateOutput(g.output); err != nil {
+				return inputErr(err)
+			}
 			settings, err := config.LoadSettings(os.LookupEnv)
 			if err != nil {
-				return err
+				return inputErr(err)
 			}
+			opts := lintOptions{defaults: settings.Defaults, stablePods: stablePods}
 			var docs []lintDoc
 			if service != "" {
+				ns := g.kubeNamespace(kubeconfig)
 				kc, err := worker.KubeConfig(kubeconfig)
 				if err != nil {
-					return err
+					return inputErr(err)
 				}
 				serving, err := worker.ServingClient(kc)
 				if err != nil {
-					return err
+					return inputErr(err)
 				}
-				svc, err := serving.ServingV1().Services(namespace).Get(cmd.Context(), service, metav1.GetOptions{})
+				svc, err := serving.ServingV1().Services(ns).Get(cmd.Context(), service, metav1.GetOptions{})
 				if err != nil {
-					return fmt.Errorf("read Service %s/%s: %w", namespace, service, err)
+					return inputErr(fmt.Errorf("read Service %s/%s: %w", ns, service, err))
 				}
-				docs = append(docs, lintDoc{Kind: "Service", Metadata: lintMeta{Name: svc.Name, Annotations: svc.Annotations}})
+				d := lintDoc{APIVersion: servingv1.SchemeGroupVersion.String(), Kind: "Service"}
+				d.Metadata.Name, d.Metadata.Namespace, d.Metadata.Annotations = svc.Name, svc.Namespace, svc.Annotations
+				d.Spec.Template.Metadata.Annotations = svc.Spec.Template.Annotations
+				docs = append(docs, d)
 				if measure {
-					if err := lint(cmd.OutOrStdout(), docs, settings.Defaults); err != nil {
+					if err := lint(cmd.OutOrStdout(), g.output, docs, opts); err != nil {
 						return err
 					}
 					return measureChecks(cmd.Context(), cmd.OutOrStdout(), svc, revision, settings.Defaults)
 				}
 			} else if measure || revision != "" {
-				return errors.New("--measure and --revision need --service")
+				return inputErr(errors.New("--measure and --revision need --service"))
 			}
 			for _, f := range args {
 				d, err := readLintDocs(cmd.InOrStdin(), f)
 				if err != nil {
-					return err
+					return inputErr(err)
 				}
 				docs = append(docs, d...)
 			}
 			if len(docs) == 0 {
-				return errors.New("nothing to lint: name YAML files, - for standard input, or --service NAME")
+				return inputErr(errors.New("nothing to lint: name YAML files, - for standard input, or --service NAME"))
 			}
-			return lint(cmd.OutOrStdout(), docs, settings.Defaults)
+			return lint(cmd.OutOrStdout(), g.output, docs, opts)
 		},
 	}
-	cmd.Flags().StringVar(&service, "service", "", "lint a live Knative Service instead of files")
-	cmd.Flags().StringVar(&namespace, "service-namespace", "default", "namespace of --service")
+	cmd.Flags().StringVar(&service, "service", "", "lint a live Knative Service (in -n's namespace) instead of files")
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig for --service")
 	cmd.Flags().BoolVar(&measure, "measure", false, "with --service: run each check's query once and print what it finds")
 	cmd.Flags().StringVar(&revision, "revision", "", "with --measure: the Revision to measure (default: the Service's latest)")
+	cmd.Flags().Int32Var(&stablePods, "stable-pods", 0, "describe capacity stages for a stable Revision of this many pods (default: the template's min-scale)")
 	return cmd
 }
 
-type lintMeta struct {
-	Name        string            `json:"name"`
-	Annotations map[string]string `json:"annotations"`
-}
-
+// lintDoc is one YAML document, read only as far as a policy needs.
 type lintDoc struct {
-	Kind     string   `json:"kind"`
-	Metadata lintMeta `json:"metadata"`
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name        string            `json:"name"`
+		Namespace   string            `json:"namespace"`
+		Annotations map[string]string `json:"annotations"`
+	} `json:"metadata"`
+	Spec struct {
+		Template struct {
+			Metadata struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+		} `json:"template"`
+	} `json:"spec"`
 	source   string
+	document int
 }
 
 func readLintDocs(stdin io.Reader, path string) ([]lintDoc, error) {
-	var b []byte
-	var err error
-	if path == "-" {
-		b, err = io.ReadAll(stdin)
-	} else {
-		b, err = os.ReadFile(path)
+	var r io.Reader = stdin
+	name := "standard input"
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", path, err)
+		}
+		defer f.Close()
+		r, name = f, path
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(r))
 	var out []lintDoc
-	for i, part := range bytes.Split(b, []byte("\n---")) {
-		if len(bytes.TrimSpace(part)) == 0 {
+	for i := 1; ; i++ {
+		part, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", name, err)
+		}
+		if len(bytes.TrimSpace(stripComments(part))) == 0 {
+			i--
 			continue
 		}
 		var d lintDoc
 		if err := yaml.Unmarshal(part, &d); err != nil {
-			return nil, fmt.Errorf("%s: document %d is not valid YAML: %w", path, i+1, err)
+			return nil, fmt.Errorf("%s: document %d is not a Kubernetes object in YAML: %s", name, i, yamlProblem(err))
 		}
-		if d.Kind != "Service" && d.Kind != "Configuration" {
-			continue // other kinds carry no rollout policy
-		}
-		d.source = path
+		d.source, d.document = path, i
 		out = append(out, d)
 	}
-	return out, nil
 }
 
-// lint prints each policy's verdict; invalid ones make it fail.
-func lint(w io.Writer, docs []lintDoc, d config.Defaults) error {
-	bad := 0
-	for _, doc := range docs {
-		name := doc.Kind + " " + doc.Metadata.Name
-		if doc.source != "" {
-			name += " (" + doc.source + ")"
+// stripComments drops comment lines, so a document of only comments (a
+// file's header) is not counted.
+func stripComments(b []byte) []byte {
+	var out [][]byte
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' {
+			out = append(out, line)
 		}
-		opted, err := config.OptedIn(doc.Metadata.Annotations)
-		if err == nil && !opted {
-			fmt.Fprintf(w, "%s: not opted in (%s: enabled); nothing to check\n", name, config.AnnotationRollout)
-			continue
-		}
-		var p config.Policy
-		if err == nil {
-			p, err = config.FromAnnotations(doc.Metadata.Annotations, d)
-		}
-		if err == nil && doc.Kind == "Configuration" && doc.Metadata.Annotations[config.AnnotationRoute] == "" {
-			err = fmt.Errorf("%s: a Configuration must name the Route its Revisions roll out on", config.AnnotationRoute)
-		}
-		if err != nil {
-			bad++
-			fmt.Fprintf(w, "%s: invalid\n  %s\n", name, strings.ReplaceAll(err.Error(), "\n", "\n  "))
-			continue
-		}
-		fmt.Fprintf(w, "%s: ok: %s\n", name, describePolicy(p))
 	}
-	if bad > 0 {
-		return fmt.Errorf("%d of %d policies are invalid", bad, len(docs))
+	return bytes.Join(out, []byte("\n"))
+}
+
+// yamlProblem is a decoding error in the words of YAML, not of the Go
+// decoders underneath.
+func yamlProblem(err error) string {
+	msg := err.Error()
+	for _, noise := range []string{"error converting YAML to JSON: ", "error unmarshaling JSON: ", "while decoding JSON: ", "json: ", "yaml: "} {
+		msg = strings.ReplaceAll(msg, noise, "")
+	}
+	if strings.Contains(msg, "Go ") {
+		return "a field has the wrong kind of value (a mapping where text belongs, or the reverse)"
+	}
+	return msg
+}
+
+type lintOptions struct {
+	defaults   config.Defaults
+	stablePods int32
+}
+
+// Verdicts of one document.
+const (
+	verdictOK          = "ok"
+	verdictInvalid     = "invalid"
+	verdictWarnings    = "warnings"
+	verdictNotOptedIn  = "not-opted-in"
+	verdictSkipped     = "skipped"
+	knativeServingPath = "serving.knative.dev/"
+)
+
+// lintResult is one document's verdict, as printed and as -o json gives it.
+type lintResult struct {
+	Source    string           `json:"source,omitempty"`
+	Document  int              `json:"document,omitempty"`
+	Kind      string           `json:"kind"`
+	Name      string           `json:"name"`
+	Namespace string           `json:"namespace,omitempty"`
+	Verdict   string           `json:"verdict"`
+	Plan      string           `json:"plan,omitempty"`
+	Stages    []string         `json:"stages,omitempty"`
+	Findings  []config.Finding `json:"findings,omitempty"`
+	Note      string           `json:"note,omitempty"`
+}
+
+// lint prints each document's verdict; findings make it fail.
+func lint(w io.Writer, format string, docs []lintDoc, o lintOptions) error {
+	results := make([]lintResult, len(docs))
+	failed := 0
+	for i, doc := range docs {
+		results[i] = lintOne(doc, o)
+		if len(results[i].Findings) > 0 {
+			failed++
+		}
+	}
+	if err := printAs(w, format, results, func(w io.Writer) {
+		for _, r := range results {
+			printLintResult(w, r)
+		}
+	}); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return &codedError{code: exitFindings, err: fmt.Errorf("%d of %d documents have findings", failed, len(docs))}
 	}
 	return nil
+}
+
+func printLintResult(w io.Writer, r lintResult) {
+	name := r.Kind + " " + r.Name
+	if r.Source != "" {
+		name += fmt.Sprintf(" (%s, document %d)", r.Source, r.Document)
+	}
+	switch r.Verdict {
+	case verdictOK:
+		fmt.Fprintf(w, "%s: ok: %s\n", name, r.Plan)
+	case verdictWarnings:
+		fmt.Fprintf(w, "%s: ok with warnings: %s\n", name, r.Plan)
+	case verdictInvalid:
+		fmt.Fprintf(w, "%s: invalid\n", name)
+	default:
+		fmt.Fprintf(w, "%s: %s\n", name, r.Note)
+	}
+	for _, s := range r.Stages {
+		fmt.Fprintf(w, "  %s\n", s)
+	}
+	for _, f := range r.Findings {
+		fmt.Fprintf(w, "  %s\n", strings.ReplaceAll(f.String(), "\n", "\n  "))
+	}
+}
+
+// lintOne judges one document: a Knative Service or Configuration by the
+// worker's rules, anything else by whether it carries sluice annotations
+// that sluice would never read.
+func lintOne(doc lintDoc, o lintOptions) lintResult {
+	r := lintResult{Source: doc.source, Document: doc.document, Kind: doc.Kind, Name: doc.Metadata.Name, Namespace: doc.Metadata.Namespace}
+	group, _, _ := strings.Cut(doc.APIVersion, "/")
+	knativeAPI := doc.APIVersion == "" || group+"/" == knativeServingPath
+	policyKind := doc.Kind == "Service" || doc.Kind == "Configuration"
+	if !knativeAPI || !policyKind {
+		r.Verdict, r.Note = verdictSkipped, "skipped: sluice reads policies from Knative Services and Configurations only"
+		if f, ok := wrongKind(doc, knativeAPI); ok {
+			r.Verdict, r.Findings = verdictInvalid, []config.Finding{f}
+		}
+		return r
+	}
+	rev := config.ReviewPolicy(config.Subject{Kind: doc.Kind, Annotations: doc.Metadata.Annotations,
+		TemplateAnnotations: doc.Spec.Template.Metadata.Annotations}, o.defaults)
+	r.Findings = rev.Findings
+	switch {
+	case rev.Policy != nil:
+		r.Verdict, r.Plan = verdictOK, describePolicy(*rev.Policy)
+		if len(rev.Findings) > 0 {
+			r.Verdict = verdictWarnings
+		}
+		r.Stages = describeStages(*rev.Policy, doc, o.stablePods)
+	case rev.Errors() > 0:
+		r.Verdict = verdictInvalid
+	default:
+		r.Verdict, r.Note = verdictNotOptedIn, fmt.Sprintf("not opted in (%s: enabled); nothing to check", config.AnnotationRollout)
+	}
+	return r
+}
+
+// wrongKind is the finding for a document that is not a policy's kind but
+// was meant to be: a kind in the wrong case, a Kubernetes Service, a Route
+// or Revision carrying a policy.
+func wrongKind(doc lintDoc, knativeAPI bool) (config.Finding, bool) {
+	var sluiceKeys []string
+	for k := range doc.Metadata.Annotations {
+		if strings.HasPrefix(k, config.Prefix) && k != config.AnnotationEnded && k != config.AnnotationTemplateScale && k != config.AnnotationRelease {
+			sluiceKeys = append(sluiceKeys, k)
+		}
+	}
+	slices.Sort(sluiceKeys)
+	for _, want := range []string{"Service", "Configuration"} {
+		if strings.EqualFold(doc.Kind, want) && doc.Kind != want && knativeAPI {
+			return config.Finding{Key: "kind", Severity: config.SeverityError, Value: doc.Kind,
+				Message: fmt.Sprintf("is not a Kubernetes kind: kinds are case-sensitive; write kind: %s", want)}, true
+		}
+	}
+	if len(sluiceKeys) == 0 {
+		return config.Finding{}, false
+	}
+	keys := strings.Join(sluiceKeys, ", ")
+	if doc.Kind == "Service" && !knativeAPI {
+		return config.Finding{Key: "apiVersion", Severity: config.SeverityError, Value: doc.APIVersion, Message: fmt.Sprintf(
+			"this is a Kubernetes Service, not a Knative one, so sluice never reads %s; use apiVersion: serving.knative.dev/v1", keys)}, true
+	}
+	return config.Finding{Key: "kind", Severity: config.SeverityError, Value: doc.Kind, Message: fmt.Sprintf(
+		"sluice reads %s only from a Knative Service, or a Configuration rolled out on a Route; move them there", keys)}, true
+}
+
+// describeStages lists a capacity plan's stages as the worker derives them,
+// for the stable pods given, else the template's min-scale.
+func describeStages(p config.Policy, doc lintDoc, stablePods int32) []string {
+	if p.Capacity == nil {
+		return nil
+	}
+	from := "--stable-pods"
+	if stablePods == 0 {
+		raw := doc.Spec.Template.Metadata.Annotations[autoscaling.MinScaleAnnotationKey]
+		n, err := strconv.ParseInt(raw, 10, 32)
+		if err != nil || n < 1 {
+			return []string{fmt.Sprintf("capacity (%s): the stages are derived from the stable's Ready pods when the rollout starts; pass --stable-pods N to see them", p.Capacity.Strategy)}
+		}
+		stablePods, from = int32(n), "the template's min-scale"
+	}
+	stages, err := p.Stages(stablePods)
+	if err != nil {
+		return []string{fmt.Sprintf("capacity (%s) at %d stable pods (%s): the rollout would fail: %v", p.Capacity.Strategy, stablePods, from, err)}
+	}
+	out := []string{fmt.Sprintf("capacity (%s), %d stages for a stable of %d pods (%s), each within %s:",
+		p.Capacity.Strategy, len(stages), stablePods, from, p.Capacity.StageTimeout)}
+	for i, s := range stages {
+		out = append(out, fmt.Sprintf("  stage %d: candidate %d pods, stable %d pods, %d%% of traffic", i+1, s.Candidate, s.Stable, s.Weight))
+	}
+	return out
 }
 
 func describePolicy(p config.Policy) string {

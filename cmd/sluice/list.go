@@ -28,10 +28,10 @@ func newListCommand(g *globals) *cobra.Command {
 				return err
 			}
 			if !all {
-				f.Namespace = g.namespace
+				f.Namespace = g.kubeNamespace("")
 			}
 			if target != "" {
-				t, err := control.ParseTarget(g.namespace, target)
+				t, err := control.ParseTarget(g.kubeNamespace(""), target)
 				if err != nil {
 					return err
 				}

@@ -27,7 +27,22 @@ const (
 	exitFailed     = 7
 	exitSuperseded = 8
 	exitTimeout    = 9 // status --watch --timeout passed first
+	// lint: some document has findings, or its input could not be read.
+	exitFindings = 1
+	exitInput    = 2
 )
+
+// codedError carries an exit code of its own (lint's).
+type codedError struct {
+	code int
+	err  error
+}
+
+func (e *codedError) Error() string { return e.err.Error() }
+func (e *codedError) Unwrap() error { return e.err }
+
+// inputErr is an input that could not be read or parsed (exit 2).
+func inputErr(err error) error { return &codedError{code: exitInput, err: err} }
 
 var outcomeCodes = map[workflows.Outcome]int{
 	workflows.OutcomeRolledBack: exitRolledBack,
@@ -47,9 +62,13 @@ func main() {
 func exitCode(err error, stderr io.Writer) int {
 	var rejected *control.RejectedError
 	var outcome *outcomeError
+	var coded *codedError
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.As(err, &coded):
+		fmt.Fprintln(stderr, "error:", coded.err)
+		return coded.code
 	case errors.As(err, &rejected):
 		fmt.Fprintln(stderr, "rejected:", rejected.Reason)
 		return exitRejected

@@ -43,7 +43,7 @@ TEMPORAL_NAMESPACE and the Temporal config file, or the flags below.`,
 		SilenceErrors: true,
 	}
 	pf := root.PersistentFlags()
-	pf.StringVarP(&g.namespace, "namespace", "n", "default", "Kubernetes namespace of the target")
+	pf.StringVarP(&g.namespace, "namespace", "n", "", "Kubernetes namespace of the target (default: the kube context's namespace, else default)")
 	pf.StringVar(&g.address, "address", "", "Temporal frontend host:port (default: TEMPORAL_ADDRESS or localhost:7233)")
 	pf.StringVar(&g.temporalN, "temporal-namespace", "", "Temporal namespace (default: TEMPORAL_NAMESPACE or default)")
 	pf.StringVar(&g.taskQueue, "task-queue", os.Getenv(config.EnvTaskQueue), "Temporal task queue of the sluice workers (SLUICE_TASK_QUEUE; default "+config.DefaultTaskQueue+", or "+config.DefaultTaskQueue+"-CLUSTER with --cluster)")
@@ -67,7 +67,7 @@ TEMPORAL_NAMESPACE and the Temporal config file, or the flags below.`,
 		newReportCommand(g),
 		newWaveCommand(g),
 		newRetryCommand(g),
-		newLintCommand(),
+		newLintCommand(g),
 		newVersionCommand(),
 	)
 	if strings.HasPrefix(filepath.Base(os.Args[0]), "kn-") {
@@ -75,6 +75,15 @@ TEMPORAL_NAMESPACE and the Temporal config file, or the flags below.`,
 		root.Use = "kn sluice"
 	}
 	return root
+}
+
+// kubeNamespace is -n, else the namespace of the kube context (as kubectl
+// and kn choose it).
+func (g *globals) kubeNamespace(kubeconfig string) string {
+	if g.namespace != "" {
+		return g.namespace
+	}
+	return worker.ContextNamespace(kubeconfig)
 }
 
 // dial connects to Temporal for a CLI verb.

@@ -225,7 +225,7 @@ func newSetupCommand(g *globals) *cobra.Command {
 
 // forTarget parses a target argument and connects to Temporal for it.
 func (g *globals) forTarget(cmd *cobra.Command, arg string) (knative.TargetRef, *control.Client, func(), error) {
-	target, err := control.ParseTarget(g.namespace, arg)
+	target, err := control.ParseTarget(g.kubeNamespace(""), arg)
 	if err != nil {
 		return target, nil, nil, err
 	}
