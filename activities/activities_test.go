@@ -337,9 +337,10 @@ func TestResolveErrors(t *testing.T) {
 	bad := knativefake.Service(ns, "bad", map[string]string{config.AnnotationSteps: "50,20"}, tgt("bad-00001", 100, ""))
 	off := knativefake.Service(ns, "off", nil, tgt("off-00001", 100, ""))
 	off.Annotations[config.AnnotationRollout] = "disabled"
+	typo := knativefake.Service(ns, "typo", map[string]string{"sluice.dev/gate": "100"}, tgt("typo-00001", 100, ""))
 	noRoute := &servingv1.Configuration{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api",
 		Annotations: map[string]string{config.AnnotationRollout: "enabled"}}}
-	f := newFixture(t, bad, off, noRoute, knativefake.Service(ns, "hello", nil, tgt("hello-00001", 100, "")), knativefake.Revision(ns, "hello", 1, true))
+	f := newFixture(t, bad, off, typo, noRoute, knativefake.Service(ns, "hello", nil, tgt("hello-00001", 100, "")), knativefake.Revision(ns, "hello", 1, true))
 	for _, tc := range []struct {
 		target    knative.TargetRef
 		candidate string
@@ -348,6 +349,7 @@ func TestResolveErrors(t *testing.T) {
 	}{
 		{knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: "gone"}, "gone-00002", ErrTargetNotFound, "Service default/gone not found"},
 		{knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: "bad"}, "bad-00002", ErrInvalidPolicy, `sluice.dev/steps: weights must increase and end at 100, got "50,20"`},
+		{knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: "typo"}, "typo-00002", ErrInvalidPolicy, "sluice.dev/gate: is not a sluice annotation, and sluice would ignore it; did you mean sluice.dev/gates?"},
 		{knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: "off"}, "off-00002", ErrNotOptedIn, "set the annotation sluice.dev/rollout: enabled"},
 		{knative.TargetRef{Namespace: ns, Kind: knative.KindConfiguration, Name: "api"}, "api-00002", ErrInvalidPolicy, "sluice.dev/route must name the Route"},
 		{knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: "hello"}, "hello-00007", ErrTargetNotFound, "Revision default/hello-00007 not found"},

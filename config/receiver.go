@@ -42,8 +42,9 @@ type AdmissionSettings struct {
 	// SecretNamespace/SecretName hold the certificates all replicas share.
 	SecretNamespace, SecretName string
 	// Webhook names the MutatingWebhookConfiguration whose caBundle the
-	// receiver keeps.
-	Webhook string
+	// receiver keeps, PolicyWebhook the ValidatingWebhookConfiguration of
+	// the policy webhook.
+	Webhook, PolicyWebhook string
 }
 
 // Receiver environment variables.
@@ -62,6 +63,8 @@ const (
 	EnvAdmissionWebhook        = "SLUICE_ADMISSION_WEBHOOK"
 	DefaultAdmissionSecret     = "sluice-system/sluice-admission-certs"
 	DefaultAdmissionWebhook    = "sluice-pin-latest"
+	EnvAdmissionPolicyWebhook  = "SLUICE_ADMISSION_POLICY_WEBHOOK"
+	DefaultPolicyWebhook       = "sluice-policy"
 	DefaultReceiverAddr        = ":8081"
 	defaultReceiverMaxBodySize = 1 << 20
 	// DefaultReceiverSweep is how often the receiver sweeps by default.
@@ -133,6 +136,10 @@ func LoadReceiverSettings(lookup func(string) (string, bool)) (ReceiverSettings,
 		s.Admission.Webhook = DefaultAdmissionWebhook
 		if v, ok := lookup(EnvAdmissionWebhook); ok {
 			s.Admission.Webhook = strings.TrimSpace(v) // "" leaves the caBundle to someone else
+		}
+		s.Admission.PolicyWebhook = DefaultPolicyWebhook
+		if v, ok := lookup(EnvAdmissionPolicyWebhook); ok {
+			s.Admission.PolicyWebhook = strings.TrimSpace(v)
 		}
 	}
 	if (s.OIDCIssuer == "") != (s.OIDCAudience == "") {

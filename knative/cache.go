@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,21 +64,35 @@ func NewTargetCache(ctx context.Context, c Client, namespaces []string) (*Target
 	return tc, nil
 }
 
-// slim keeps what a target read needs: no managed fields, and no Revision
-// template (a Service's or Configuration's largest part), which the cache
-// would otherwise hold for every Service of the cluster.
+// slim keeps what a target read needs: no managed fields, and of the
+// Revision template (a Service's or Configuration's largest part, which the
+// cache would otherwise hold for every Service of the cluster) only the
+// sluice annotations, a policy written in the wrong place.
 func slim(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *servingv1.Service:
 		o.ManagedFields = nil
-		o.Spec.Template = servingv1.RevisionTemplateSpec{}
+		o.Spec.Template = slimTemplate(o.Spec.Template)
 	case *servingv1.Configuration:
 		o.ManagedFields = nil
-		o.Spec.Template = servingv1.RevisionTemplateSpec{}
+		o.Spec.Template = slimTemplate(o.Spec.Template)
 	case *servingv1.Route:
 		o.ManagedFields = nil
 	}
 	return obj, nil
+}
+
+func slimTemplate(t servingv1.RevisionTemplateSpec) servingv1.RevisionTemplateSpec {
+	var kept map[string]string
+	for k, v := range t.Annotations {
+		if strings.HasPrefix(k, config.Prefix) {
+			if kept == nil {
+				kept = map[string]string{}
+			}
+			kept[k] = v
+		}
+	}
+	return servingv1.RevisionTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: kept}}
 }
 
 // ReadTarget reads the target of a Revision that runs template generation
@@ -113,7 +128,7 @@ func (tc *TargetCache) cached(ref TargetRef, generation int64) (Target, bool) {
 		if byService, _ := config.OptedIn(svc.Annotations); byConfig && !byService {
 			return Target{}, false
 		}
-		t.Annotations = svc.Annotations
+		t.Annotations, t.TemplateAnnotations = svc.Annotations, svc.Spec.Template.Annotations
 		t.Object = ObjectRef{Namespace: ref.Namespace, Kind: KindService, Name: ref.Name}
 		t.Live, _ = liveFromObject(svc)
 	case KindConfiguration:
@@ -125,7 +140,7 @@ func (tc *TargetCache) cached(ref TargetRef, generation int64) (Target, bool) {
 		if err != nil {
 			return Target{}, false
 		}
-		t.Annotations = cfg.Annotations
+		t.Annotations, t.TemplateAnnotations = cfg.Annotations, cfg.Spec.Template.Annotations
 		t.Object = ObjectRef{Namespace: ref.Namespace, Kind: KindRoute, Name: route}
 		t.Live, _ = liveFromObject(r)
 	default:

@@ -63,6 +63,9 @@ type Target struct {
 	Configuration string
 	// Annotations are the target's: its opt-in and policy.
 	Annotations map[string]string
+	// TemplateAnnotations are its Revision template's, where a policy is
+	// sometimes written by mistake (read for warnings, never for policy).
+	TemplateAnnotations map[string]string
 	// ConfigGeneration is the Configuration's generation: the template its
 	// newest Revision runs (0 when the Configuration is not there yet).
 	ConfigGeneration int64
@@ -93,7 +96,7 @@ func (c Client) ReadTarget(ctx context.Context, ref TargetRef) (Target, error) {
 		if err != nil {
 			return Target{}, readError("Service "+ref.Namespace+"/"+ref.Name, err)
 		}
-		t.Annotations = svc.Annotations
+		t.Annotations, t.TemplateAnnotations = svc.Annotations, svc.Spec.Template.Annotations
 		t.Object = ObjectRef{Namespace: ref.Namespace, Kind: KindService, Name: ref.Name}
 		t.Live, _ = liveFromObject(svc)
 		cfg, err := c.Serving.ServingV1().Configurations(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
@@ -109,6 +112,7 @@ func (c Client) ReadTarget(ctx context.Context, ref TargetRef) (Target, error) {
 			return Target{}, readError("Configuration "+ref.Namespace+"/"+ref.Name, err)
 		}
 		t.Annotations, t.ConfigGeneration = cfg.Annotations, cfg.Generation
+		t.TemplateAnnotations = cfg.Spec.Template.Annotations
 		route := cfg.Annotations[config.AnnotationRoute]
 		if route == "" {
 			return t, fmt.Errorf("%s: %w", ref, ErrNoRoute)

@@ -42,10 +42,14 @@ plus TEMPORAL_* and KUBECONFIG as for the worker.
 
 With SLUICE_ADMISSION_ADDR (e.g. :8443) it also serves the mutating admission webhook that pins
 latestRevision traffic when an opted-in Service's template changes, and bounds a new Revision of a
-capacity-mode target to one pod as it is created (SLUICE_ADMISSION_HOSTS: the
+capacity-mode target to one pod as it is created, and the validating webhook that answers a write
+of a Service or Configuration carrying sluice annotations with a warning for each policy mistake
+(refusing it in namespaces labelled sluice.dev/admission=strict). SLUICE_ADMISSION_HOSTS: the
 names the API server calls it by; SLUICE_ADMISSION_SECRET, default
 sluice-system/sluice-admission-certs: where its certificates are kept; SLUICE_ADMISSION_WEBHOOK,
-default sluice-pin-latest: the MutatingWebhookConfiguration whose caBundle it keeps).`,
+default sluice-pin-latest, and SLUICE_ADMISSION_POLICY_WEBHOOK, default sluice-policy: the
+webhook configurations whose caBundle it keeps; SLUICE_DEFAULT_* and SLUICE_PROMETHEUS_URL: the
+worker's policy defaults, which the policy webhook judges with.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -127,6 +131,13 @@ default sluice-pin-latest: the MutatingWebhookConfiguration whose caBundle it ke
 // the receiver's start if the webhook cannot serve; once serving, a later
 // failure is logged (the webhook's failurePolicy lets writes through).
 func startAdmission(cmd *cobra.Command, s config.ReceiverSettings, k knative.Client, log *slog.Logger) error {
+	// The policy webhook judges with the worker's defaults: the same
+	// SLUICE_DEFAULT_* settings (the sluice-defaults ConfigMap).
+	settings, err := config.LoadSettings(os.LookupEnv)
+	if err != nil {
+		return fmt.Errorf("admission webhook: %w", err)
+	}
+	defaults := settings.Defaults
 	kc, err := worker.KubeConfig(s.Kubeconfig)
 	if err != nil {
 		return err
@@ -139,7 +150,8 @@ func startAdmission(cmd *cobra.Command, s config.ReceiverSettings, k knative.Cli
 	serving := make(chan string, 1)
 	failed := make(chan error, 1)
 	srv := &admission.Server{Addr: a.Addr, Hosts: a.Hosts, SecretNamespace: a.SecretNamespace, SecretName: a.SecretName,
-		Webhook: a.Webhook, Kube: kube, Knative: k, Log: log, Listening: func(addr string) { serving <- addr }}
+		Webhook: a.Webhook, PolicyWebhook: a.PolicyWebhook, Defaults: defaults,
+		Kube: kube, Knative: k, Log: log, Listening: func(addr string) { serving <- addr }}
 	go func() {
 		if err := srv.Run(cmd.Context()); err != nil {
 			failed <- err

@@ -161,6 +161,9 @@ func TestSharedCertsAndCABundle(t *testing.T) {
 	kube := fake.NewSimpleClientset(&admissionregv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "sluice-pin-latest", ResourceVersion: "1"},
 		Webhooks:   []admissionregv1.MutatingWebhook{{Name: "pin-latest.sluice.dev"}},
+	}, &admissionregv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "sluice-policy", ResourceVersion: "1"},
+		Webhooks:   []admissionregv1.ValidatingWebhook{{Name: "policy.sluice.dev"}, {Name: "policy-strict.sluice.dev"}},
 	})
 	ctx := context.Background()
 	now := time.Now()
@@ -177,14 +180,23 @@ func TestSharedCertsAndCABundle(t *testing.T) {
 	if renewed, err := SharedCerts(ctx, kube, "sluice-system", "certs", hosts, now.Add(certLifetime-certRenew/2)); err != nil || bytes.Equal(renewed.Cert, first.Cert) {
 		t.Fatalf("not renewed near the end: %v", err)
 	}
-	if changed, err := InjectCABundle(ctx, kube, "sluice-pin-latest", first.CA); err != nil || !changed {
+	if changed, err := InjectCABundle(ctx, kube, Mutating, "sluice-pin-latest", first.CA); err != nil || !changed {
 		t.Fatalf("inject: %v %v", changed, err)
 	}
 	cfg, _ := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "sluice-pin-latest", metav1.GetOptions{})
 	if !bytes.Equal(cfg.Webhooks[0].ClientConfig.CABundle, first.CA) {
 		t.Fatal("caBundle not written")
 	}
-	if changed, err := InjectCABundle(ctx, kube, "sluice-pin-latest", first.CA); err != nil || changed {
+	if changed, err := InjectCABundle(ctx, kube, Mutating, "sluice-pin-latest", first.CA); err != nil || changed {
 		t.Fatalf("second inject: %v %v", changed, err)
+	}
+	if changed, err := InjectCABundle(ctx, kube, Validating, "sluice-policy", first.CA); err != nil || !changed {
+		t.Fatalf("inject the policy webhook's: %v %v", changed, err)
+	}
+	policy, _ := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "sluice-policy", metav1.GetOptions{})
+	for _, wh := range policy.Webhooks {
+		if !bytes.Equal(wh.ClientConfig.CABundle, first.CA) {
+			t.Fatalf("caBundle of %s not written", wh.Name)
+		}
 	}
 }

@@ -167,19 +167,45 @@ func SharedCerts(ctx context.Context, kube kubernetes.Interface, namespace, name
 	return Certs{}, fmt.Errorf("store the webhook's certificates in Secret %s/%s: still conflicting", namespace, name)
 }
 
-// InjectCABundle writes ca into every webhook of the
-// MutatingWebhookConfiguration name that does not carry it yet. It is
-// called again and again, so a configuration re-applied without its
-// caBundle (by GitOps, say) is mended within a period.
-func InjectCABundle(ctx context.Context, kube kubernetes.Interface, name string, ca []byte) (changed bool, err error) {
-	cfgs := kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	cfg, err := cfgs.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return false, fmt.Errorf("read MutatingWebhookConfiguration %s: %w", name, err)
+// Kinds of webhook configuration whose caBundle the receiver keeps.
+const (
+	Mutating   = "MutatingWebhookConfiguration"
+	Validating = "ValidatingWebhookConfiguration"
+)
+
+// InjectCABundle writes ca into every webhook of the webhook configuration
+// kind/name that does not carry it yet. It is called again and again, so a
+// configuration re-applied without its caBundle (by GitOps, say) is mended
+// within a period.
+func InjectCABundle(ctx context.Context, kube kubernetes.Interface, kind, name string, ca []byte) (changed bool, err error) {
+	api := kube.AdmissionregistrationV1()
+	var bundles [][]byte
+	var resourceVersion string
+	switch kind {
+	case Mutating:
+		cfg, err := api.MutatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, fmt.Errorf("read %s %s: %w", kind, name, err)
+		}
+		for _, wh := range cfg.Webhooks {
+			bundles = append(bundles, wh.ClientConfig.CABundle)
+		}
+		resourceVersion = cfg.ResourceVersion
+	case Validating:
+		cfg, err := api.ValidatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, fmt.Errorf("read %s %s: %w", kind, name, err)
+		}
+		for _, wh := range cfg.Webhooks {
+			bundles = append(bundles, wh.ClientConfig.CABundle)
+		}
+		resourceVersion = cfg.ResourceVersion
+	default:
+		return false, fmt.Errorf("unknown webhook configuration kind %q", kind)
 	}
 	var ops []map[string]any
-	for i, wh := range cfg.Webhooks {
-		if !bytes.Equal(wh.ClientConfig.CABundle, ca) {
+	for i, b := range bundles {
+		if !bytes.Equal(b, ca) {
 			ops = append(ops, map[string]any{"op": "add", "path": fmt.Sprintf("/webhooks/%d/clientConfig/caBundle", i), "value": ca})
 		}
 	}
@@ -188,13 +214,19 @@ func InjectCABundle(ctx context.Context, kube kubernetes.Interface, name string,
 	}
 	// The resourceVersion test makes a concurrent edit fail the patch
 	// rather than have it land on the wrong list entry.
-	ops = append([]map[string]any{{"op": "test", "path": "/metadata/resourceVersion", "value": cfg.ResourceVersion}}, ops...)
+	ops = append([]map[string]any{{"op": "test", "path": "/metadata/resourceVersion", "value": resourceVersion}}, ops...)
 	patch, err := json.Marshal(ops)
 	if err != nil {
 		return false, fmt.Errorf("encode caBundle patch: %w", err)
 	}
-	if _, err := cfgs.Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: "sluice-receiver"}); err != nil {
-		return false, fmt.Errorf("write the caBundle of MutatingWebhookConfiguration %s: %w", name, err)
+	opts := metav1.PatchOptions{FieldManager: "sluice-receiver"}
+	if kind == Mutating {
+		_, err = api.MutatingWebhookConfigurations().Patch(ctx, name, types.JSONPatchType, patch, opts)
+	} else {
+		_, err = api.ValidatingWebhookConfigurations().Patch(ctx, name, types.JSONPatchType, patch, opts)
+	}
+	if err != nil {
+		return false, fmt.Errorf("write the caBundle of %s %s: %w", kind, name, err)
 	}
 	return true, nil
 }

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
 )
 
@@ -31,6 +32,8 @@ type Handler struct {
 	// Knative reads the target a new Revision belongs to.
 	Knative knative.Client
 	Log     *slog.Logger
+	// Defaults are the worker's policy defaults, for the policy webhook.
+	Defaults config.Defaults
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -48,7 +51,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("not an admission.k8s.io/v1 AdmissionReview with a request: %v", err), http.StatusBadRequest)
 		return
 	}
-	resp := h.review(r, review.Request)
+	var resp *admissionv1.AdmissionResponse
+	switch r.URL.Path {
+	case PolicyPath, PolicyStrictPath:
+		resp = h.policy(review.Request, r.URL.Path == PolicyStrictPath)
+	default:
+		resp = h.review(r, review.Request)
+	}
 	review.Response, review.Request = resp, nil
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(review)

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
 )
 
@@ -25,8 +26,13 @@ type Server struct {
 	Hosts []string
 	// SecretNamespace and SecretName hold the shared certificates.
 	SecretNamespace, SecretName string
-	// Webhook names the MutatingWebhookConfiguration whose caBundle is kept.
-	Webhook string
+	// Webhook names the MutatingWebhookConfiguration whose caBundle is
+	// kept, PolicyWebhook the ValidatingWebhookConfiguration; "" leaves one
+	// to someone else.
+	Webhook, PolicyWebhook string
+	// Defaults are the worker's policy defaults, which the policy webhook
+	// judges with.
+	Defaults config.Defaults
 	Kube    kubernetes.Interface
 	// Knative reads the targets of new Revisions.
 	Knative knative.Client
@@ -53,9 +59,11 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("admission webhook: listen on %s: %w", s.Addr, err)
 	}
 	mux := http.NewServeMux()
-	h := &Handler{Knative: s.Knative, Log: s.Log}
+	h := &Handler{Knative: s.Knative, Log: s.Log, Defaults: s.Defaults}
 	mux.Handle(Path, h)
 	mux.Handle(BoundPath, h)
+	mux.Handle(PolicyPath, h)
+	mux.Handle(PolicyStrictPath, h)
 	srv := &http.Server{
 		Handler: mux, ReadHeaderTimeout: 5 * time.Second,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
@@ -68,19 +76,23 @@ func (s *Server) Run(ctx context.Context) error {
 	s.Log.Info("admission webhook serving", "addr", ln.Addr().String(), "path", Path, "webhook", s.Webhook)
 	tick := time.NewTicker(injectEvery)
 	defer tick.Stop()
-	warned := false
+	warned := map[string]bool{}
 	for {
-		if s.Webhook != "" {
-			changed, err := InjectCABundle(ctx, s.Kube, s.Webhook, certs.CA)
+		for _, cfg := range [][2]string{{Mutating, s.Webhook}, {Validating, s.PolicyWebhook}} {
+			kind, name := cfg[0], cfg[1]
+			if name == "" {
+				continue
+			}
+			changed, err := InjectCABundle(ctx, s.Kube, kind, name, certs.CA)
 			switch {
-			case err != nil && !warned:
-				s.Log.Warn("admission webhook: cannot keep the caBundle; the API server will not trust the webhook until this works", "error", err)
-				warned = true
+			case err != nil && !warned[name]:
+				s.Log.Warn("admission webhook: cannot keep the caBundle; the API server will not trust the webhook until this works", "kind", kind, "error", err)
+				warned[name] = true
 			case err == nil && changed:
-				s.Log.Info("admission webhook: wrote the caBundle", "webhook", s.Webhook)
-				warned = false
+				s.Log.Info("admission webhook: wrote the caBundle", "kind", kind, "webhook", name)
+				warned[name] = false
 			case err == nil:
-				warned = false
+				warned[name] = false
 			}
 		}
 		select {

@@ -121,6 +121,9 @@ func (r *Receiver) optedInTarget(ctx context.Context, a events.Action) (knative.
 		return t, kubeError(err), false
 	}
 	opted, err := t.OptedIn()
+	if err != nil || !opted {
+		r.warned.warn(ctx, r.Log, t, ref.Kind)
+	}
 	if err != nil {
 		return t, reply(http.StatusOK, "ignored", "ignored: %s has an invalid annotation: %v", ref, err), false
 	}

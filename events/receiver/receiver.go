@@ -49,6 +49,8 @@ type Receiver struct {
 	Seen       *Seen
 	// Now is the clock for latency figures.
 	Now func() time.Time
+	// warned keeps the policy near misses already logged.
+	warned nearMisses
 }
 
 // result is a delivery's answer: its status code, a message for the

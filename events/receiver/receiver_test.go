@@ -465,3 +465,31 @@ func TestRevisionStatesToldOnce(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func binaryMessage(ev cloudevents.Event) binding.Message { return binding.ToMessage(&ev) }
+
+// A Service whose sluice annotations would do nothing (here its opt-in is
+// misspelt) is warned of in the log once, not at every event about its
+// Revisions; starting nothing, as before.
+func TestNearMissWarnedOncePerObject(t *testing.T) {
+	objs := helloObjects()
+	svc := objs[0].(*servingv1.Service)
+	delete(svc.Annotations, "sluice.dev/rollout")
+	svc.Annotations["sluice.dev/rolout"] = "enabled"
+	e := newEnv(t, objs...)
+	var logs bytes.Buffer
+	e.rcv.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	for _, name := range []string{"resource/02-revision-add.json", "resource/04-revision-update-ready-true.json", "resource/02-revision-add.json"} {
+		f := loadFixture(t, name)
+		ev := fixtureEvent(t, f)
+		ev.SetID(ev.ID() + name + time.Now().String()) // not a duplicate delivery
+		if code := e.send(ev, false, ""); code != http.StatusOK {
+			t.Fatalf("%s: %d", name, code)
+		}
+	}
+	if n := strings.Count(logs.String(), "sluice annotations that do nothing"); n != 1 ||
+		!strings.Contains(logs.String(), "did you mean sluice.dev/rollout?") {
+		t.Fatalf("%d warnings in the log:\n%s", n, logs.String())
+	}
+	if calls := e.temporal.Calls(); len(calls) != 0 {
+		t.Fatalf("Temporal calls %v", calls)
+	}
+}

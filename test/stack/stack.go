@@ -34,7 +34,6 @@ import (
 	"strings"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -642,6 +641,13 @@ func (s *Stack) StartReceiver(ctx context.Context) error {
 		"SLUICE_RECEIVER_TOKENS_FILE=" + filepath.Join(s.opts.Dir, "receiver-tokens")}, s.opts.ReceiverEnv...)
 	if s.admissionPort != 0 {
 		env = append(env, fmt.Sprintf("SLUICE_ADMISSION_ADDR=127.0.0.1:%d", s.admissionPort), "SLUICE_ADMISSION_HOSTS=127.0.0.1")
+		// The policy webhook judges with the worker's defaults, as the
+		// deployed receiver reads the worker's sluice-defaults ConfigMap.
+		for _, kv := range s.workerEnv() {
+			if strings.HasPrefix(kv, "SLUICE_DEFAULT_") || strings.HasPrefix(kv, "SLUICE_PROMETHEUS_URL=") || strings.HasPrefix(kv, "SLUICE_KNATIVE_METRICS=") {
+				env = append(env, kv)
+			}
+		}
 	}
 	var err error
 	s.receiver, err = startProc(s.opts.Dir, "receiver", env, s.opts.Tools.Sluice, "receiver", "--listen", addr)
@@ -652,36 +658,46 @@ func (s *Stack) StartReceiver(ctx context.Context) error {
 }
 
 // InstallAdmissionWebhook applies config/deploy's admission webhook
-// configuration with one change: the API server calls the stack's receiver
-// at its loopback address (the configuration as deployed names the
-// receiver's Service, which nothing here serves). It is applied as
-// `kubectl apply --server-side` applies config/deploy, so either applies
-// over the other; the caBundle stays the receiver's.
+// configurations (the mutating one and the policy webhook) with one change:
+// the API server calls the stack's receiver at its loopback address (the
+// configurations as deployed name the receiver's Service, which nothing here
+// serves). They are applied as `kubectl apply --server-side` applies
+// config/deploy, so either applies over the other; the caBundle stays the
+// receiver's.
 func (s *Stack) InstallAdmissionWebhook(ctx context.Context) error {
-	raw, err := os.ReadFile(filepath.Join(s.opts.DeployDir, "520-admission-webhook.yaml"))
-	if err != nil {
-		return err
+	for _, file := range []string{"520-admission-webhook.yaml", "521-policy-webhook.yaml"} {
+		raw, err := os.ReadFile(filepath.Join(s.opts.DeployDir, file))
+		if err != nil {
+			return err
+		}
+		var cfg struct {
+			APIVersion string           `json:"apiVersion"`
+			Kind       string           `json:"kind"`
+			Metadata   json.RawMessage  `json:"metadata"`
+			Webhooks   []map[string]any `json:"webhooks"`
+		}
+		if err := yaml.Unmarshal(raw, &cfg); err != nil {
+			return fmt.Errorf("read the admission webhook configuration %s: %w", file, err)
+		}
+		for _, wh := range cfg.Webhooks {
+			cc, _ := wh["clientConfig"].(map[string]any)
+			svc, _ := cc["service"].(map[string]any)
+			path, _ := svc["path"].(string)
+			wh["clientConfig"] = map[string]any{"url": fmt.Sprintf("https://127.0.0.1:%d%s", s.admissionPort, path)}
+		}
+		out, err := json.Marshal(&cfg)
+		if err != nil {
+			return err
+		}
+		applied := filepath.Join(s.opts.Dir, strings.TrimSuffix(file, ".yaml")+".json")
+		if err := os.WriteFile(applied, out, 0o600); err != nil {
+			return err
+		}
+		if _, err := s.kubectl(ctx, "apply", "--server-side", "-f", applied); err != nil {
+			return err
+		}
 	}
-	var cfg admissionregistrationv1.MutatingWebhookConfiguration
-	if err := yaml.Unmarshal(raw, &cfg); err != nil {
-		return fmt.Errorf("read the admission webhook configuration: %w", err)
-	}
-	for i := range cfg.Webhooks {
-		cc := &cfg.Webhooks[i].ClientConfig
-		url := fmt.Sprintf("https://127.0.0.1:%d%s", s.admissionPort, *cc.Service.Path)
-		cc.Service, cc.URL = nil, &url
-	}
-	cfg.APIVersion, cfg.Kind = "admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"
-	out, err := json.Marshal(&cfg)
-	if err != nil {
-		return err
-	}
-	path := filepath.Join(s.opts.Dir, "admission-webhook.json")
-	if err := os.WriteFile(path, out, 0o600); err != nil {
-		return err
-	}
-	_, err = s.kubectl(ctx, "apply", "--server-side", "-f", path)
-	return err
+	return nil
 }
 
 // StopReceiver stops the receiver: events sent meanwhile are lost.

@@ -1,0 +1,126 @@
+package admission
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sluicehq/sluice/config"
+)
+
+// PolicyPath serves the validating webhook that judges a Service's or
+// Configuration's rollout policy as it is written and answers with
+// warnings, which kubectl prints; PolicyStrictPath is the same webhook for
+// namespaces labelled sluice.dev/admission=strict, where a write that makes
+// or changes an invalid policy is refused. The namespace selectors of the
+// two webhooks (config/deploy/521-policy-webhook.yaml) decide which path a
+// write reaches, so the receiver needs no read of namespaces.
+const (
+	PolicyPath       = "/admission/policy"
+	PolicyStrictPath = "/admission/policy-strict"
+)
+
+// PolicyObject is what the webhook reads of a Service or Configuration:
+// the same fields for both kinds.
+type PolicyObject struct {
+	Metadata struct {
+		Annotations map[string]string `json:"annotations"`
+	} `json:"metadata"`
+	Spec struct {
+		Template struct {
+			Metadata struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+		} `json:"template"`
+	} `json:"spec"`
+}
+
+// Subject is the object as config.ReviewPolicy reads it.
+func (o PolicyObject) Subject(kind string) config.Subject {
+	return config.Subject{Kind: kind, Annotations: o.Metadata.Annotations, TemplateAnnotations: o.Spec.Template.Metadata.Annotations}
+}
+
+// policyAnnotations are the annotations of o a person writes to make its
+// policy, right or wrong: keys that name sluice, but for those sluice
+// writes itself.
+func (o PolicyObject) policyAnnotations() map[string]string {
+	out := map[string]string{}
+	for prefix, m := range map[string]map[string]string{"": o.Metadata.Annotations, "template:": o.Spec.Template.Metadata.Annotations} {
+		for k, v := range m {
+			if strings.Contains(strings.ToLower(k), "sluice") && k != config.AnnotationEnded && k != config.AnnotationTemplateScale {
+				out[prefix+k] = v
+			}
+		}
+	}
+	return out
+}
+
+// Warnings are a review's findings as admission warnings: without the
+// value found, so each stays short enough for the API server to pass on
+// whole.
+func Warnings(r config.Review) []string {
+	out := make([]string, 0, len(r.Findings))
+	for _, f := range r.Findings {
+		w := "sluice: " + f.Key + ": " + f.Message
+		if f.Severity == config.SeverityWarning {
+			w = "sluice (no effect): " + f.Key + ": " + f.Message
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+func (h *Handler) policy(req *admissionv1.AdmissionRequest, strict bool) *admissionv1.AdmissionResponse {
+	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
+	kind := req.Kind.Kind
+	if req.Kind.Group != servingv1.SchemeGroupVersion.Group || (kind != "Service" && kind != "Configuration") ||
+		(req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
+		return resp
+	}
+	var obj PolicyObject
+	if err := json.Unmarshal(req.Object.Raw, &obj); err != nil {
+		return h.unchanged(resp, req, "cannot read the "+kind+" written: "+err.Error())
+	}
+	review := config.ReviewPolicy(obj.Subject(kind), h.Defaults)
+	if !review.Relevant() {
+		return resp
+	}
+	resp.Warnings = Warnings(review)
+	if len(review.Findings) > 0 {
+		h.Log.Info("admission: rollout policy has findings", "kind", kind, "namespace", req.Namespace, "name", req.Name,
+			"user", req.UserInfo.Username, "errors", review.Errors(), "findings", len(review.Findings), "strict", strict)
+	}
+	if !strict || review.Errors() == 0 {
+		return resp
+	}
+	if req.Operation == admissionv1.Update {
+		// A write that leaves the policy as it was (a new image, sluice's
+		// own traffic step) is not the one to refuse: the policy was
+		// refused or let through when it was written.
+		var old PolicyObject
+		if json.Unmarshal(req.OldObject.Raw, &old) == nil && maps.Equal(old.policyAnnotations(), obj.policyAnnotations()) {
+			resp.Warnings = append(resp.Warnings, "sluice: this write does not change the invalid policy, so the strict namespace lets it through")
+			return resp
+		}
+	}
+	var lines []string
+	for _, f := range review.Findings {
+		if f.Severity == config.SeverityError {
+			lines = append(lines, f.Key+": "+f.Message)
+		}
+	}
+	resp.Allowed = false
+	resp.Result = &metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity, Reason: metav1.StatusReasonInvalid,
+		Message: fmt.Sprintf("sluice refuses this %s's rollout policy (namespace %s is labelled sluice.dev/admission=strict): %s",
+			kind, req.Namespace, strings.Join(lines, "; ")),
+	}
+	h.Log.Warn("admission: refused an invalid rollout policy", "kind", kind, "namespace", req.Namespace, "name", req.Name, "user", req.UserInfo.Username)
+	return resp
+}
