@@ -33,7 +33,7 @@ type Server struct {
 	// Defaults are the worker's policy defaults, which the policy webhook
 	// judges with.
 	Defaults config.Defaults
-	Kube    kubernetes.Interface
+	Kube     kubernetes.Interface
 	// Knative reads the targets of new Revisions.
 	Knative knative.Client
 	Log     *slog.Logger
