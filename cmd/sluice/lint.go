@@ -31,7 +31,7 @@ func newLintCommand(g *globals) *cobra.Command {
 	var service, kubeconfig, revision string
 	var measure bool
 	var stablePods int32
-	cmd := &cobra.Command{
+	cmd := withOutput(&cobra.Command{
 		Use:   "lint [FILE...]",
 		Short: "Check rollout policies with exactly the worker's rules and messages",
 		Long: `Check the sluice.dev/* annotations of Knative Services and Configurations in YAML files
@@ -108,13 +108,15 @@ cluster).`,
 			}
 			return lint(cmd.OutOrStdout(), g.output, docs, opts)
 		},
-	}
+	})
 	cmd.Flags().StringVar(&service, "service", "", "lint a live Knative Service (in -n's namespace) instead of files")
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig for --service")
 	cmd.Flags().BoolVar(&measure, "measure", false, "with --service: run each check's query once and print what it finds")
 	cmd.Flags().StringVar(&revision, "revision", "", "with --measure: the Revision to measure (default: the Service's latest)")
 	cmd.Flags().Int32Var(&stablePods, "stable-pods", 0, "describe capacity stages for a stable Revision of this many pods (default: the template's min-scale)")
-	return cmd
+	return withExitCodes(cmd, `  0  every document is fine
+  1  some document has findings (errors or warnings)
+  2  the input could not be read or parsed`)
 }
 
 // lintDoc is one YAML document, read only as far as a policy needs.

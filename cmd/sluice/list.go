@@ -16,7 +16,7 @@ func newListCommand(g *globals) *cobra.Command {
 	var f control.Filter
 	var all bool
 	var target string
-	cmd := &cobra.Command{
+	cmd := withOutput(&cobra.Command{
 		Use:   "list",
 		Short: "List rollouts, running and recent, by namespace, target or phase",
 		Example: `  sluice list                      # rollouts of the namespace (-n), newest first
@@ -48,21 +48,22 @@ func newListCommand(g *globals) *cobra.Command {
 			}
 			return printAs(cmd.OutOrStdout(), g.output, rollouts, func(w io.Writer) { renderList(w, rollouts, time.Now()) })
 		},
-	}
+	})
 	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "rollouts of every namespace")
 	cmd.Flags().StringVar(&target, "target", "", "only this target (NAME, service/NAME or configuration/NAME)")
 	cmd.Flags().StringVar(&f.Phase, "phase", "", "only this phase, e.g. Holding, AwaitingPromotion, Paused, RolledBack")
 	cmd.Flags().BoolVar(&f.Running, "running", false, "only rollouts still running")
 	cmd.Flags().IntVar(&f.Limit, "limit", 50, "at most this many")
-	return cmd
+	return withExitCodes(cmd, exitCodesPlain)
 }
 
 func newHistoryCommand(g *globals) *cobra.Command {
 	var limit int
-	cmd := &cobra.Command{
-		Use:   "history TARGET",
-		Short: "Past rollouts of a target: candidate, outcome, duration",
-		Args:  cobra.ExactArgs(1),
+	cmd := withOutput(&cobra.Command{
+		Use:     "history TARGET",
+		Short:   "Past rollouts of a target: candidate, outcome, duration",
+		Example: "  sluice history hello\n  sluice history configuration/api -n shop --limit 5 -o json",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := validateOutput(g.output); err != nil {
 				return err
@@ -78,7 +79,7 @@ func newHistoryCommand(g *globals) *cobra.Command {
 			}
 			return printAs(cmd.OutOrStdout(), g.output, runs, func(w io.Writer) { renderList(w, runs, time.Now()) })
 		},
-	}
+	})
 	cmd.Flags().IntVar(&limit, "limit", 20, "at most this many")
 	return cmd
 }
@@ -104,12 +105,14 @@ func renderList(w io.Writer, rs []control.Summary, now time.Time) {
 
 func newRetryCommand(g *globals) *cobra.Command {
 	var reason string
+	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "retry TARGET",
-		Short: "Start the last rollout of a target again, after an abort or a rollback",
-		Args:  cobra.ExactArgs(1),
+		Use:     "retry TARGET",
+		Short:   "Start the last rollout of a target again, after an abort or a rollback",
+		Example: "  sluice retry hello\n  sluice retry configuration/api -n shop --reason \"fixed the flaky check\"",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			target, c, st, closeFn, err := g.targetStatus(cmd, args[0])
+			target, c, st, closeFn, err := g.targetStatus(cmd, args[0], timeout)
 			if err != nil {
 				return err
 			}
@@ -132,5 +135,6 @@ func newRetryCommand(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the rollout's details")
-	return cmd
+	cmd.Flags().DurationVar(&timeout, "timeout", defaultTimeout, "how long to wait for the last rollout's answer (exit 9 when it passes)")
+	return withExitCodes(cmd, exitCodesCommand)
 }

@@ -24,8 +24,9 @@ import (
 func newReceiverCommand() *cobra.Command {
 	var addr string
 	cmd := &cobra.Command{
-		Use:   "receiver",
-		Short: "Receive CloudEvents: start rollouts from Knative events, take command events",
+		Use:     "receiver",
+		Short:   "Receive CloudEvents: start rollouts from Knative events, take command events",
+		Example: "  sluice receiver --listen :8081\n  SLUICE_ADMISSION_ADDR=:8443 SLUICE_RECEIVER_TOKENS_FILE=/etc/sluice/tokens sluice receiver",
 		Long: `Run the CloudEvents receiver. Point Knative Eventing's ApiServerSource (Resource or
 Reference mode, on Revisions, Services and Routes) and any command senders at it.
 

@@ -14,6 +14,7 @@ import (
 
 func newReportCommand(g *globals) *cobra.Command {
 	var file string
+	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "report TARGET",
 		Short: "Write a rollout's report: one self-contained HTML file with its traffic, checks, commands and outcome",
@@ -21,9 +22,10 @@ func newReportCommand(g *globals) *cobra.Command {
 time, every check's measurements over time (a comparison's candidate against its stable, with the allowed
 effect), the commands with who, when and why, and the outcome. It is made from the rollout's Temporal
 history and status query, so it works for any rollout Temporal still keeps, and needs no network to open.`,
-		Args: cobra.ExactArgs(1),
+		Example: "  sluice report hello\n  sluice report configuration/api -n shop -f - > api.html",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			target, c, st, closeFn, err := g.targetStatus(cmd, args[0])
+			target, c, st, closeFn, err := g.targetStatus(cmd, args[0], timeout)
 			if err != nil {
 				return err
 			}
@@ -59,6 +61,7 @@ history and status query, so it works for any rollout Temporal still keeps, and 
 			return nil
 		},
 	}
+	cmd.Flags().DurationVar(&timeout, "timeout", defaultTimeout, "how long to wait for the rollout's answer (exit 9 when it passes)")
 	cmd.Flags().StringVarP(&file, "file", "f", "", `where to write it ("-" for standard output; default sluice-NAMESPACE-KIND-NAME.html)`)
 	return cmd
 }

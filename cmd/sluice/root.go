@@ -29,6 +29,12 @@ type globals struct {
 }
 
 func newRootCommand() *cobra.Command {
+	return newRoot(strings.HasPrefix(filepath.Base(os.Args[0]), "kn-"))
+}
+
+// newRoot builds the command tree; kn: installed as the kn plugin kn-sluice,
+// run as `kn sluice promote hello`.
+func newRoot(kn bool) *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
 		Use:   "sluice",
@@ -70,10 +76,7 @@ TEMPORAL_NAMESPACE and the Temporal config file, or the flags below.`,
 		newLintCommand(g),
 		newVersionCommand(),
 	)
-	if strings.HasPrefix(filepath.Base(os.Args[0]), "kn-") {
-		// Installed as the kn plugin kn-sluice: `kn sluice promote hello`.
-		root.Use = "kn sluice"
-	}
+	applyHabits(root, g, kn)
 	return root
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/url"
@@ -56,7 +57,7 @@ func newStatusCommand(g *globals) *cobra.Command {
 	var watch bool
 	var kubeconfig string
 	var timeout time.Duration
-	cmd := &cobra.Command{
+	cmd := withOutput(&cobra.Command{
 		Use:     "status TARGET",
 		Aliases: []string{"get"},
 		Short:   "Show a rollout: phase, step, traffic, holds, deadlines and command history",
@@ -64,12 +65,19 @@ func newStatusCommand(g *globals) *cobra.Command {
 place, otherwise one line is printed per change; the exit code then says how it ended
 (0 succeeded, 5 rolled back, 6 aborted, 7 failed, 8 superseded, 9 --timeout passed), so a
 pipeline can wait on it.`,
+		Example: `  sluice status hello
+  sluice status configuration/api -n shop -o json
+  sluice status hello --watch --timeout 30m && echo promoted`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := validateOutput(g.output); err != nil {
 				return err
 			}
-			target, c, st, closeFn, err := g.targetStatus(cmd, args[0])
+			answer := timeout
+			if watch || !cmd.Flags().Changed("timeout") {
+				answer = defaultTimeout // the first answer; --watch's --timeout bounds the rest
+			}
+			target, c, st, closeFn, err := g.targetStatus(cmd, args[0], answer)
 			if err != nil {
 				return err
 			}
@@ -83,11 +91,12 @@ pipeline can wait on it.`,
 				fmt.Fprintf(w, "\nTemporal UI: %s\n", uiLink(g.uiURL, g.temporalNamespace(), st.Target))
 			})
 		},
-	}
+	})
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "follow the rollout until it ends; the exit code says how it ended")
-	cmd.Flags().DurationVar(&timeout, "timeout", 0, "with --watch: give up after this long (exit 9)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "how long to wait for the rollout's answer (default 20s); with --watch, for its end (default: no limit); exit 9 when it passes")
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "also read what Knative serves from this cluster (default: the usual kubeconfig, if any)")
-	return cmd
+	return withExitCodes(cmd, exitCodesRead+`
+  with --watch, how the rollout ended: 0 succeeded, 5 rolled back, 6 aborted, 7 failed, 8 superseded`)
 }
 
 // servedTraffic reads the traffic object's status.traffic, so status can
@@ -119,7 +128,10 @@ func newPromoteCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "promote TARGET",
 		Short: "End the current hold or pass the current gate; with --full, go to 100% now",
-		Args:  cobra.ExactArgs(1),
+		Example: `  sluice promote hello
+  sluice promote hello --full --reason "metrics look good"
+  sluice promote configuration/api -n shop --no-wait`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := workflows.CommandPromote
 			if full {
@@ -130,7 +142,7 @@ func newPromoteCommand(g *globals) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&full, "full", false, "skip the remaining steps and send the candidate 100%")
 	f.add(cmd, "why, kept in the rollout's history")
-	return cmd
+	return withExitCodes(cmd, exitCodesCommand)
 }
 
 func newSimpleCommand(g *globals, use, short, name string) *cobra.Command {
@@ -138,13 +150,15 @@ func newSimpleCommand(g *globals, use, short, name string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   use + " TARGET",
 		Short: short,
-		Args:  cobra.ExactArgs(1),
+		Example: fmt.Sprintf(`  sluice %[1]s hello --reason "looking into p99"
+  sluice %[1]s configuration/api -n shop --no-wait`, use),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return sendCommand(cmd, g, args[0], name, f)
 		},
 	}
 	f.add(cmd, "why, kept in the rollout's history")
-	return cmd
+	return withExitCodes(cmd, exitCodesCommand)
 }
 
 func newAbortCommand(g *globals) *cobra.Command {
@@ -152,14 +166,16 @@ func newAbortCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "abort TARGET --reason TEXT",
 		Short: "Abort a rollout: restore the traffic from before it started",
-		Args:  cobra.ExactArgs(1),
+		Example: `  sluice abort hello --reason "error rate up in eu"
+  sluice abort configuration/api -n shop --reason "bad migration" --no-wait`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return sendCommand(cmd, g, args[0], workflows.CommandAbort, f)
 		},
 	}
 	f.add(cmd, "why (required), kept in the rollout's history")
 	_ = cmd.MarkFlagRequired("reason")
-	return cmd
+	return withExitCodes(cmd, exitCodesCommand)
 }
 
 // commandFlags are the flags every command verb takes.
@@ -169,11 +185,14 @@ type commandFlags struct {
 	// recorded it, without the rollout's answer (for scripts, and for a
 	// rollout whose worker is down, where an update would wait for it).
 	noWait bool
+	// timeout bounds the wait for the rollout's answer.
+	timeout time.Duration
 }
 
 func (f *commandFlags) add(cmd *cobra.Command, reasonHelp string) {
 	cmd.Flags().StringVar(&f.reason, "reason", "", reasonHelp)
 	cmd.Flags().BoolVar(&f.noWait, "no-wait", false, "send as a signal and return at once; the rollout validates it on arrival (see sluice status)")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", defaultTimeout, "how long to wait for the rollout's answer (exit 9 when it passes)")
 }
 
 func sendCommand(cmd *cobra.Command, g *globals, arg, name string, f commandFlags) error {
@@ -189,7 +208,11 @@ func sendCommand(cmd *cobra.Command, g *globals, arg, name string, f commandFlag
 		fmt.Fprintf(cmd.OutOrStdout(), "sent %s to the rollout of %s as a signal; it is validated on arrival: sluice status %s shows the outcome\n", name, target, arg)
 		return nil
 	}
-	msg, err := c.Send(cmd.Context(), target, name, f.reason)
+	var msg string
+	err = untilAnswered(cmd.Context(), c, f.timeout, "the rollout of "+target.String(), func(ctx context.Context) error {
+		msg, err = c.Send(ctx, target, name, f.reason)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -199,9 +222,10 @@ func sendCommand(cmd *cobra.Command, g *globals, arg, name string, f commandFlag
 
 func newSetupCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "setup",
-		Short: "Register sluice's search attributes in the Temporal namespace (idempotent)",
-		Args:  cobra.NoArgs,
+		Use:     "setup",
+		Short:   "Register sluice's search attributes in the Temporal namespace (idempotent)",
+		Example: "  sluice setup\n  TEMPORAL_ADDRESS=temporal-frontend.temporal:7233 sluice setup --temporal-namespace rollouts",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, closeFn, err := g.dial(cmd.Context())
 			if err != nil {
@@ -236,12 +260,16 @@ func (g *globals) forTarget(cmd *cobra.Command, arg string) (knative.TargetRef, 
 
 // targetStatus is forTarget, then the rollout's status: where the read
 // verbs and retry start. On an error nothing is left open.
-func (g *globals) targetStatus(cmd *cobra.Command, arg string) (knative.TargetRef, *control.Client, workflows.Status, func(), error) {
+func (g *globals) targetStatus(cmd *cobra.Command, arg string, timeout time.Duration) (knative.TargetRef, *control.Client, workflows.Status, func(), error) {
 	target, c, closeFn, err := g.forTarget(cmd, arg)
 	if err != nil {
 		return target, nil, workflows.Status{}, nil, err
 	}
-	st, err := c.Status(cmd.Context(), target)
+	var st workflows.Status
+	err = untilAnswered(cmd.Context(), c, timeout, "the rollout of "+target.String(), func(ctx context.Context) error {
+		st, err = c.Status(ctx, target)
+		return err
+	})
 	if err != nil {
 		closeFn()
 		return target, nil, st, nil, err

@@ -13,9 +13,10 @@ var version = "dev"
 
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print sluice's version and the versions it was built with",
-		Args:  cobra.NoArgs,
+		Use:     "version",
+		Short:   "Print sluice's version and the versions it was built with",
+		Example: "  sluice version",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fmt.Fprintf(cmd.OutOrStdout(), "sluice %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			if info, ok := debug.ReadBuildInfo(); ok {

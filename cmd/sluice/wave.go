@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,6 +16,7 @@ import (
 
 func newWaveCommand(g *globals) *cobra.Command {
 	var release string
+	var timeout time.Duration
 	wave := &cobra.Command{
 		Use:   "wave",
 		Short: "See and steer a release's waves across clusters (sluice.dev/waves)",
@@ -22,24 +25,30 @@ holds before its first step until its wave is released. These verbs act on the w
 target's newest release (--release to name another), from any cluster.`,
 	}
 	wave.PersistentFlags().StringVar(&release, "release", "", "the release (default: the newest wave of the target)")
-	status := &cobra.Command{
-		Use:   "status TARGET",
-		Short: "Show every cluster's part in the wave: joined, released, at 100%, how it ended",
-		Args:  cobra.ExactArgs(1),
+	wave.PersistentFlags().DurationVar(&timeout, "timeout", defaultTimeout, "how long to wait for the wave's answer (exit 9 when it passes)")
+	status := withOutput(&cobra.Command{
+		Use:     "status TARGET",
+		Short:   "Show every cluster's part in the wave: joined, released, at 100%, how it ended",
+		Example: "  sluice wave status hello\n  sluice wave status hello --release v1.4.2 -o yaml",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, id, closeFn, err := g.wave(cmd, args[0], release)
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			st, err := c.WaveStatus(cmd.Context(), id)
+			var st workflows.WaveStatus
+			err = untilAnswered(cmd.Context(), c, timeout, "wave "+id, func(ctx context.Context) error {
+				st, err = c.WaveStatus(ctx, id)
+				return err
+			})
 			if err != nil {
 				return err
 			}
 			return printAs(cmd.OutOrStdout(), g.output, st, func(w io.Writer) { renderWave(w, id, st) })
 		},
-	}
-	wave.AddCommand(status)
+	})
+	wave.AddCommand(withExitCodes(status, exitCodesRead))
 	for _, v := range []struct{ name, short string }{
 		{workflows.CommandPromote, "End the current soak: release the next wave now"},
 		{workflows.CommandPause, "Release no further wave until resumed (rollouts already released go on)"},
@@ -48,9 +57,10 @@ target's newest release (--release to name another), from any cluster.`,
 	} {
 		var reason string
 		cmd := &cobra.Command{
-			Use:   v.name + " TARGET",
-			Short: v.short,
-			Args:  cobra.ExactArgs(1),
+			Use:     v.name + " TARGET",
+			Short:   v.short,
+			Example: fmt.Sprintf("  sluice wave %s hello --reason \"checked staging\"\n  sluice wave %s hello --release v1.4.2 --reason \"checked staging\"", v.name, v.name),
+			Args:    cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				if v.name == workflows.CommandAbort && strings.TrimSpace(reason) == "" {
 					return fmt.Errorf("abort needs --reason: it is kept with the wave and told to every cluster")
@@ -60,7 +70,10 @@ target's newest release (--release to name another), from any cluster.`,
 					return err
 				}
 				defer closeFn()
-				if err := c.WaveCommand(cmd.Context(), id, v.name, reason); err != nil {
+				err = untilAnswered(cmd.Context(), c, timeout, "wave "+id, func(ctx context.Context) error {
+					return c.WaveCommand(ctx, id, v.name, reason)
+				})
+				if err != nil {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "sent %s to %s; sluice wave status %s shows what it did\n", v.name, id, args[0])
@@ -68,7 +81,7 @@ target's newest release (--release to name another), from any cluster.`,
 			},
 		}
 		cmd.Flags().StringVar(&reason, "reason", "", "why, kept in the wave's history")
-		wave.AddCommand(cmd)
+		wave.AddCommand(withExitCodes(cmd, exitCodesCommand))
 	}
 	return wave
 }

@@ -15,8 +15,9 @@ import (
 func newWorkerCommand() *cobra.Command {
 	var httpAddr, kubeconfig string
 	cmd := &cobra.Command{
-		Use:   "worker",
-		Short: "Run rollouts: poll Temporal for Rollout workflows and their activities",
+		Use:     "worker",
+		Short:   "Run rollouts: poll Temporal for Rollout workflows and their activities",
+		Example: "  TEMPORAL_ADDRESS=127.0.0.1:7233 sluice worker\n  SLUICE_CLUSTER=east SLUICE_DEFAULT_HOLD=5m sluice worker",
 		Long: `Run a sluice worker. Run as many as you like against one Temporal cluster:
 Temporal spreads the rollouts over them, and a rollout survives any of them dying.
 

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -145,5 +146,29 @@ func TestCLIVerbs(t *testing.T) {
 	}
 	if out, code := sluiceCode(t, bin, "version"); code != 0 || !strings.Contains(out, "go.temporal.io/sdk v1.51.0") {
 		t.Fatalf("sluice version: %d\n%s", code, out)
+	}
+}
+
+// A command whose rollout no worker polls for says so within --timeout
+// (exit 9) instead of waiting forever; so does status.
+func TestCLISaysWhenNoWorkerPolls(t *testing.T) {
+	c := ctl(t)
+	bin := os.Getenv("SLUICE_BIN")
+	queue := "sluice-nobody-polls"
+	if out, code := sluiceCode(t, bin, "start", "nobody", "nobody-00001", "--task-queue", queue); code != 0 {
+		t.Fatalf("sluice start on a queue no worker polls: %d\n%s", code, out)
+	}
+	t.Cleanup(func() {
+		_ = c.Temporal.TerminateWorkflow(context.Background(), workflows.WorkflowID(svcTarget("nobody").In(c.Cluster)), "", "test done")
+	})
+	want := "no sluice worker polls the task queue " + queue
+	for _, args := range [][]string{
+		{"promote", "nobody", "--task-queue", queue, "--timeout", "2s"},
+		{"status", "nobody", "--task-queue", queue, "--timeout", "2s"},
+	} {
+		out, code := sluiceCode(t, bin, args...)
+		if code != 9 || !strings.Contains(out, want) {
+			t.Errorf("sluice %s: exit %d, want 9 saying %q:\n%s", strings.Join(args, " "), code, want, out)
+		}
 	}
 }

@@ -308,3 +308,13 @@ func (c *Client) Setup(ctx context.Context, namespace string) ([]string, error) 
 	sort.Strings(added)
 	return added, nil
 }
+
+// Pollers counts the workers Temporal has seen polling the client's task
+// queue recently: none means no command or query can be answered.
+func (c *Client) Pollers(ctx context.Context, taskQueue string) (int, error) {
+	resp, err := c.Temporal.DescribeTaskQueue(ctx, taskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+	if err != nil {
+		return 0, fmt.Errorf("describe task queue %s: %w", taskQueue, err)
+	}
+	return len(resp.GetPollers()), nil
+}
