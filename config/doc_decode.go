@@ -258,5 +258,15 @@ func yamlMessage(err error) string {
 	for _, noise := range []string{"error converting YAML to JSON: ", "yaml: "} {
 		msg = strings.ReplaceAll(msg, noise, "")
 	}
+	if strings.Contains(msg, "unsupported map key") {
+		return "a key is not a name (keys are words like checks: or waves:, not lists, mappings or nothing)"
+	}
+	if strings.ContainsAny(msg, "{}%") || strings.Contains(msg, "interface") {
+		// A converter's message about its own types: say where, not what.
+		if line, _, ok := strings.Cut(msg, ":"); ok && strings.HasPrefix(line, "line ") {
+			return line + ": the document cannot be read as YAML"
+		}
+		return "the document cannot be read as YAML"
+	}
 	return msg
 }
