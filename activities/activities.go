@@ -54,21 +54,21 @@ func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolv
 	target, err := a.Knative.ReadTarget(ctx, t)
 	switch {
 	case errors.Is(err, knative.ErrNoRoute), errors.Is(err, knative.ErrUnknownKind):
-		return Resolved{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidPolicy, nil)
+		return Resolved{}, a.refuse(err.Error(), ErrInvalidPolicy)
 	case err != nil:
 		return Resolved{}, kubeError(err)
 	}
 	opted, err := target.OptedIn()
 	if err != nil {
-		return Resolved{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidPolicy, nil)
+		return Resolved{}, a.refuse(err.Error(), ErrInvalidPolicy)
 	}
 	if !opted {
-		return Resolved{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-			"%s is not opted in to sluice rollouts: set the annotation %s: enabled", t, config.AnnotationRollout), ErrNotOptedIn, nil)
+		return Resolved{}, a.refuse(fmt.Sprintf(
+			"%s is not opted in to sluice rollouts: set the annotation %s: enabled", t, config.AnnotationRollout), ErrNotOptedIn)
 	}
 	policy, err := config.FromAnnotations(target.Annotations, a.Defaults)
 	if err != nil {
-		return Resolved{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: invalid rollout policy: %v", t, err), ErrInvalidPolicy, nil)
+		return Resolved{}, a.refuse(fmt.Sprintf("%s: invalid rollout policy: %v", t, err), ErrInvalidPolicy)
 	}
 	revs, err := a.Knative.Revisions(ctx, t.Namespace, target.Configuration)
 	if err != nil {
@@ -95,6 +95,19 @@ func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolv
 		res.StablePods, res.StableBounds = knative.StateOf(stable).Pods, knative.TemplateBounds(stable)
 	}
 	return res, nil
+}
+
+// Refusal is the detail of a rollout ResolveTarget refuses (an invalid
+// policy, a target not opted in): whether progress events go out, so the
+// rollout's end is told where its other events would be.
+type Refusal struct {
+	Events bool `json:"events"`
+}
+
+// refuse is the non-retryable error of a target whose policy the service
+// owner must fix, with the Refusal as its detail.
+func (a *Activities) refuse(msg, errType string) error {
+	return temporal.NewNonRetryableApplicationError(msg, errType, nil, Refusal{Events: a.Events != nil})
 }
 
 // EmitProgress sends one progress event. The event's ID comes from the

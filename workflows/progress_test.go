@@ -112,3 +112,29 @@ func seq(e cloudevents.Event) int {
 	n, _ := strconv.Atoi(fmt.Sprint(e.Extensions()["sequence"]))
 	return n
 }
+
+// A policy the worker refuses (here a misspelt gate) ends the rollout
+// Failed before any traffic moves, and says why in the status and in a
+// progress event, where a service owner looks.
+func TestRefusedPolicyIsToldInAProgressEvent(t *testing.T) {
+	h := newHarness(t, helloObjects(map[string]string{"sluice.dev/gate": "100"}, true)...)
+	s := h.withSink(t)
+	h.run("hello-00002")
+	res := h.result()
+	want := "sluice.dev/gate: is not a sluice annotation, and sluice would ignore it; did you mean sluice.dev/gates?"
+	if res.Outcome != OutcomeFailed || !strings.Contains(res.Reason, want) {
+		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
+	}
+	if got := strings.Join(types(s), ","); got != "failed" {
+		t.Fatalf("progress events: %s", got)
+	}
+	var d events.ProgressData
+	if err := s.Events()[0].DataAs(&d); err != nil || !strings.Contains(d.Reason, want) {
+		t.Fatalf("failed event's reason %q (%v)", d.Reason, err)
+	}
+	for _, a := range h.k.Actions() {
+		if a.GetVerb() != "get" && a.GetVerb() != "list" && a.GetVerb() != "watch" {
+			t.Fatalf("the refused rollout wrote to the cluster: %s %s", a.GetVerb(), a.GetResource().Resource)
+		}
+	}
+}

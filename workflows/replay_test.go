@@ -19,7 +19,8 @@ import (
 // capacity rollout (scale writes and pod waits per stage), a capacity
 // abort (the stable's pods back first, the candidate released once in
 // reserve), a rollout of a wave plan (joined, held until released, at 100%
-// until the plan ended) and its wave, and a supersede — the run that continues as new and the run it
+// until the plan ended) and its wave, a policy refused before any traffic
+// moved (its failed progress event sent all the same), and a supersede — the run that continues as new and the run it
 // starts.
 // These are the one baseline; a change to the workflow that would break
 // rollouts already running — a command added, removed or reordered without

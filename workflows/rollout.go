@@ -134,6 +134,13 @@ func (r *rollout) resolve(ctx workflow.Context) {
 	err := workflow.ExecuteActivity(readOptions(ctx, "resolve target and policy"), a.ResolveTarget,
 		activities.ResolveInput{Target: r.st.Target, Candidate: r.st.Candidate}).Get(ctx, &res)
 	if err != nil {
+		// A refused policy is told like any end of a rollout: in its status,
+		// the UI and a progress event, where the service owner looks.
+		var refused activities.Refusal
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) && appErr.HasDetails() && appErr.Details(&refused) == nil {
+			r.st.EventsEnabled = refused.Events
+		}
 		r.finish(ctx, OutcomeFailed, "cannot resolve the rollout target: "+errorMessage(err))
 		return
 	}

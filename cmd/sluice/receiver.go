@@ -28,7 +28,7 @@ func newReceiverCommand() *cobra.Command {
 		Short:   "Receive CloudEvents: start rollouts from Knative events, take command events",
 		Example: "  sluice receiver --listen :8081\n  SLUICE_ADMISSION_ADDR=:8443 SLUICE_RECEIVER_TOKENS_FILE=/etc/sluice/tokens sluice receiver",
 		Long: `Run the CloudEvents receiver. Point Knative Eventing's ApiServerSource (Resource or
-Reference mode, on Revisions, Services and Routes) and any command senders at it.
+Reference mode, on Revisions and Services) and any command senders at it.
 
 It answers 2xx only once Temporal accepted the work, 4xx for events that must not be
 retried (with the reason), and 503/429 when Temporal or the cluster is unavailable.

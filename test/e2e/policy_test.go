@@ -92,9 +92,7 @@ func TestPolicyTypoAtKubectlApply(t *testing.T) {
 	if st.Outcome != workflows.OutcomeFailed || !strings.Contains(st.Reason, gateTypo) {
 		t.Fatalf("rollout of p40-00002: %s: %s", st.Outcome, st.Reason)
 	}
-	if got := progress("p40-00002"); len(got) == 0 || got[len(got)-1] != "failed" || strings.Contains(strings.Join(got, ","), "step") {
-		t.Fatalf("progress events of p40-00002: %v", got)
-	}
+	waitProgress(t, "p40-00002", "failed") // and no started or step before it
 	time.Sleep(2 * time.Second) // what Knative serves settles
 	svc, err := stk.Serving.ServingV1().Services(ns).Get(ctx, "p40", metav1.GetOptions{})
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
+	"github.com/sluicehq/sluice/test/eventsink"
 	"github.com/sluicehq/sluice/test/historycheck"
 	"github.com/sluicehq/sluice/test/knativefake"
 	"github.com/sluicehq/sluice/worker"
@@ -364,4 +365,33 @@ func recordWorkflow(t testing.TB, c client.Client, id, runID, name string) {
 	if err := os.WriteFile(dir+"/"+name, out, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestRefusedPolicyOnRealServer: a policy with a key sluice does not know
+// (a misspelt gate) is refused before any traffic moves; the rollout ends
+// Failed with the message, told in a progress event.
+func TestRefusedPolicyOnRealServer(t *testing.T) {
+	snk := eventsink.New(t)
+	sender, err := events.NewSender(snk.URL, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startStackWith(t, sender, helloService(map[string]string{config.AnnotationSteps: "50,100", "sluice.dev/gate": "100"})...)
+	ctx := waitCtx(t)
+	if _, err := s.ctl.Start(ctx, hello, "hello-00002", ""); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.ctl.Wait(ctx, hello)
+	want := "did you mean sluice.dev/gates?"
+	if err != nil || res.Outcome != workflows.OutcomeFailed || !strings.Contains(res.Reason, want) {
+		t.Fatalf("result: %+v, %v", res, err)
+	}
+	eventually(t, 10*time.Second, "the failed event at the sink", func() bool { return snk.Has(events.ProgressFailed) })
+	if snk.Has(events.ProgressStarted) || snk.Has(events.ProgressStep) {
+		t.Fatal("a refused rollout sent started or step events")
+	}
+	if got := knative.FormatTraffic(s.liveTraffic()); got != "hello-00001=100%, hello-00001=0% (tag current)" {
+		t.Fatalf("traffic after the refusal: %s", got)
+	}
+	recordHistory(t, s.temporal, "rollout-refused.json")
 }
