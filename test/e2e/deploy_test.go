@@ -82,14 +82,17 @@ func TestDeployManifests(t *testing.T) {
 		}
 	}
 
-	// The receiver's one webhook configuration (cluster-scoped), for its caBundle.
-	for cfg, want := range map[string]string{"sluice-pin-latest": "yes", "other": "no"} {
-		out, _ := stk.Kubectl(ctx, "auth", "can-i", "patch", "mutatingwebhookconfigurations.admissionregistration.k8s.io/"+cfg,
+	// The receiver's two webhook configurations (cluster-scoped), for their caBundle.
+	for cfg, want := range map[string]string{"mutatingwebhookconfigurations.admissionregistration.k8s.io/sluice-pin-latest": "yes",
+		"mutatingwebhookconfigurations.admissionregistration.k8s.io/other": "no",
+		"validatingwebhookconfigurations.admissionregistration.k8s.io/sluice-policy": "yes",
+		"validatingwebhookconfigurations.admissionregistration.k8s.io/other": "no"} {
+		out, _ := stk.Kubectl(ctx, "auth", "can-i", "patch", cfg,
 			"--as", "system:serviceaccount:sluice-system:sluice-receiver")
 		// The answer is the last line (kubectl warns first that the kind is not namespaced).
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		if got := strings.TrimSpace(lines[len(lines)-1]); got != want {
-			t.Errorf("sluice-receiver can patch MutatingWebhookConfiguration %s: %s, want %s", cfg, got, want)
+			t.Errorf("sluice-receiver can patch %s: %s, want %s", cfg, got, want)
 		}
 	}
 	// The receiver's one Secret, in its own namespace: its webhook's certificates.
