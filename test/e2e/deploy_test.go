@@ -84,9 +84,9 @@ func TestDeployManifests(t *testing.T) {
 
 	// The receiver's two webhook configurations (cluster-scoped), for their caBundle.
 	for cfg, want := range map[string]string{"mutatingwebhookconfigurations.admissionregistration.k8s.io/sluice-pin-latest": "yes",
-		"mutatingwebhookconfigurations.admissionregistration.k8s.io/other": "no",
+		"mutatingwebhookconfigurations.admissionregistration.k8s.io/other":           "no",
 		"validatingwebhookconfigurations.admissionregistration.k8s.io/sluice-policy": "yes",
-		"validatingwebhookconfigurations.admissionregistration.k8s.io/other": "no"} {
+		"validatingwebhookconfigurations.admissionregistration.k8s.io/other":         "no"} {
 		out, _ := stk.Kubectl(ctx, "auth", "can-i", "patch", cfg,
 			"--as", "system:serviceaccount:sluice-system:sluice-receiver")
 		// The answer is the last line (kubectl warns first that the kind is not namespaced).

@@ -93,7 +93,7 @@ func TestPolicyTypoAtKubectlApply(t *testing.T) {
 		t.Fatalf("rollout of p40-00002: %s: %s", st.Outcome, st.Reason)
 	}
 	waitProgress(t, "p40-00002", "failed") // and no started or step before it
-	time.Sleep(2 * time.Second) // what Knative serves settles
+	time.Sleep(2 * time.Second)            // what Knative serves settles
 	svc, err := stk.Serving.ServingV1().Services(ns).Get(ctx, "p40", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
