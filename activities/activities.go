@@ -54,21 +54,22 @@ func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolv
 	target, err := a.Knative.ReadTarget(ctx, t)
 	switch {
 	case errors.Is(err, knative.ErrNoRoute), errors.Is(err, knative.ErrUnknownKind):
-		return Resolved{}, a.refuse(err.Error(), ErrInvalidPolicy)
+		return Resolved{}, a.refuse(err.Error(), ErrInvalidPolicy, knative.ObjectRef{})
 	case err != nil:
 		return Resolved{}, kubeError(err)
 	}
 	opted, err := target.OptedIn()
 	if err != nil {
-		return Resolved{}, a.refuse(err.Error(), ErrInvalidPolicy)
+		return Resolved{}, a.refuse(err.Error(), ErrInvalidPolicy, target.Object)
 	}
 	if !opted {
 		return Resolved{}, a.refuse(fmt.Sprintf(
-			"%s is not opted in to sluice rollouts: set the annotation %s: enabled", t, config.AnnotationRollout), ErrNotOptedIn)
+			"%s is not opted in to sluice rollouts: set the annotation %s: enabled", t, config.AnnotationRollout), ErrNotOptedIn, knative.ObjectRef{})
 	}
 	policy, err := config.FromAnnotations(target.Annotations, a.Defaults)
 	if err != nil {
-		return Resolved{}, a.refuse(fmt.Sprintf("%s: invalid rollout policy: %v", t, err), ErrInvalidPolicy)
+		return Resolved{}, a.refuse(fmt.Sprintf("%s: invalid rollout policy: %v; fix it, then `sluice retry %s` rolls %s out",
+			t, err, t.Name, in.Candidate), ErrInvalidPolicy, target.Object)
 	}
 	revs, err := a.Knative.Revisions(ctx, t.Namespace, target.Configuration)
 	if err != nil {
@@ -99,15 +100,18 @@ func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolv
 
 // Refusal is the detail of a rollout ResolveTarget refuses (an invalid
 // policy, a target not opted in): whether progress events go out, so the
-// rollout's end is told where its other events would be.
+// rollout's end is told where its other events would be, and the object to
+// mark ended (empty when there is none, or no mark is wanted), so the
+// candidate's later events do not start the same refusal again.
 type Refusal struct {
-	Events bool `json:"events"`
+	Events bool              `json:"events"`
+	Mark   knative.ObjectRef `json:"mark,omitempty"`
 }
 
 // refuse is the non-retryable error of a target whose policy the service
 // owner must fix, with the Refusal as its detail.
-func (a *Activities) refuse(msg, errType string) error {
-	return temporal.NewNonRetryableApplicationError(msg, errType, nil, Refusal{Events: a.Events != nil})
+func (a *Activities) refuse(msg, errType string, mark knative.ObjectRef) error {
+	return temporal.NewNonRetryableApplicationError(msg, errType, nil, Refusal{Events: a.Events != nil, Mark: mark})
 }
 
 // EmitProgress sends one progress event. The event's ID comes from the

@@ -141,7 +141,12 @@ func (r *rollout) resolve(ctx workflow.Context) {
 		if errors.As(err, &appErr) && appErr.HasDetails() && appErr.Details(&refused) == nil {
 			r.st.EventsEnabled = refused.Events
 		}
-		r.finish(ctx, OutcomeFailed, "cannot resolve the rollout target: "+errorMessage(err))
+		r.st.Outcome, r.st.Reason = OutcomeFailed, "cannot resolve the rollout target: "+errorMessage(err)
+		if refused.Mark.Name != "" {
+			r.st.Object = refused.Mark
+			r.markCandidate(ctx)
+		}
+		r.end(ctx, PhaseFailed)
 		return
 	}
 	now := workflow.Now(ctx)

@@ -393,5 +393,8 @@ func TestRefusedPolicyOnRealServer(t *testing.T) {
 	if got := knative.FormatTraffic(s.liveTraffic()); got != "hello-00001=100%, hello-00001=0% (tag current)" {
 		t.Fatalf("traffic after the refusal: %s", got)
 	}
+	if !strings.Contains(res.Reason, "then `sluice retry hello` rolls hello-00002 out") {
+		t.Fatalf("the reason does not say how to go on: %s", res.Reason)
+	}
 	recordHistory(t, s.temporal, "rollout-refused.json")
 }
