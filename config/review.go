@@ -170,3 +170,29 @@ func flatten(err error) []error {
 	}
 	return []error{err}
 }
+
+// Object is a Service or Configuration read only as far as its policy, from
+// its YAML or JSON: kind, name, annotations and the Revision template's
+// annotations, the same fields in both kinds.
+type Object struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name        string            `json:"name"`
+		Namespace   string            `json:"namespace,omitempty"`
+		Annotations map[string]string `json:"annotations,omitempty"`
+	} `json:"metadata"`
+	Spec struct {
+		Template struct {
+			Metadata struct {
+				Annotations map[string]string `json:"annotations,omitempty"`
+			} `json:"metadata"`
+		} `json:"template"`
+	} `json:"spec"`
+}
+
+// Subject is the object as ReviewPolicy reads it; kind is given when the
+// object's own may be missing (an admission request names it apart).
+func (o Object) Subject(kind string) Subject {
+	return Subject{Kind: kind, Annotations: o.Metadata.Annotations, TemplateAnnotations: o.Spec.Template.Metadata.Annotations}
+}

@@ -136,13 +136,7 @@ func unknownKeys(annotations map[string]string) []error {
 			errs = append(errs, &FieldError{Key: key, Value: annotations[key],
 				Message: "is written by sluice on Revisions, never by hand; remove it"})
 		default:
-			msg := "is not a sluice annotation, and sluice would ignore it"
-			if meant, ok := Nearest(key); ok {
-				msg += fmt.Sprintf("; did you mean %s?", meant)
-			} else {
-				msg += "; see docs/policy.md for the annotations sluice reads"
-			}
-			errs = append(errs, &FieldError{Key: key, Value: annotations[key], Message: msg})
+			errs = append(errs, unknownKey(key, annotations[key], ""))
 		}
 	}
 	return errs
@@ -166,14 +160,22 @@ func misplacedOnTemplate(kind string, annotations map[string]string) []error {
 			errs = append(errs, &FieldError{Key: key, Value: annotations[key],
 				Message: "is written by sluice, never by hand; remove it from the template"})
 		default:
-			msg := "is not a sluice annotation, and sluice would ignore it"
-			if meant, ok := Nearest(key); ok {
-				msg += fmt.Sprintf("; did you mean %s (in the %s's metadata.annotations, not the template)?", meant, kindOr(kind))
-			}
-			errs = append(errs, &FieldError{Key: key, Value: annotations[key], Message: msg})
+			errs = append(errs, unknownKey(key, annotations[key], fmt.Sprintf(" (in the %s's metadata.annotations, not the template)", kindOr(kind))))
 		}
 	}
 	return errs
+}
+
+// unknownKey is the error of a sluice.dev/ key sluice does not know, with
+// the key it most likely meant (and where, after it).
+func unknownKey(key, value, where string) error {
+	msg := "is not a sluice annotation, and sluice would ignore it"
+	if meant, ok := Nearest(key); ok {
+		msg += fmt.Sprintf("; did you mean %s%s?", meant, where)
+	} else {
+		msg += "; see docs/policy.md for the annotations sluice reads"
+	}
+	return &FieldError{Key: key, Value: value, Message: msg}
 }
 
 func kindOr(kind string) string {

@@ -83,7 +83,8 @@ cluster).`,
 				if err != nil {
 					return inputErr(fmt.Errorf("read Service %s/%s: %w", ns, service, err))
 				}
-				d := lintDoc{APIVersion: servingv1.SchemeGroupVersion.String(), Kind: "Service"}
+				var d lintDoc
+				d.APIVersion, d.Kind = servingv1.SchemeGroupVersion.String(), "Service"
 				d.Metadata.Name, d.Metadata.Namespace, d.Metadata.Annotations = svc.Name, svc.Namespace, svc.Annotations
 				d.Spec.Template.Metadata.Annotations = svc.Spec.Template.Annotations
 				docs = append(docs, d)
@@ -119,22 +120,10 @@ cluster).`,
   2  the input could not be read or parsed`)
 }
 
-// lintDoc is one YAML document, read only as far as a policy needs.
+// lintDoc is one YAML document, read only as far as a policy needs, and
+// where it came from.
 type lintDoc struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Metadata   struct {
-		Name        string            `json:"name"`
-		Namespace   string            `json:"namespace"`
-		Annotations map[string]string `json:"annotations"`
-	} `json:"metadata"`
-	Spec struct {
-		Template struct {
-			Metadata struct {
-				Annotations map[string]string `json:"annotations"`
-			} `json:"metadata"`
-		} `json:"template"`
-	} `json:"spec"`
+	config.Object
 	source   string
 	document int
 }
@@ -165,7 +154,7 @@ func readLintDocs(stdin io.Reader, path string) ([]lintDoc, error) {
 			continue
 		}
 		var d lintDoc
-		if err := yaml.Unmarshal(part, &d); err != nil {
+		if err := yaml.Unmarshal(part, &d.Object); err != nil {
 			return nil, fmt.Errorf("%s: document %d is not a Kubernetes object in YAML: %s", name, i, yamlProblem(err))
 		}
 		d.source, d.document = path, i
@@ -288,8 +277,7 @@ func lintOne(doc lintDoc, o lintOptions) lintResult {
 		}
 		return r
 	}
-	rev := config.ReviewPolicy(config.Subject{Kind: doc.Kind, Annotations: doc.Metadata.Annotations,
-		TemplateAnnotations: doc.Spec.Template.Metadata.Annotations}, o.defaults)
+	rev := config.ReviewPolicy(doc.Subject(doc.Kind), o.defaults)
 	r.Findings = rev.Findings
 	switch {
 	case rev.Policy != nil:

@@ -26,30 +26,10 @@ const (
 	PolicyStrictPath = "/admission/policy-strict"
 )
 
-// PolicyObject is what the webhook reads of a Service or Configuration:
-// the same fields for both kinds.
-type PolicyObject struct {
-	Metadata struct {
-		Annotations map[string]string `json:"annotations"`
-	} `json:"metadata"`
-	Spec struct {
-		Template struct {
-			Metadata struct {
-				Annotations map[string]string `json:"annotations"`
-			} `json:"metadata"`
-		} `json:"template"`
-	} `json:"spec"`
-}
-
-// Subject is the object as config.ReviewPolicy reads it.
-func (o PolicyObject) Subject(kind string) config.Subject {
-	return config.Subject{Kind: kind, Annotations: o.Metadata.Annotations, TemplateAnnotations: o.Spec.Template.Metadata.Annotations}
-}
-
 // policyAnnotations are the annotations of o a person writes to make its
 // policy, right or wrong: keys that name sluice, but for those sluice
 // writes itself.
-func (o PolicyObject) policyAnnotations() map[string]string {
+func policyAnnotations(o config.Object) map[string]string {
 	out := map[string]string{}
 	for prefix, m := range map[string]map[string]string{"": o.Metadata.Annotations, "template:": o.Spec.Template.Metadata.Annotations} {
 		for k, v := range m {
@@ -83,7 +63,7 @@ func (h *Handler) policy(req *admissionv1.AdmissionRequest, strict bool) *admiss
 		(req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
 		return resp
 	}
-	var obj PolicyObject
+	var obj config.Object
 	if err := json.Unmarshal(req.Object.Raw, &obj); err != nil {
 		return h.unchanged(resp, req, "cannot read the "+kind+" written: "+err.Error())
 	}
@@ -103,8 +83,8 @@ func (h *Handler) policy(req *admissionv1.AdmissionRequest, strict bool) *admiss
 		// A write that leaves the policy as it was (a new image, sluice's
 		// own traffic step) is not the one to refuse: the policy was
 		// refused or let through when it was written.
-		var old PolicyObject
-		if json.Unmarshal(req.OldObject.Raw, &old) == nil && maps.Equal(old.policyAnnotations(), obj.policyAnnotations()) {
+		var old config.Object
+		if json.Unmarshal(req.OldObject.Raw, &old) == nil && maps.Equal(policyAnnotations(old), policyAnnotations(obj)) {
 			resp.Warnings = append(resp.Warnings, "sluice: this write does not change the invalid policy, so the strict namespace lets it through")
 			return resp
 		}
