@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"knative.dev/serving/pkg/apis/serving"
 )
 
 // Subject is what a rollout policy is read from: the target's kind
@@ -181,6 +183,7 @@ type Object struct {
 		Name        string            `json:"name"`
 		Namespace   string            `json:"namespace,omitempty"`
 		Annotations map[string]string `json:"annotations,omitempty"`
+		Labels      map[string]string `json:"labels,omitempty"`
 	} `json:"metadata"`
 	Spec struct {
 		Template struct {
@@ -189,6 +192,17 @@ type Object struct {
 			} `json:"metadata"`
 		} `json:"template"`
 	} `json:"spec"`
+}
+
+// ServiceOwned names the Knative Service a Configuration belongs to (""
+// for one of its own). Knative copies a Service's annotations onto its
+// Configuration, so that copy is the Service's policy, judged on the
+// Service: on the Configuration it is no policy at all.
+func (o Object) ServiceOwned() string {
+	if o.Kind != "Configuration" && o.Kind != "" {
+		return ""
+	}
+	return o.Metadata.Labels[serving.ServiceLabelKey]
 }
 
 // Subject is the object as ReviewPolicy reads it; kind is given when the

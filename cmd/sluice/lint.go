@@ -277,6 +277,10 @@ func lintOne(doc lintDoc, o lintOptions) lintResult {
 		}
 		return r
 	}
+	if svc := doc.ServiceOwned(); svc != "" {
+		r.Verdict, r.Note = verdictSkipped, "skipped: Knative made this Configuration for Service "+svc+", whose policy it copies; lint the Service"
+		return r
+	}
 	rev := config.ReviewPolicy(doc.Subject(doc.Kind), o.defaults)
 	r.Findings = rev.Findings
 	switch {

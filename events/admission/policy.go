@@ -67,6 +67,10 @@ func (h *Handler) policy(req *admissionv1.AdmissionRequest, strict bool) *admiss
 	if err := json.Unmarshal(req.Object.Raw, &obj); err != nil {
 		return h.unchanged(resp, req, "cannot read the "+kind+" written: "+err.Error())
 	}
+	obj.Kind = kind
+	if obj.ServiceOwned() != "" {
+		return resp // Knative's copy of its Service's annotations, judged on the Service
+	}
 	review := config.ReviewPolicy(obj.Subject(kind), h.Defaults)
 	if !review.Relevant() {
 		return resp

@@ -107,3 +107,26 @@ func TestPolicyWebhookWarnsAndStrictRefuses(t *testing.T) {
 		}
 	}
 }
+
+// Knative copies a Service's annotations onto the Configuration it makes:
+// that copy is judged on the Service, never refused as a Configuration
+// without its Route — in a strict namespace too.
+func TestPolicyWebhookLeavesAServicesConfigurationAlone(t *testing.T) {
+	h := &Handler{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Defaults: config.BuiltinDefaults()}
+	cfg := servingv1.Configuration{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "hello",
+		Labels:      map[string]string{"serving.knative.dev/service": "hello"},
+		Annotations: map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/steps": "10,100"}}}
+	raw, _ := json.Marshal(&cfg)
+	req := &admissionv1.AdmissionRequest{UID: "u2", Operation: admissionv1.Create, Namespace: "default", Name: "hello",
+		Kind: metav1.GroupVersionKind{Group: "serving.knative.dev", Version: "v1", Kind: "Configuration"}, Object: runtime.RawExtension{Raw: raw}}
+	if resp := h.policy(req, true); !resp.Allowed || len(resp.Warnings) != 0 {
+		t.Fatalf("a Service's Configuration: allowed %v, warnings %q", resp.Allowed, resp.Warnings)
+	}
+	// One of its own, in Route mode, is judged: here it names no Route.
+	delete(cfg.Labels, "serving.knative.dev/service")
+	raw, _ = json.Marshal(&cfg)
+	req.Object.Raw = raw
+	if resp := h.policy(req, true); resp.Allowed || !strings.Contains(resp.Result.Message, "sluice.dev/route: a Configuration must name the Route") {
+		t.Fatalf("a Configuration of its own without a Route: allowed %v, result %+v", resp.Allowed, resp.Result)
+	}
+}

@@ -18,6 +18,11 @@ import (
 // typoManifest is a Service as a service owner writes it, with the gate
 // misspelt: sluice.dev/gate for sluice.dev/gates.
 func typoManifest(name, image string) string {
+	return manifest(name, image, "sluice.dev/gate")
+}
+
+// manifest is that Service with its gate under gateKey.
+func manifest(name, image, gateKey string) string {
 	return `apiVersion: serving.knative.dev/v1
 kind: Service
 metadata:
@@ -26,7 +31,7 @@ metadata:
     sluice.dev/rollout: enabled
     sluice.dev/steps: "50,100"
     sluice.dev/hold: 1s
-    sluice.dev/gate: "100"
+    ` + gateKey + `: "100"
 spec:
   template:
     spec:
@@ -47,13 +52,14 @@ func TestPolicyTypoAtKubectlApply(t *testing.T) {
 	ctx := context.Background()
 	c := ctl(t)
 	dir := t.TempDir()
-	apply := func(name, namespace, image string) (string, error) {
+	applyWith := func(name, namespace, image, gateKey string) (string, error) {
 		file := filepath.Join(dir, name+"-"+namespace+".yaml")
-		if err := os.WriteFile(file, []byte(typoManifest(name, image)), 0o600); err != nil {
+		if err := os.WriteFile(file, []byte(manifest(name, image, gateKey)), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return stk.Kubectl(ctx, "apply", "-n", namespace, "-f", file)
 	}
+	apply := func(name, namespace, image string) (string, error) { return applyWith(name, namespace, image, "sluice.dev/gate") }
 
 	out, err := apply("p40", ns, "example.com/p40:v1")
 	if err != nil {
@@ -76,6 +82,25 @@ func TestPolicyTypoAtKubectlApply(t *testing.T) {
 	}
 	if _, err := stk.Serving.ServingV1().Services(strict).Get(ctx, "p40", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("strict namespace: the refused Service was stored (%v)", err)
+	}
+	// The policy fixed, the strict namespace takes it without a word, and
+	// Knative's Configuration for it (a copy of the Service's annotations,
+	// with no Route of its own) is not refused either.
+	out, err = applyWith("p40", strict, "example.com/p40:v1", "sluice.dev/gates")
+	if err != nil || strings.Contains(out, "Warning: sluice") {
+		t.Fatalf("strict namespace, a valid policy: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := stk.Serving.ServingV1().Configurations(strict).Get(ctx, "p40", metav1.GetOptions{})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			svc, _ := stk.Serving.ServingV1().Services(strict).Get(ctx, "p40", metav1.GetOptions{})
+			t.Fatalf("Knative made no Configuration for the valid Service in the strict namespace (%v); its status: %+v", err, svc.Status.Conditions)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 
 	// The worker refuses each rollout before any traffic moves.
