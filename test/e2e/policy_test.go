@@ -59,7 +59,9 @@ func TestPolicyTypoAtKubectlApply(t *testing.T) {
 		}
 		return stk.Kubectl(ctx, "apply", "-n", namespace, "-f", file)
 	}
-	apply := func(name, namespace, image string) (string, error) { return applyWith(name, namespace, image, "sluice.dev/gate") }
+	apply := func(name, namespace, image string) (string, error) {
+		return applyWith(name, namespace, image, "sluice.dev/gate")
+	}
 
 	out, err := apply("p40", ns, "example.com/p40:v1")
 	if err != nil {
