@@ -33,7 +33,7 @@ type ReceiverSettings struct {
 
 // AdmissionSettings configure the receiver's mutating admission webhook,
 // which pins latestRevision traffic in the write that changes an opted-in
-// Service's template (see events/admission). Off unless Addr is set.
+// Service's template (see admission). Off unless Addr is set.
 type AdmissionSettings struct {
 	// Addr is the TLS listen address.
 	Addr string

@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/events/admission"
-	"github.com/sluicehq/sluice/events/receiver"
+	"github.com/sluicehq/sluice/admission"
+	"github.com/sluicehq/sluice/receiver"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/worker"
 	"github.com/sluicehq/sluice/workflows/control"

@@ -25,7 +25,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
-	"github.com/sluicehq/sluice/events/receiver"
+	"github.com/sluicehq/sluice/receiver"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/eventsink"
 	"github.com/sluicehq/sluice/test/knativefake"

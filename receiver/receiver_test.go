@@ -105,7 +105,7 @@ type fixture struct {
 
 func loadFixture(t *testing.T, name string) fixture {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "testdata", "apiserversource", name))
+	b, err := os.ReadFile(filepath.Join("..", "events", "testdata", "apiserversource", name))
 	if err != nil {
 		t.Fatal(err)
 	}
