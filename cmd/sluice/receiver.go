@@ -13,10 +13,10 @@ import (
 	"go.temporal.io/sdk/client"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/admission"
-	"github.com/sluicehq/sluice/receiver"
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
+	"github.com/sluicehq/sluice/receiver"
 	"github.com/sluicehq/sluice/worker"
 	"github.com/sluicehq/sluice/workflows/control"
 )

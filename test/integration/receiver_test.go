@@ -25,8 +25,8 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
-	"github.com/sluicehq/sluice/receiver"
 	"github.com/sluicehq/sluice/knative"
+	"github.com/sluicehq/sluice/receiver"
 	"github.com/sluicehq/sluice/test/eventsink"
 	"github.com/sluicehq/sluice/test/knativefake"
 	"github.com/sluicehq/sluice/workflows"
