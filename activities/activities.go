@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
@@ -49,7 +50,7 @@ func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolv
 		// object of the same name would roll out the wrong Service.
 		return Resolved{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 			"the rollout of %s names cluster %q, but this worker serves cluster %q; start it on that cluster's task queue (%s)",
-			t, t.Cluster, a.Cluster, config.ClusterTaskQueue(t.Cluster)), ErrWrongCluster, nil)
+			t, t.Cluster, a.Cluster, api.ClusterTaskQueue(t.Cluster)), ErrWrongCluster, nil)
 	}
 	target, err := a.Knative.ReadTarget(ctx, t)
 	switch {

@@ -203,8 +203,8 @@ func parseAnalysis(raw string, d Defaults) (*Analysis, error) {
 			an.Prometheus = doc.Prometheus
 		}
 		if an.Prometheus == "" && !dec.broken("prometheus") {
-			fail("has checks but no Prometheus to query; set prometheus: in the document or %s on the worker", EnvPrometheusURL)
-		} else if err := checkURL(an.Prometheus); err != nil {
+			fail("has checks but no Prometheus to query; set prometheus: in the document or SLUICE_PROMETHEUS_URL on the worker")
+		} else if err := CheckURL(an.Prometheus); err != nil {
 			fail("prometheus %q: %v", an.Prometheus, err)
 		}
 	}
@@ -216,7 +216,7 @@ func parseAnalysis(raw string, d Defaults) (*Analysis, error) {
 		if !knownMoment(wh.At) {
 			fail("webhook %q: at %q must be one of %s", h.Name, h.At, joinMoments())
 		}
-		if err := checkURL(h.URL); err != nil {
+		if err := CheckURL(h.URL); err != nil {
 			fail("webhook %q: url %q: %v", h.Name, h.URL, err)
 		}
 		if h.Timeout != "" {
@@ -287,7 +287,8 @@ func joinMoments() string {
 	return strings.Join(parts, ", ")
 }
 
-func checkURL(raw string) error {
+// CheckURL accepts an absolute http:// or https:// URL: where sluice sends requests.
+func CheckURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return err

@@ -116,7 +116,7 @@ func parsePolicy(annotations map[string]string, d Defaults) (Policy, []error, []
 }
 
 func parseWeights(key, raw string) ([]int64, error) {
-	parts := splitList(raw)
+	parts := SplitList(raw)
 	if len(parts) == 0 {
 		return nil, &FieldError{Key: key, Message: `must list traffic weights ending at 100, e.g. "10,50,100"`, Value: raw}
 	}
@@ -166,7 +166,7 @@ func parseDuration(key, raw string, zeroOK bool) (time.Duration, error) {
 }
 
 func applyStepHolds(raw string, steps []Step) error {
-	parts := splitList(raw)
+	parts := SplitList(raw)
 	if len(parts) == 0 {
 		return &FieldError{Key: AnnotationStepHolds, Message: `must map step weights to holds, e.g. "50=10m,100=0s"`, Value: raw}
 	}
@@ -219,7 +219,7 @@ func lastStepHold(raw string, steps []Step) error {
 		return nil
 	}
 	last := steps[len(steps)-1].Weight
-	for _, part := range splitList(raw) {
+	for _, part := range SplitList(raw) {
 		weightText, _, _ := strings.Cut(part, "=")
 		if w, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(weightText), "%"), 10, 64); err == nil && w == last {
 			return &FieldError{Key: AnnotationStepHolds, Value: raw, Message: fmt.Sprintf(
@@ -253,7 +253,8 @@ func stepIndex(steps []Step, weight int64) int {
 	return -1
 }
 
-func splitList(raw string) []string {
+// SplitList splits a comma-separated list, trimming each item and dropping empty ones.
+func SplitList(raw string) []string {
 	var out []string
 	for _, p := range strings.Split(raw, ",") {
 		if p = strings.TrimSpace(p); p != "" {

@@ -127,3 +127,12 @@ func parseWaves(raw string) (*Waves, error) {
 	}
 	return w, nil
 }
+
+// ValidateCluster checks a cluster name: a DNS label, as it becomes part of
+// workflow IDs and task queue names.
+func ValidateCluster(name string) error {
+	if !nameRE.MatchString(name) || len(name) > 63 {
+		return fmt.Errorf("cluster name %q must be lower-case letters, digits and dashes (a DNS label), e.g. \"eu-west-1\"", name)
+	}
+	return nil
+}

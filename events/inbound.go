@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
-	"knative.dev/pkg/apis"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/knative"
@@ -71,7 +70,8 @@ type Action struct {
 	// From a Revision in Resource mode: its owners and readiness.
 	Configuration string `json:"configuration,omitempty"`
 	Service       string `json:"service,omitempty"`
-	Ready         string `json:"ready,omitempty"`
+	// Ready is the Revision's readiness, carried as is to its rollout.
+	Ready knative.Readiness `json:"ready,omitempty"`
 	// ReadyReason and ReadyMessage are the Ready condition's, which say why
 	// a Revision failed.
 	ReadyReason  string `json:"readyReason,omitempty"`
@@ -154,23 +154,17 @@ type resourceData struct {
 	} `json:"metadata"`
 }
 
-// SetRevision takes a Revision's owners and generation from its labels, and its readiness as Knative's own lifecycle helpers judge it
-// (Revision.IsReady and IsFailed, which also ask that the status is
-// current): the one definition of Ready the rollout uses too.
+// SetRevision takes a Revision's owners and generation from its labels, and
+// its readiness as Knative's own lifecycle helpers judge it (Revision.IsReady
+// and IsFailed, which also ask that the status is current): the one
+// definition of Ready the rollout uses too. A deleted Revision is Deleted.
 func (a *Action) SetRevision(r *servingv1.Revision) {
 	l := knative.ReadRevisionLabels(r.Labels)
 	a.Configuration, a.Service, a.Generation = l.Configuration, l.Service, l.Generation
 	st := knative.StateOf(r)
-	switch {
-	case st.Ready:
-		a.Ready = "True"
-	case st.Failed:
-		a.Ready = "False"
-	default:
-		a.Ready = "Unknown"
-		if r.Status.GetCondition(apis.ConditionReady) == nil {
-			a.Ready = ""
-		}
+	a.Ready = st.Readiness()
+	if a.Deleted {
+		a.Ready = knative.RevisionDeleted
 	}
 	a.ReadyReason, a.ReadyMessage = st.Reason, st.Message
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,6 +61,39 @@ type RevisionState struct {
 	// Reserve is Knative's routing state "reserve": no route names the
 	// Revision, so its autoscaler ignores its min-scale.
 	Reserve bool `json:"reserve,omitempty"`
+}
+
+// Readiness is a Revision's readiness in one word: what its event shows,
+// carried unchanged from the event that told it to the rollout's signal.
+type Readiness string
+
+const (
+	// RevisionPending: not Ready yet, nor failed (or not known).
+	RevisionPending Readiness = ""
+	RevisionReady   Readiness = "Ready"
+	RevisionFailed  Readiness = "Failed"
+	RevisionDeleted Readiness = "Deleted"
+)
+
+// String is the word for a message: pending, ready, failed or deleted.
+func (r Readiness) String() string {
+	if r == RevisionPending {
+		return "pending"
+	}
+	return strings.ToLower(string(r))
+}
+
+// Readiness is the state in one word.
+func (s RevisionState) Readiness() Readiness {
+	switch {
+	case !s.Found:
+		return RevisionDeleted
+	case s.Ready:
+		return RevisionReady
+	case s.Failed:
+		return RevisionFailed
+	}
+	return RevisionPending
 }
 
 // StateOf reads a Revision's readiness with Knative's own lifecycle helpers.

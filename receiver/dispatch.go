@@ -10,10 +10,10 @@ import (
 	"go.temporal.io/api/serviceerror"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
-	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -27,7 +27,7 @@ func (r *Receiver) dispatch(ctx context.Context, e cloudevents.Event, a events.A
 			kind = knative.KindConfiguration
 		}
 		t := knative.TargetRef{Namespace: a.Namespace, Kind: kind, Name: a.Name}
-		return r.hint(ctx, t, workflows.SignalTargetDeleted, workflows.ObjectHint{Kind: a.ObjectKind, Name: a.Name}, "target deleted")
+		return r.hint(ctx, t, api.SignalTargetDeleted, api.ObjectHint{Kind: a.ObjectKind, Name: a.Name}, "target deleted")
 	case events.KindCommand:
 		return r.command(ctx, a, principal)
 	}
@@ -55,20 +55,20 @@ func (r *Receiver) revision(ctx context.Context, a events.Action, principal stri
 	}
 	// A Revision's status is written several times on its way to Ready;
 	// its rollout needs to hear of each state once.
-	told := "told:" + a.Namespace + "/" + a.Name + "/" + readiness(a)
+	told := "told:" + a.Namespace + "/" + a.Name + "/" + a.Ready.String()
 	if r.Seen.Has(told) {
-		return reply(http.StatusOK, "duplicate", "ignored: sluice already acted on %s/%s being %s", a.Namespace, a.Name, readiness(a))
+		return reply(http.StatusOK, "duplicate", "ignored: sluice already acted on %s/%s being %s", a.Namespace, a.Name, a.Ready)
 	}
 	t, res, ok := r.optedInTarget(ctx, a)
 	if !ok {
 		return res
 	}
 	target := t.Ref
-	offer := workflows.CandidateSignal{Revision: a.Name, Generation: a.Generation, State: candidateState[readiness(a)],
+	offer := api.CandidateSignal{Revision: a.Name, Generation: a.Generation, State: a.Ready,
 		Reason: a.ReadyReason, Message: a.ReadyMessage, By: principal}
 	if a.Deleted {
 		// Only a running rollout needs to hear of it; nothing starts.
-		res := r.hint(ctx, target, workflows.SignalCandidate, offer, a.Name+" was deleted")
+		res := r.hint(ctx, target, api.SignalCandidate, offer, a.Name+" was deleted")
 		if res.code == http.StatusAccepted {
 			r.Seen.Add(told)
 		}
@@ -87,24 +87,7 @@ func (r *Receiver) revision(ctx context.Context, a events.Action, principal stri
 		return r.temporalError(err, "offer "+a.Name+" to the rollout of "+target.String())
 	}
 	r.Seen.Add(told)
-	return reply(http.StatusAccepted, "offered", "offered %s (%s) to the rollout of %s", a.Name, readiness(a), target)
-}
-
-// candidateState is the state a CandidateSignal carries for each readiness.
-var candidateState = map[string]string{"ready": workflows.StateReady, "failed": workflows.StateFailed, "deleted": workflows.StateDeleted}
-
-// readiness names the state of a Revision that matters to its rollout:
-// pending (not Ready yet), ready, failed, or deleted.
-func readiness(a events.Action) string {
-	switch {
-	case a.Deleted:
-		return "deleted"
-	case a.Ready == "True":
-		return "ready"
-	case a.Ready == "False":
-		return "failed"
-	}
-	return "pending"
+	return reply(http.StatusAccepted, "offered", "offered %s (%s) to the rollout of %s", a.Name, a.Ready, target)
 }
 
 // optedInTarget finds the rollout target of a Revision — its Service, or its

@@ -31,10 +31,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/knativefake"
-	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -227,8 +227,8 @@ func TestRevisionEventIsOfferedInOneCall(t *testing.T) {
 	if got := strings.Join(e.temporal.Calls(), "; "); got != "start rollout/default/service/hello" {
 		t.Fatalf("calls %v", got)
 	}
-	offer, ok := e.temporal.signals[0].(workflows.CandidateSignal)
-	if !ok || offer.Revision != "hello-00002" || offer.Generation != 2 || offer.State != workflows.StateReady || offer.By == "" {
+	offer, ok := e.temporal.signals[0].(api.CandidateSignal)
+	if !ok || offer.Revision != "hello-00002" || offer.Generation != 2 || offer.State != knative.RevisionReady || offer.By == "" {
 		t.Fatalf("signal %#v", e.temporal.signals[0])
 	}
 }
@@ -245,8 +245,8 @@ func TestDeletedRevisionStartsNothing(t *testing.T) {
 	if got := strings.Join(e.temporal.Calls(), "; "); got != "signal candidate rollout/default/service/hello" {
 		t.Fatalf("calls %v", got)
 	}
-	offer, ok := e.temporal.signals[0].(workflows.CandidateSignal)
-	if !ok || offer.State != workflows.StateDeleted {
+	offer, ok := e.temporal.signals[0].(api.CandidateSignal)
+	if !ok || offer.State != knative.RevisionDeleted {
 		t.Fatalf("signal %#v", e.temporal.signals[0])
 	}
 }

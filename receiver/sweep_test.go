@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/workflows"
 )
 
 // sweepObjects is hello with a second Revision, not Ready yet, that no
@@ -40,7 +40,7 @@ func TestSweepOffersARevisionNoEventBrought(t *testing.T) {
 	if got := strings.Join(e.temporal.Calls(), "; "); got != "list; start rollout/default/service/hello" {
 		t.Fatalf("Temporal calls: %s", got)
 	}
-	offer, ok := e.temporal.signals[0].(workflows.CandidateSignal)
+	offer, ok := e.temporal.signals[0].(api.CandidateSignal)
 	if !ok || offer.Revision != "hello-00002" || offer.By != sweptBy {
 		t.Fatalf("offer %+v", e.temporal.signals[0])
 	}
@@ -70,7 +70,7 @@ func TestSweepLeavesHandledRevisionsAlone(t *testing.T) {
 					t.Fatal(err)
 				}
 				e.temporal.runs = []*workflowpb.WorkflowExecutionInfo{{SearchAttributes: &commonpb.SearchAttributes{
-					IndexedFields: map[string]*commonpb.Payload{workflows.AttrCandidate.GetName(): p}}}}
+					IndexedFields: map[string]*commonpb.Payload{api.AttrCandidate.GetName(): p}}}}
 			}
 			if n := e.rcv.Sweep(context.Background()); n != 0 {
 				t.Fatalf("offered %d", n)

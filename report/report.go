@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/workflows"
@@ -163,9 +164,9 @@ func trafficChart(st workflows.Status, from, to time.Time) template.HTML {
 	}
 	end := float64(st.Weight)
 	switch st.Outcome {
-	case workflows.OutcomeSucceeded:
+	case api.OutcomeSucceeded:
 		end = 100
-	case workflows.OutcomeRolledBack, workflows.OutcomeAborted:
+	case api.OutcomeRolledBack, api.OutcomeAborted:
 		end = 0
 	}
 	if !st.EndedAt.IsZero() {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/workflows"
@@ -42,7 +43,7 @@ checks:
 	return Input{
 		Status: workflows.Status{
 			Target: knative.TargetRef{Namespace: "shop", Kind: knative.KindService, Name: "cart"}, Policy: p,
-			Phase: workflows.PhaseRolledBack, Shown: workflows.PhaseRolledBack, Outcome: workflows.OutcomeRolledBack,
+			Phase: workflows.PhaseRolledBack, Shown: workflows.PhaseRolledBack, Outcome: api.OutcomeRolledBack,
 			Reason:    "analysis: the comparison score failed: score 50 Failed",
 			Candidate: "cart-00002", Stable: "cart-00001", Runs: 1,
 			Steps:     []workflows.StepStatus{{Weight: 30, Hold: time.Minute, StartedAt: at.Add(5 * time.Second)}, {Weight: 100}},

@@ -21,15 +21,16 @@ import (
 	servingclient "knative.dev/serving/pkg/client/clientset/versioned"
 
 	"github.com/sluicehq/sluice/activities"
-	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
+	"github.com/sluicehq/sluice/settings"
 	"github.com/sluicehq/sluice/workflows"
 )
 
 // Worker runs rollouts: it polls the task queue and serves health and metrics.
 type Worker struct {
-	Settings config.Settings
+	Settings settings.Settings
 	Temporal client.Client
 	Serving  servingclient.Interface
 	// Events sends progress events; nil sends none.
@@ -52,7 +53,7 @@ func NewRegistry(log *slog.Logger) (*prometheus.Registry, client.MetricsHandler)
 
 // Register adds the Rollout workflow and the activities to a Temporal worker.
 func Register(w sdkworker.Registry, acts *activities.Activities) {
-	w.RegisterWorkflowWithOptions(workflows.Rollout, workflow.RegisterOptions{Name: workflows.WorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.Rollout, workflow.RegisterOptions{Name: api.RolloutWorkflow})
 	w.RegisterActivity(acts)
 }
 
@@ -74,8 +75,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	// cluster shares: they only signal and wait, so any cluster serves.
 	var ww sdkworker.Worker
 	if w.Settings.Cluster != "" {
-		ww = sdkworker.New(w.Temporal, activities.WaveTaskQueue, sdkworker.Options{WorkerStopTimeout: 10 * time.Second})
-		ww.RegisterWorkflowWithOptions(workflows.Wave, workflow.RegisterOptions{Name: activities.WaveWorkflowName})
+		ww = sdkworker.New(w.Temporal, api.WaveTaskQueue, sdkworker.Options{WorkerStopTimeout: 10 * time.Second})
+		ww.RegisterWorkflowWithOptions(workflows.Wave, workflow.RegisterOptions{Name: api.WaveWorkflow})
 		ww.RegisterActivity(acts.EmitProgress) // its progress events, through this cluster's sink
 	}
 
@@ -97,7 +98,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		if err := ww.Start(); err != nil {
 			tw.Stop()
 			_ = srv.Close()
-			return fmt.Errorf("start Temporal worker on task queue %s: %w", activities.WaveTaskQueue, err)
+			return fmt.Errorf("start Temporal worker on task queue %s: %w", api.WaveTaskQueue, err)
 		}
 		defer ww.Stop()
 	}

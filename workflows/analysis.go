@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
@@ -140,7 +141,7 @@ func (r *rollout) analyze(ctx workflow.Context, final bool) bool {
 	d := analysis.Judge(an.Tallies, final)
 	switch d.Action {
 	case analysis.Rollback:
-		r.startRollback(OutcomeRolledBack, d.Reason)
+		r.startRollback(api.OutcomeRolledBack, d.Reason)
 		return false
 	case analysis.Pause:
 		cause := pausedByAnalysis
@@ -204,7 +205,7 @@ func (r *rollout) callHook(ctx workflow.Context, h config.Webhook) pending {
 	p := analysis.Payload{
 		Name: h.Name, Moment: string(h.At), ID: fmt.Sprintf("%s/%s/%d", r.st.RolloutID, h.Name, an.Calls), Metadata: h.Metadata,
 		Rollout: analysis.RolloutInfo{
-			WorkflowID: WorkflowID(v.Target), Namespace: v.Target.Namespace, Kind: v.Target.Kind, Name: v.Target.Name,
+			WorkflowID: api.RolloutID(v.Target), Namespace: v.Target.Namespace, Kind: v.Target.Kind, Name: v.Target.Name,
 			Candidate: v.Candidate, Stable: v.Stable, Phase: string(v.Phase), Step: step, StepCount: v.StepCount,
 			Weight: v.Weight, Outcome: string(v.Outcome), Reason: v.Reason,
 		},
@@ -244,7 +245,7 @@ func (r *rollout) beforeStart(ctx workflow.Context) bool {
 	ms := r.callHooks(ctx, config.MomentBeforeStart)
 	r.st.Analysis.Started = true
 	if f := firstFailed(ms); f != nil {
-		r.startRollback(OutcomeRolledBack, "before-start "+f.Summary()+": "+f.Message)
+		r.startRollback(api.OutcomeRolledBack, "before-start "+f.Summary()+": "+f.Message)
 		return false
 	}
 	return true

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/test/knativefake"
 )
@@ -85,7 +86,7 @@ func TestAnalysisPromotesAGoodCandidate(t *testing.T) {
 		return value(0.999)
 	}, ok200)
 	h.run("hello-00002")
-	if res := h.result(); res.Outcome != OutcomeSucceeded {
+	if res := h.result(); res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
 	}
 	st := h.status()
@@ -106,7 +107,7 @@ func TestAnalysisFailureRollsBackAtFirstStep(t *testing.T) {
 	h := analysisHarness(t, successDoc, badAt(2, 0.8), ok200)
 	h.run("hello-00002")
 	res := h.result()
-	if res.Outcome != OutcomeRolledBack || !strings.Contains(res.Reason, "analysis: success-rate failed once (failure limit 0); last: success-rate = 0.8 Failed (range [0.99, ∞])") {
+	if res.Outcome != api.OutcomeRolledBack || !strings.Contains(res.Reason, "analysis: success-rate failed once (failure limit 0); last: success-rate = 0.8 Failed (range [0.99, ∞])") {
 		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
 	}
 	wantTraffic(t, h.traffic("hello"),
@@ -126,7 +127,7 @@ func TestAnalysisFailureLimitTolerates(t *testing.T) {
 		return value(1)
 	}, ok200)
 	h.run("hello-00002")
-	if res := h.result(); res.Outcome != OutcomeSucceeded {
+	if res := h.result(); res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
 	}
 	if tl := h.status().Analysis.Tallies[0]; tl.Failures != 1 || tl.Passed != 5 {
@@ -144,7 +145,7 @@ func TestAnalysisToleratesARoundWithoutData(t *testing.T) {
 		return value(1)
 	}, ok200)
 	h.run("hello-00002")
-	if res := h.result(); res.Outcome != OutcomeSucceeded {
+	if res := h.result(); res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
 	}
 	if tl := h.status().Analysis.Tallies[0]; tl.Inconclusives != 2 || tl.ConsecutiveInconclusives != 0 || tl.Passed != 4 {
@@ -163,13 +164,13 @@ func TestAnalysisErrorsPauseUntilResumed(t *testing.T) {
 	var paused Status
 	// Rounds at 20s and 40s err; the closing round at 60s errs a third time.
 	h.at(90*time.Second, func() { paused = h.status() })
-	h.at(2*time.Minute, func() { h.update(CommandResume, Command{By: "oncall", Reason: "prometheus fixed"}) })
+	h.at(2*time.Minute, func() { h.update(api.CommandResume, api.Command{By: "oncall", Reason: "prometheus fixed"}) })
 	h.run("hello-00002")
 	if !paused.Paused || paused.Phase == PhaseRollingBack || paused.Weight != 25 ||
 		!strings.Contains(paused.PauseReason, "success-rate could not be measured 3 times in a row (consecutive error limit 2): query Prometheus at http://prometheus:9090: connection refused") {
 		t.Fatalf("at 90s: paused=%v phase %s weight %d reason %q", paused.Paused, paused.Phase, paused.Weight, paused.PauseReason)
 	}
-	if res := h.result(); res.Outcome != OutcomeSucceeded {
+	if res := h.result(); res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
 	}
 	st := h.status()
@@ -184,12 +185,15 @@ func TestAnalysisNoDataPauses(t *testing.T) {
 		return analysis.Measurement{Message: "no data: sum(...)"}
 	}, ok200)
 	var st Status
-	h.at(30*time.Second, func() { st = h.status(); h.update(CommandAbort, Command{By: "oncall", Reason: "no traffic to judge"}) })
+	h.at(30*time.Second, func() {
+		st = h.status()
+		h.update(api.CommandAbort, api.Command{By: "oncall", Reason: "no traffic to judge"})
+	})
 	h.run("hello-00002")
 	if !st.Paused || !strings.Contains(st.PauseReason, "success-rate had no data (inconclusive limit 0): no data") {
 		t.Fatalf("paused=%v reason %q", st.Paused, st.PauseReason)
 	}
-	if res := h.result(); res.Outcome != OutcomeAborted {
+	if res := h.result(); res.Outcome != api.OutcomeAborted {
 		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
 	}
 }
@@ -231,7 +235,7 @@ func TestGateWebhookHoldsPromotionUntil2xx(t *testing.T) {
 	// Holds end at 1m and 2m; the gate is asked at 2m, 2m20s, 2m40s, 3m.
 	h.at(2*time.Minute+50*time.Second, func() { atGate = h.status() })
 	h.run("hello-00002")
-	if res := h.result(); res.Outcome != OutcomeSucceeded {
+	if res := h.result(); res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
 	}
 	if atGate.Phase != PhaseGate || atGate.Weight != 50 {
@@ -253,7 +257,7 @@ func TestGateWebhookHoldsPromotionUntil2xx(t *testing.T) {
 		t.Fatalf("first payload = %+v", first.Payload)
 	}
 	last := payloads[len(payloads)-1].Payload
-	if last.Moment != "after-end" || last.Rollout.Outcome != string(OutcomeSucceeded) || last.Rollout.Weight != 100 {
+	if last.Moment != "after-end" || last.Rollout.Outcome != string(api.OutcomeSucceeded) || last.Rollout.Weight != 100 {
 		t.Fatalf("last payload = %+v", last)
 	}
 }
@@ -266,9 +270,11 @@ func TestPromoteConfirmsInPlaceOfAGateWebhook(t *testing.T) {
 		return analysis.Measurement{Result: analysis.Passed, StatusCode: 200}
 	})
 	var promoted *updateResult
-	h.at(5*time.Minute, func() { promoted = h.update(CommandPromote, Command{By: "oncall", Reason: "approved by phone"}) })
+	h.at(5*time.Minute, func() {
+		promoted = h.update(api.CommandPromote, api.Command{By: "oncall", Reason: "approved by phone"})
+	})
 	h.run("hello-00002")
-	if res := h.result(); res.Outcome != OutcomeSucceeded {
+	if res := h.result(); res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
 	}
 	if promoted == nil || !promoted.accepted {
@@ -291,7 +297,7 @@ func TestHoldWebhookFailureRollsBack(t *testing.T) {
 	})
 	h.run("hello-00002")
 	res := h.result()
-	if res.Outcome != OutcomeRolledBack || !strings.Contains(res.Reason, "analysis: smoke failed once (failure limit 0); last: webhook smoke: HTTP 500 Failed") {
+	if res.Outcome != api.OutcomeRolledBack || !strings.Contains(res.Reason, "analysis: smoke failed once (failure limit 0); last: webhook smoke: HTTP 500 Failed") {
 		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
 	}
 	if got := strings.Join(moments, ","); got != "before-start,hold,rollback,after-end" {
@@ -310,7 +316,7 @@ func TestLostHoldWebhookCountsAsFailed(t *testing.T) {
 	})
 	h.run("hello-00002")
 	res := h.result()
-	if res.Outcome != OutcomeRolledBack || !strings.Contains(res.Reason, "analysis: smoke failed once (failure limit 0)") || !strings.Contains(res.Reason, "worker lost") {
+	if res.Outcome != api.OutcomeRolledBack || !strings.Contains(res.Reason, "analysis: smoke failed once (failure limit 0)") || !strings.Contains(res.Reason, "worker lost") {
 		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
 	}
 	m := h.status().Analysis.Tallies[0].Last
@@ -328,7 +334,7 @@ func TestBeforeStartWebhookFailureRollsBack(t *testing.T) {
 	})
 	h.run("hello-00002")
 	res := h.result()
-	if res.Outcome != OutcomeRolledBack || !strings.Contains(res.Reason, "before-start webhook ready-check: Failed: call http://before/: connection refused") {
+	if res.Outcome != api.OutcomeRolledBack || !strings.Contains(res.Reason, "before-start webhook ready-check: Failed: call http://before/: connection refused") {
 		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
 	}
 	if st := h.status(); st.Steps[0].StartedAt.IsZero() == false {

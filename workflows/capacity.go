@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/capacity"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
@@ -45,7 +46,7 @@ func (r *rollout) planCapacity(ctx workflow.Context, res activities.Resolved) bo
 	c.CandidateBounds, c.Stages = res.CandidateBounds, nil
 	stages, err := r.st.Policy.Stages(c.StablePods)
 	if err != nil {
-		r.finish(ctx, OutcomeFailed, fmt.Sprintf("capacity plan for %s at %d pods: %v", r.st.Stable, c.StablePods, err))
+		r.finish(ctx, api.OutcomeFailed, fmt.Sprintf("capacity plan for %s at %d pods: %v", r.st.Stable, c.StablePods, err))
 		return false
 	}
 	c.Stages = stages
@@ -65,7 +66,7 @@ func (r *rollout) planCapacity(ctx workflow.Context, res activities.Resolved) bo
 			r.st.Policy.Steps[i] = config.Step{Weight: s.Weight, Hold: hold}
 		}
 		if total := r.st.Policy.TotalHold(); total >= r.st.Policy.Deadline {
-			r.finish(ctx, OutcomeFailed, fmt.Sprintf("the %d stages derived from %s's %d pods hold %s in all, longer than the rollout's deadline of %s: raise %s or shorten %s",
+			r.finish(ctx, api.OutcomeFailed, fmt.Sprintf("the %d stages derived from %s's %d pods hold %s in all, longer than the rollout's deadline of %s: raise %s or shorten %s",
 				len(stages), r.st.Stable, c.StablePods, total, r.st.Policy.Deadline, config.AnnotationDeadline, config.AnnotationHold))
 			return false
 		}
@@ -169,7 +170,7 @@ func (r *rollout) awaitPods(ctx workflow.Context, revision string, want int32, a
 		return false
 	}
 	if p.RollbackOnTimeout || st.Failed || !st.Found {
-		r.startRollback(OutcomeRolledBack, why)
+		r.startRollback(api.OutcomeRolledBack, why)
 		return false
 	}
 	why += "; resume to wait again, or abort to roll back"

@@ -11,6 +11,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"knative.dev/serving/pkg/apis/autoscaling"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/test/knativefake"
@@ -63,7 +64,7 @@ func TestCapacityAvailabilityStagesPodsWithTraffic(t *testing.T) {
 	var mid Status
 	h.at(150*time.Second, func() { mid = h.status() })
 	h.run("hello-00002")
-	if res := h.result(); res.Outcome != OutcomeSucceeded {
+	if res := h.result(); res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("result %+v", res)
 	}
 	// Every step event says the pods: at the last, the candidate's 8.
@@ -107,7 +108,7 @@ func TestCapacityAvailabilityStagesPodsWithTraffic(t *testing.T) {
 func TestCapacityResourceNeverExceedsTheStablesCount(t *testing.T) {
 	h := newHarness(t, capacityObjects(map[string]string{config.AnnotationCapacity: "resource", config.AnnotationSteps: "25,50,100"})...)
 	h.run("hello-00002")
-	if res := h.result(); res.Outcome != OutcomeSucceeded {
+	if res := h.result(); res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("result %+v", res)
 	}
 	// The resource strategy trades the candidate's headroom for the count:
@@ -129,7 +130,7 @@ func TestCapacityStageWithoutPodsPausesAndAbortRestoresTheStableFirst(t *testing
 	// third pod, bounded for the stage that never moved traffic, serves
 	// nothing and goes before the stable's pods come back.
 	h.at(10*time.Minute+30*time.Second, func() { h.k.SetPodCap("hello-00002", -1) })
-	h.at(11*time.Minute, func() { h.update(CommandAbort, Command{By: "ops", Reason: "no GPUs"}) })
+	h.at(11*time.Minute, func() { h.update(api.CommandAbort, api.Command{By: "ops", Reason: "no GPUs"}) })
 	h.run("hello-00002")
 	if !paused.Paused || !strings.Contains(paused.PauseReason, "stage 3 of 8: hello-00002 has 2 of the 3 Ready pods it needs after 2m0s") {
 		t.Fatalf("while the pods do not come: paused %v: %s", paused.Paused, paused.PauseReason)
@@ -137,7 +138,7 @@ func TestCapacityStageWithoutPodsPausesAndAbortRestoresTheStableFirst(t *testing
 	if paused.Weight != 25 {
 		t.Errorf("weight while paused %d, want 25 (stage 2's)", paused.Weight)
 	}
-	if res := h.result(); res.Outcome != OutcomeAborted {
+	if res := h.result(); res.Outcome != api.OutcomeAborted {
 		t.Fatalf("result %+v", res)
 	}
 	// A rollback brings the stable's pods back before its traffic, so it
@@ -164,7 +165,7 @@ func TestCapacityTimeoutRollsBackByPolicy(t *testing.T) {
 	h.k.SetPodCap("hello-00002", 0)
 	h.run("hello-00002")
 	res := h.result()
-	if res.Outcome != OutcomeRolledBack || !strings.Contains(res.Reason, "stage 1 of 8: hello-00002 has 0 of the 1 Ready pods it needs after 1m0s") {
+	if res.Outcome != api.OutcomeRolledBack || !strings.Contains(res.Reason, "stage 1 of 8: hello-00002 has 0 of the 1 Ready pods it needs after 1m0s") {
 		t.Fatalf("result %+v", res)
 	}
 	checkPods(t, h, 9, true)
@@ -183,7 +184,7 @@ func TestCapacityScaleDriftPausesAndResumeGoesOn(t *testing.T) {
 	})
 	var paused Status
 	h.at(10*time.Minute, func() { paused = h.status() })
-	h.at(11*time.Minute, func() { h.update(CommandResume, Command{By: "ops", Reason: "mine was a mistake"}) })
+	h.at(11*time.Minute, func() { h.update(api.CommandResume, api.Command{By: "ops", Reason: "mine was a mistake"}) })
 	h.run("hello-00002")
 	if !paused.Paused || !strings.Contains(paused.PauseReason,
 		`the scale bounds of Revision default/hello-00002 were changed by someone else: min "5" max "5", where sluice last wrote min "2" max "2"`) {
@@ -192,7 +193,7 @@ func TestCapacityScaleDriftPausesAndResumeGoesOn(t *testing.T) {
 	if paused.Weight != 25 {
 		t.Errorf("weight while paused %d, want 25 (stage 2's)", paused.Weight)
 	}
-	if res := h.result(); res.Outcome != OutcomeSucceeded {
+	if res := h.result(); res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("after resume: %+v", res)
 	}
 	if got := h.k.Pods(ns, "hello-00002"); got != 8 {
@@ -208,7 +209,7 @@ func TestCapacityAnalysisFailureRollsBackStableCapacityFirst(t *testing.T) {
 		config.AnnotationAnalysis: successDoc})...), badAt(9, 0.5), ok200) // a few stages in
 	h.run("hello-00002")
 	res := h.result()
-	if res.Outcome != OutcomeRolledBack || !strings.Contains(res.Reason, "analysis: success-rate failed once") {
+	if res.Outcome != api.OutcomeRolledBack || !strings.Contains(res.Reason, "analysis: success-rate failed once") {
 		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
 	}
 	if st := h.status(); st.StepNumber < 2 {

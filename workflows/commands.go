@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/events"
+	"github.com/sluicehq/sluice/knative"
 
 	"go.temporal.io/sdk/workflow"
 )
@@ -13,16 +14,16 @@ import (
 // setup registers the status query, the command updates (with validators)
 // and the goroutine that applies signals.
 func (r *rollout) setup(ctx workflow.Context) error {
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return r.status(ctx), nil }); err != nil {
+	if err := workflow.SetQueryHandler(ctx, api.QueryStatus, func() (Status, error) { return r.status(ctx), nil }); err != nil {
 		return fmt.Errorf("register status query: %w", err)
 	}
-	for _, name := range []string{CommandPromote, CommandPromoteFull, CommandPause, CommandResume, CommandAbort} {
+	for _, name := range []string{api.CommandPromote, api.CommandPromoteFull, api.CommandPause, api.CommandResume, api.CommandAbort} {
 		err := workflow.SetUpdateHandlerWithOptions(ctx, name,
-			func(ctx workflow.Context, cmd Command) (string, error) {
+			func(ctx workflow.Context, cmd api.Command) (string, error) {
 				return r.apply(ctx, name, cmd, "update"), nil
 			},
 			workflow.UpdateHandlerOptions{
-				Validator:   func(ctx workflow.Context, cmd Command) error { return r.validate(name, cmd) },
+				Validator:   func(ctx workflow.Context, cmd api.Command) error { return r.validate(name, cmd) },
 				Description: commandDescriptions[name],
 			})
 		if err != nil {
@@ -38,36 +39,36 @@ func (r *rollout) setup(ctx workflow.Context) error {
 }
 
 var commandDescriptions = map[string]string{
-	CommandPromote:     "End the current hold, or pass the current gate.",
-	CommandPromoteFull: "Skip the remaining steps and send the candidate 100% now.",
-	CommandPause:       "Stop before the next step; the hold's remaining time is kept.",
-	CommandResume:      "Continue a paused rollout (after drift: take the live traffic as the new starting point).",
-	CommandAbort:       "Roll back to the traffic from before the rollout. A reason is required.",
+	api.CommandPromote:     "End the current hold, or pass the current gate.",
+	api.CommandPromoteFull: "Skip the remaining steps and send the candidate 100% now.",
+	api.CommandPause:       "Stop before the next step; the hold's remaining time is kept.",
+	api.CommandResume:      "Continue a paused rollout (after drift: take the live traffic as the new starting point).",
+	api.CommandAbort:       "Roll back to the traffic from before the rollout. A reason is required.",
 }
 
 // signals builds a selector over every signal channel, so each signal is
 // applied where it arrives and in the order Temporal recorded it.
 func (r *rollout) signals(ctx workflow.Context) workflow.Selector {
 	sel := workflow.NewSelector(ctx)
-	for _, name := range []string{CommandPromote, CommandPromoteFull, CommandPause, CommandResume, CommandAbort} {
+	for _, name := range []string{api.CommandPromote, api.CommandPromoteFull, api.CommandPause, api.CommandResume, api.CommandAbort} {
 		sel.AddReceive(workflow.GetSignalChannel(ctx, name), func(c workflow.ReceiveChannel, _ bool) {
-			var cmd Command
+			var cmd api.Command
 			c.Receive(ctx, &cmd)
 			r.applySignal(ctx, name, cmd)
 		})
 	}
-	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalCandidate), func(c workflow.ReceiveChannel, _ bool) {
-		var s CandidateSignal
+	sel.AddReceive(workflow.GetSignalChannel(ctx, api.SignalCandidate), func(c workflow.ReceiveChannel, _ bool) {
+		var s api.CandidateSignal
 		c.Receive(ctx, &s)
 		r.noteCandidate(ctx, s)
 	})
-	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalTargetDeleted), func(c workflow.ReceiveChannel, _ bool) {
-		var h ObjectHint
+	sel.AddReceive(workflow.GetSignalChannel(ctx, api.SignalTargetDeleted), func(c workflow.ReceiveChannel, _ bool) {
+		var h api.ObjectHint
 		c.Receive(ctx, &h)
 		r.st.DeleteHints++
 	})
-	sel.AddReceive(workflow.GetSignalChannel(ctx, activities.SignalWaveVerdict), func(c workflow.ReceiveChannel, _ bool) {
-		var v activities.WaveVerdict
+	sel.AddReceive(workflow.GetSignalChannel(ctx, api.SignalWaveVerdict), func(c workflow.ReceiveChannel, _ bool) {
+		var v api.WaveVerdict
 		c.Receive(ctx, &v)
 		r.noteVerdict(v)
 	})
@@ -80,25 +81,25 @@ func (r *rollout) signals(ctx workflow.Context) workflow.Selector {
 func (r *rollout) drainSignals(ctx workflow.Context) string {
 	for {
 		progressed := false
-		for _, name := range []string{CommandPromote, CommandPromoteFull, CommandPause, CommandResume, CommandAbort} {
-			var cmd Command
+		for _, name := range []string{api.CommandPromote, api.CommandPromoteFull, api.CommandPause, api.CommandResume, api.CommandAbort} {
+			var cmd api.Command
 			for workflow.GetSignalChannel(ctx, name).ReceiveAsync(&cmd) {
 				r.applySignal(ctx, name, cmd)
 				progressed = true
 			}
 		}
-		var s CandidateSignal
-		for workflow.GetSignalChannel(ctx, SignalCandidate).ReceiveAsync(&s) {
+		var s api.CandidateSignal
+		for workflow.GetSignalChannel(ctx, api.SignalCandidate).ReceiveAsync(&s) {
 			r.noteCandidate(ctx, s)
 			progressed = true
 		}
-		var o ObjectHint
-		for workflow.GetSignalChannel(ctx, SignalTargetDeleted).ReceiveAsync(&o) {
+		var o api.ObjectHint
+		for workflow.GetSignalChannel(ctx, api.SignalTargetDeleted).ReceiveAsync(&o) {
 			r.st.DeleteHints++
 			progressed = true
 		}
-		var v activities.WaveVerdict
-		for workflow.GetSignalChannel(ctx, activities.SignalWaveVerdict).ReceiveAsync(&v) {
+		var v api.WaveVerdict
+		for workflow.GetSignalChannel(ctx, api.SignalWaveVerdict).ReceiveAsync(&v) {
 			r.noteVerdict(v)
 			progressed = true
 		}
@@ -114,7 +115,7 @@ func (r *rollout) drainSignals(ctx workflow.Context) string {
 // of an older template — a late or re-sent event — is ignored; one of a newer
 // template, or of a generation the sender did not know, waits to supersede
 // the candidate, which reads it before acting.
-func (r *rollout) noteCandidate(ctx workflow.Context, s CandidateSignal) {
+func (r *rollout) noteCandidate(ctx workflow.Context, s api.CandidateSignal) {
 	switch {
 	case s.Revision == "":
 	case s.Revision == r.st.Candidate:
@@ -122,10 +123,10 @@ func (r *rollout) noteCandidate(ctx workflow.Context, s CandidateSignal) {
 			return
 		}
 		switch s.State {
-		case StateReady, StateFailed, StateDeleted:
+		case knative.RevisionReady, knative.RevisionFailed, knative.RevisionDeleted:
 			r.st.Told = &s
 		}
-	case s.State == StateDeleted:
+	case s.State == knative.RevisionDeleted:
 	case s.Generation > 0 && r.st.CandidateGeneration > 0 && s.Generation <= r.st.CandidateGeneration:
 		workflow.GetLogger(ctx).Info("ignoring an offered Revision that is not newer",
 			"revision", s.Revision, "generation", s.Generation, "candidate", r.st.Candidate, "candidateGeneration", r.st.CandidateGeneration)
@@ -134,7 +135,7 @@ func (r *rollout) noteCandidate(ctx workflow.Context, s CandidateSignal) {
 	}
 }
 
-func (r *rollout) applySignal(ctx workflow.Context, name string, cmd Command) {
+func (r *rollout) applySignal(ctx workflow.Context, name string, cmd api.Command) {
 	if err := r.validate(name, cmd); err != nil {
 		r.st.Commands = append(r.st.Commands, CommandRecord{Name: name, By: cmd.By, Reason: cmd.Reason,
 			At: workflow.Now(ctx), Via: "signal", Rejected: err.Error()})
@@ -145,7 +146,7 @@ func (r *rollout) applySignal(ctx workflow.Context, name string, cmd Command) {
 
 // validate says whether a command makes sense now. Its message is shown to
 // the caller as is, so it says what the rollout is doing and what would work.
-func (r *rollout) validate(name string, cmd Command) error {
+func (r *rollout) validate(name string, cmd api.Command) error {
 	st := &r.st
 	if cmd.By == "" {
 		return fmt.Errorf("%s: say who is sending it (by)", name)
@@ -153,14 +154,14 @@ func (r *rollout) validate(name string, cmd Command) error {
 	if st.Phase.Done() {
 		return fmt.Errorf("%s rejected: the rollout of %s has finished (%s: %s)", name, st.Candidate, st.Outcome, st.Reason)
 	}
-	if st.Phase == PhaseRollingBack && !(name == CommandResume && st.paused()) {
+	if st.Phase == PhaseRollingBack && !(name == api.CommandResume && st.paused()) {
 		if st.paused() {
 			return fmt.Errorf("%s rejected: the rollback is paused (%s); resume it once that is fixed", name, st.Pause.Reason)
 		}
 		return fmt.Errorf("%s rejected: the rollout is rolling back (%s)", name, st.Reason)
 	}
 	switch name {
-	case CommandPromote:
+	case api.CommandPromote:
 		switch {
 		case st.paused():
 			return fmt.Errorf("promote rejected: the rollout is paused (%s); resume it first", st.Pause.Reason)
@@ -171,19 +172,19 @@ func (r *rollout) validate(name string, cmd Command) error {
 		case st.PromoteFull:
 			return fmt.Errorf("promote rejected: already promoting to 100%%")
 		}
-	case CommandPromoteFull:
+	case api.CommandPromoteFull:
 		if st.PromoteFull {
 			return fmt.Errorf("promote-full rejected: already promoting to 100%%")
 		}
-	case CommandPause:
+	case api.CommandPause:
 		if st.paused() {
 			return fmt.Errorf("pause rejected: already paused (%s)", st.Pause.Reason)
 		}
-	case CommandResume:
+	case api.CommandResume:
 		if !st.paused() {
 			return fmt.Errorf("resume rejected: the rollout is not paused (phase %s)", st.Phase)
 		}
-	case CommandAbort:
+	case api.CommandAbort:
 		if cmd.Reason == "" {
 			return fmt.Errorf("abort rejected: give a reason; it is kept in the rollout's history")
 		}
@@ -194,26 +195,26 @@ func (r *rollout) validate(name string, cmd Command) error {
 }
 
 // apply changes the state for an accepted command and records it.
-func (r *rollout) apply(ctx workflow.Context, name string, cmd Command, via string) string {
+func (r *rollout) apply(ctx workflow.Context, name string, cmd api.Command, via string) string {
 	st := &r.st
 	now := workflow.Now(ctx)
 	st.Commands = append(st.Commands, CommandRecord{Name: name, By: cmd.By, Reason: cmd.Reason, At: now, Via: via})
 	switch name {
-	case CommandPromote:
+	case api.CommandPromote:
 		st.PromoteRequested = true
 		r.emit(ctx, events.ProgressPromoted, cmd.Reason, cmd.By)
 		if st.Phase == PhaseGate {
 			return fmt.Sprintf("promoted %s: passed the gate before step %d of %d (%d%%)", st.Candidate, st.Step+1, len(st.Policy.Steps), st.Policy.Steps[st.Step].Weight)
 		}
 		return fmt.Sprintf("promoted %s: ended the hold of step %d of %d (%d%%)", st.Candidate, st.Step+1, len(st.Policy.Steps), st.Weight)
-	case CommandPromoteFull:
+	case api.CommandPromoteFull:
 		st.PromoteFull = true
 		if st.paused() {
 			r.resume(now)
 		}
 		r.emit(ctx, events.ProgressPromoted, "to 100%: "+cmd.Reason, cmd.By)
 		return fmt.Sprintf("promoting %s to 100%%", st.Candidate)
-	case CommandPause:
+	case api.CommandPause:
 		reason := "paused by " + cmd.By
 		if cmd.Reason != "" {
 			reason += ": " + cmd.Reason
@@ -221,11 +222,11 @@ func (r *rollout) apply(ctx workflow.Context, name string, cmd Command, via stri
 		st.pauseFor(pausedByCommand, reason, now)
 		r.emit(ctx, events.ProgressPaused, cmd.Reason, cmd.By)
 		return fmt.Sprintf("paused the rollout of %s at %d%%", st.Candidate, st.Weight)
-	case CommandResume:
+	case api.CommandResume:
 		r.resume(now)
 		r.emit(ctx, events.ProgressResumed, cmd.Reason, cmd.By)
 		return fmt.Sprintf("resumed the rollout of %s at %d%%", st.Candidate, st.Weight)
-	case CommandAbort:
+	case api.CommandAbort:
 		st.Abort = &cmd
 		return fmt.Sprintf("aborting the rollout of %s: rolling back to %s", st.Candidate, st.Stable)
 	}

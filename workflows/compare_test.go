@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/test/knativefake"
 )
 
@@ -52,7 +53,7 @@ func TestComparisonsPromoteACandidateLikeTheStable(t *testing.T) {
 		return analysis.Measurement{Result: analysis.Passed}
 	}, ok200)
 	h.run("hello-00002")
-	if res := h.result(); res.Outcome != OutcomeSucceeded {
+	if res := h.result(); res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
 	}
 	st := h.status()
@@ -78,7 +79,7 @@ func TestComparisonFailureRollsBack(t *testing.T) {
 	h.run("hello-00002")
 	res := h.result()
 	// One of two comparisons failing scores 50, below the marginal band.
-	if res.Outcome != OutcomeRolledBack || !strings.Contains(res.Reason, "analysis: the comparison score failed: score 50 Failed (pass ≥ 95, marginal ≥ 75): failed: latency") {
+	if res.Outcome != api.OutcomeRolledBack || !strings.Contains(res.Reason, "analysis: the comparison score failed: score 50 Failed (pass ≥ 95, marginal ≥ 75): failed: latency") {
 		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
 	}
 	wantTraffic(t, h.traffic("hello"),
@@ -100,12 +101,12 @@ score: {pass: 90, marginal: 60}
 	}), ok200)
 	var paused Status
 	h.at(30*time.Second, func() { paused = h.status() })
-	h.at(time.Minute, func() { h.update(CommandResume, Command{By: "oncall", Reason: "errors were a blip"}) })
+	h.at(time.Minute, func() { h.update(api.CommandResume, api.Command{By: "oncall", Reason: "errors were a blip"}) })
 	h.run("hello-00002")
 	if !paused.Paused || paused.Weight != 25 || !strings.Contains(paused.PauseReason, "the comparison score is marginal: score 83.33 Marginal (pass ≥ 90, marginal ≥ 60): failed: errors") {
 		t.Fatalf("at 30s: paused=%v weight %d reason %q", paused.Paused, paused.Weight, paused.PauseReason)
 	}
-	if res := h.result(); res.Outcome != OutcomeSucceeded {
+	if res := h.result(); res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
 	}
 }
@@ -119,7 +120,10 @@ func TestComparisonsWithoutDataPauseAtTheStepsEnd(t *testing.T) {
 	}), ok200)
 	var mid, end Status
 	h.at(50*time.Second, func() { mid = h.status() })
-	h.at(80*time.Second, func() { end = h.status(); h.update(CommandAbort, Command{By: "oncall", Reason: "too little traffic"}) })
+	h.at(80*time.Second, func() {
+		end = h.status()
+		h.update(api.CommandAbort, api.Command{By: "oncall", Reason: "too little traffic"})
+	})
 	h.run("hello-00002")
 	if mid.Paused || mid.Analysis.Rounds != 2 {
 		t.Fatalf("rounds without a verdict mid-hold paused: %+v", mid.Analysis)
@@ -127,7 +131,7 @@ func TestComparisonsWithoutDataPauseAtTheStepsEnd(t *testing.T) {
 	if !end.Paused || !strings.Contains(end.PauseReason, "could not judge the candidate by the end of the step: 1 of 2 comparisons had no verdict (errors)") {
 		t.Fatalf("at the step's end: paused=%v reason %q", end.Paused, end.PauseReason)
 	}
-	if res := h.result(); res.Outcome != OutcomeAborted {
+	if res := h.result(); res.Outcome != api.OutcomeAborted {
 		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
 )
@@ -106,7 +107,7 @@ func (r *rollout) rebase(ctx workflow.Context) {
 	if err != nil {
 		var appErr *temporal.ApplicationError
 		if errors.As(err, &appErr) && appErr.Type() == activities.ErrTargetNotFound {
-			r.finish(ctx, OutcomeFailed, errorMessage(err))
+			r.finish(ctx, api.OutcomeFailed, errorMessage(err))
 			return
 		}
 		// Rebase stays set: resuming tries again.

@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
 )
@@ -25,7 +26,7 @@ func (r *rollout) markCandidate(ctx workflow.Context) {
 
 // startRollback records why the rollout ends; the next turn of the loop
 // restores the pre-rollout traffic.
-func (r *rollout) startRollback(outcome Outcome, reason string) {
+func (r *rollout) startRollback(outcome api.Outcome, reason string) {
 	r.st.Ending, r.st.Reason = outcome, reason
 	r.st.Phase = PhaseRollingBack
 	r.st.Pause = nil
@@ -53,9 +54,9 @@ func (r *rollout) rollback(ctx workflow.Context) {
 	r.markCandidate(ctx)
 	phase := PhaseRolledBack
 	switch r.st.Outcome {
-	case OutcomeAborted:
+	case api.OutcomeAborted:
 		phase = PhaseAborted
-	case OutcomeFailed:
+	case api.OutcomeFailed:
 		phase = PhaseFailed
 	}
 	r.end(ctx, phase)
@@ -96,7 +97,7 @@ func (r *rollout) supersede(ctx workflow.Context) error {
 	if r.capacityOn() {
 		r.releaseCandidate(ctx)
 	}
-	r.st.Outcome, r.st.Reason = OutcomeSuperseded, "superseded by "+next
+	r.st.Outcome, r.st.Reason = api.OutcomeSuperseded, "superseded by "+next
 	r.end(ctx, PhaseSuperseded)
 	r.publish(ctx)
 	r.flushEvents(ctx)
@@ -110,13 +111,13 @@ func (r *rollout) supersede(ctx workflow.Context) error {
 		Commands: r.st.Commands, Superseded: append(r.st.Superseded, r.st.Candidate), Runs: r.st.Runs,
 		EventsEnabled: r.st.EventsEnabled, Capacity: carriedCapacity(r.st.Capacity),
 	}
-	return workflow.NewContinueAsNewError(ctx, WorkflowName, Input{Target: r.st.Target, Candidate: next, Carry: &carry})
+	return workflow.NewContinueAsNewError(ctx, api.RolloutWorkflow, RunInput{Input: api.Input{Target: r.st.Target, Candidate: next}, Carry: &carry})
 }
 
-func (r *rollout) finish(ctx workflow.Context, outcome Outcome, reason string) {
+func (r *rollout) finish(ctx workflow.Context, outcome api.Outcome, reason string) {
 	r.st.Outcome, r.st.Reason = outcome, reason
 	phase := PhaseSucceeded
-	if outcome == OutcomeFailed {
+	if outcome == api.OutcomeFailed {
 		phase = PhaseFailed
 	}
 	r.end(ctx, phase)
@@ -145,5 +146,5 @@ func (r *rollout) checkTarget(ctx workflow.Context) {
 	if err := workflow.ExecuteActivity(readOptions(ctx, "check "+r.st.Object.String()), a.TargetExists, r.st.Object).Get(ctx, &exists); err != nil || exists {
 		return
 	}
-	r.finish(ctx, OutcomeFailed, r.st.Object.String()+" was deleted during the rollout")
+	r.finish(ctx, api.OutcomeFailed, r.st.Object.String()+" was deleted during the rollout")
 }

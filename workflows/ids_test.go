@@ -3,6 +3,7 @@ package workflows
 import (
 	"testing"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
 )
 
@@ -18,11 +19,11 @@ func TestWorkflowIDsPerCluster(t *testing.T) {
 		{hello.In("eu-west"), "rollout/eu-west/shop/service/hello", "eu-west:shop/service/hello"},
 		{hello.In("eu-west").In("us-east"), "rollout/eu-west/shop/service/hello", "eu-west:shop/service/hello"},
 	} {
-		if got := WorkflowID(tt.target); got != tt.id {
-			t.Errorf("WorkflowID(%+v) = %s, want %s", tt.target, got, tt.id)
+		if got := api.RolloutID(tt.target); got != tt.id {
+			t.Errorf("api.RolloutID(%+v) = %s, want %s", tt.target, got, tt.id)
 		}
-		if got := TargetAttr(tt.target); got != tt.attr {
-			t.Errorf("TargetAttr(%+v) = %s, want %s", tt.target, got, tt.attr)
+		if got := api.TargetAttr(tt.target); got != tt.attr {
+			t.Errorf("api.TargetAttr(%+v) = %s, want %s", tt.target, got, tt.attr)
 		}
 	}
 }

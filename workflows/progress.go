@@ -5,6 +5,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
 )
@@ -26,7 +27,7 @@ func (r *rollout) emit(ctx workflow.Context, typ, reason, by string) {
 		Time: v.AsOf,
 		Data: events.ProgressData{
 			Namespace: v.Target.Namespace, Kind: v.Target.Kind, Name: v.Target.Name,
-			WorkflowID: WorkflowID(v.Target), Candidate: v.Candidate, Stable: v.Stable,
+			WorkflowID: api.RolloutID(v.Target), Candidate: v.Candidate, Stable: v.Stable,
 			Phase: string(v.Phase), Step: v.StepNumber, StepCount: v.StepCount, Weight: v.Weight,
 			Traffic: knative.FormatTraffic(v.Live), Reason: reason, By: by, Sequence: r.st.Seq,
 		},

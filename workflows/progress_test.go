@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
@@ -42,9 +43,9 @@ func (h *harness) withSink(t *testing.T) *eventsink.Sink {
 func TestProgressEventsFollowTheRollout(t *testing.T) {
 	h := newHarness(t, helloObjects(map[string]string{config.AnnotationGates: "100"}, true)...)
 	s := h.withSink(t)
-	h.at(5*time.Minute, func() { h.update(CommandPause, Command{By: "ann", Reason: "look"}) })
-	h.at(6*time.Minute, func() { h.update(CommandResume, Command{By: "ann"}) })
-	h.at(7*time.Minute, func() { h.update(CommandPromote, Command{By: "ann", Reason: "go"}) })
+	h.at(5*time.Minute, func() { h.update(api.CommandPause, api.Command{By: "ann", Reason: "look"}) })
+	h.at(6*time.Minute, func() { h.update(api.CommandResume, api.Command{By: "ann"}) })
+	h.at(7*time.Minute, func() { h.update(api.CommandPromote, api.Command{By: "ann", Reason: "go"}) })
 	h.run("hello-00002")
 	if got := strings.Join(types(s), ","); got != "started,step,step,paused,resumed,promoted,step,succeeded" {
 		t.Fatalf("progress events: %s", got)
@@ -78,7 +79,7 @@ func TestVerificationWaitsForStatus(t *testing.T) {
 	})
 	h.run("hello-00002")
 	st := h.status()
-	if st.Outcome != OutcomeSucceeded {
+	if st.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
 	}
 	// Verification of the first step ended once the status caught up at
@@ -92,15 +93,15 @@ func TestDeleteHintEndsRolloutOnlyIfGone(t *testing.T) {
 	h := newHarness(t, helloObjects(nil, true)...)
 	h.at(20*time.Second, func() {
 		// A spoofed or stale delete hint: the Service is still there.
-		h.env.SignalWorkflow(SignalTargetDeleted, ObjectHint{Kind: "Service", Name: "hello"})
+		h.env.SignalWorkflow(api.SignalTargetDeleted, api.ObjectHint{Kind: "Service", Name: "hello"})
 	})
 	h.at(40*time.Second, func() {
 		_ = h.k.ServingV1().Services(ns).Delete(context.Background(), "hello", metav1.DeleteOptions{})
-		h.env.SignalWorkflow(SignalTargetDeleted, ObjectHint{Kind: "Service", Name: "hello"})
+		h.env.SignalWorkflow(api.SignalTargetDeleted, api.ObjectHint{Kind: "Service", Name: "hello"})
 	})
 	h.run("hello-00002")
 	res := h.result()
-	if res.Outcome != OutcomeFailed || res.Reason != "Service default/hello was deleted during the rollout" {
+	if res.Outcome != api.OutcomeFailed || res.Reason != "Service default/hello was deleted during the rollout" {
 		t.Fatalf("result %+v", res)
 	}
 	if ended := res.EndedAt.Sub(h.status().StartedAt); ended < 40*time.Second || ended > 41*time.Second {
@@ -122,7 +123,7 @@ func TestRefusedPolicyIsToldInAProgressEvent(t *testing.T) {
 	h.run("hello-00002")
 	res := h.result()
 	want := "sluice.dev/gate: is not a sluice annotation, and sluice would ignore it; did you mean sluice.dev/gates?"
-	if res.Outcome != OutcomeFailed || !strings.Contains(res.Reason, want) {
+	if res.Outcome != api.OutcomeFailed || !strings.Contains(res.Reason, want) {
 		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
 	}
 	if got := strings.Join(types(s), ","); got != "failed" {

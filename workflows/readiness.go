@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
 )
 
@@ -27,7 +28,7 @@ func (r *rollout) waitReady(ctx workflow.Context) {
 	asked := workflow.Now(ctx)
 	from := ReadinessFromEvent
 	if told := r.st.Told; told != nil {
-		rev = told.revisionState()
+		rev = told.RevisionState()
 	} else {
 		var ok bool
 		if rev, err, ok = r.awaitRevision(ctx, ref); !ok {
@@ -37,11 +38,11 @@ func (r *rollout) waitReady(ctx workflow.Context) {
 	}
 	switch {
 	case err != nil:
-		r.startRollback(OutcomeFailed, "cannot read the candidate Revision: "+errorMessage(err))
+		r.startRollback(api.OutcomeFailed, "cannot read the candidate Revision: "+errorMessage(err))
 		return
 	case !rev.Found:
 		r.st.ReadinessFrom = from
-		r.startRollback(OutcomeFailed, "candidate Revision "+r.st.Candidate+" was deleted")
+		r.startRollback(api.OutcomeFailed, "candidate Revision "+r.st.Candidate+" was deleted")
 		return
 	case rev.Ready:
 		r.st.CandidateReady, r.st.ReadinessFrom = true, from
@@ -52,12 +53,12 @@ func (r *rollout) waitReady(ctx workflow.Context) {
 		return
 	case rev.Failed:
 		r.st.ReadinessFrom = from
-		r.startRollback(OutcomeRolledBack, fmt.Sprintf("candidate Revision %s failed: %s: %s", r.st.Candidate, rev.Reason, rev.Message))
+		r.startRollback(api.OutcomeRolledBack, fmt.Sprintf("candidate Revision %s failed: %s: %s", r.st.Candidate, rev.Reason, rev.Message))
 		return
 	}
 	left := r.st.ReadyDeadline.Sub(workflow.Now(ctx))
 	if left <= 0 {
-		r.startRollback(OutcomeRolledBack, fmt.Sprintf("candidate Revision %s was not Ready within the progress deadline of %s", r.st.Candidate, r.st.Policy.ProgressDeadline))
+		r.startRollback(api.OutcomeRolledBack, fmt.Sprintf("candidate Revision %s was not Ready within the progress deadline of %s", r.st.Candidate, r.st.Policy.ProgressDeadline))
 		return
 	}
 	if workflow.Now(ctx).Sub(asked) >= min(left, readinessSpan)-time.Second {

@@ -4,10 +4,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/sluicehq/sluice/api"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
-
-	"github.com/sluicehq/sluice/activities"
 )
 
 // TestReplayRecordedHistories replays histories recorded from real rollouts
@@ -34,8 +33,8 @@ func TestReplayRecordedHistories(t *testing.T) {
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflowWithOptions(Rollout, workflow.RegisterOptions{Name: WorkflowName})
-			r.RegisterWorkflowWithOptions(Wave, workflow.RegisterOptions{Name: activities.WaveWorkflowName})
+			r.RegisterWorkflowWithOptions(Rollout, workflow.RegisterOptions{Name: api.RolloutWorkflow})
+			r.RegisterWorkflowWithOptions(Wave, workflow.RegisterOptions{Name: api.WaveWorkflow})
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
 				t.Fatalf("replay %s: %v", f, err)
 			}

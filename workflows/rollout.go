@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
 )
@@ -19,9 +20,9 @@ var a *activities.Activities
 // Rollout is the workflow: resolve the target, wait for the candidate to be
 // Ready, then for each step set traffic, verify it, and hold or wait at a
 // gate, until the candidate has 100% — or roll back.
-func Rollout(ctx workflow.Context, in Input) (Result, error) {
+func Rollout(ctx workflow.Context, in RunInput) (api.Result, error) {
 	if in.Target.Namespace == "" || in.Target.Name == "" || in.Candidate == "" {
-		return Result{}, temporal.NewNonRetryableApplicationError(
+		return api.Result{}, temporal.NewNonRetryableApplicationError(
 			"rollout input needs target namespace, name and a candidate Revision", "InvalidInput", nil)
 	}
 	r := &rollout{}
@@ -38,7 +39,7 @@ func Rollout(ctx workflow.Context, in Input) (Result, error) {
 		r.st.RolloutID = workflow.GetInfo(ctx).WorkflowExecution.RunID
 	}
 	if err := r.setup(ctx); err != nil {
-		return Result{}, err
+		return api.Result{}, err
 	}
 	return r.run(ctx)
 }
@@ -54,7 +55,7 @@ type rollout struct {
 	watchAfter time.Time
 }
 
-func (r *rollout) run(ctx workflow.Context) (Result, error) {
+func (r *rollout) run(ctx workflow.Context) (api.Result, error) {
 	for !r.st.Phase.Done() {
 		// Stepping passes in one activity, and a hold publishes when it
 		// starts to wait (the last step's never does: it ends the rollout).
@@ -62,7 +63,7 @@ func (r *rollout) run(ctx workflow.Context) (Result, error) {
 			r.publish(ctx)
 		}
 		if err := r.continueAsNewIfSuggested(ctx); err != nil {
-			return Result{}, err
+			return api.Result{}, err
 		}
 		r.settleWatch(ctx)
 		now := workflow.Now(ctx)
@@ -74,18 +75,18 @@ func (r *rollout) run(ctx workflow.Context) (Result, error) {
 		case r.st.Phase == PhaseRollingBack:
 			r.rollback(ctx)
 		case r.st.Abort != nil:
-			r.startRollback(OutcomeAborted, fmt.Sprintf("aborted by %s: %s", r.st.Abort.By, r.st.Abort.Reason))
+			r.startRollback(api.OutcomeAborted, fmt.Sprintf("aborted by %s: %s", r.st.Abort.By, r.st.Abort.Reason))
 		case r.waveRollback():
 			_, reason := r.takeVerdict()
-			r.startRollback(OutcomeRolledBack, "wave plan: "+reason)
+			r.startRollback(api.OutcomeRolledBack, "wave plan: "+reason)
 		case r.st.DeleteHints != r.st.DeleteChecked:
 			r.checkTarget(ctx)
 		case r.st.PendingCandidate != "":
 			if err := r.supersede(ctx); err != nil {
-				return Result{}, err
+				return api.Result{}, err
 			}
 		case r.st.Phase != PhaseResolving && r.st.Phase != PhaseWaitingWave && r.st.Phase != PhaseWaveHold && r.st.Deadline.Sub(now) < minTimeout:
-			r.startRollback(OutcomeRolledBack, fmt.Sprintf("rollout deadline of %s passed before the candidate reached 100%%", r.st.Policy.Deadline))
+			r.startRollback(api.OutcomeRolledBack, fmt.Sprintf("rollout deadline of %s passed before the candidate reached 100%%", r.st.Policy.Deadline))
 		case r.st.paused():
 			r.awaitInterrupt(ctx, func() bool { return !r.st.paused() }, "paused")
 		case r.st.Rebase:
@@ -119,14 +120,14 @@ func (r *rollout) run(ctx workflow.Context) (Result, error) {
 	r.flushEvents(ctx)
 	// Let running update handlers answer before the workflow closes.
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
-		return Result{}, err
+		return api.Result{}, err
 	}
 	if next := r.drainSignals(ctx); next != "" && r.st.Phase != PhaseSuperseded && r.newer(ctx, next) {
 		// A newer Revision arrived as this rollout ended: roll it out next
 		// rather than lose it.
-		return Result{}, workflow.NewContinueAsNewError(ctx, WorkflowName, Input{Target: r.st.Target, Candidate: next, RequestedBy: "sluice (arrived while finishing)"})
+		return api.Result{}, workflow.NewContinueAsNewError(ctx, api.RolloutWorkflow, api.Input{Target: r.st.Target, Candidate: next, RequestedBy: "sluice (arrived while finishing)"})
 	}
-	return Result{Outcome: r.st.Outcome, Reason: r.st.Reason, Candidate: r.st.Candidate, Stable: r.st.Stable, EndedAt: r.st.EndedAt}, nil
+	return api.Result{Outcome: r.st.Outcome, Reason: r.st.Reason, Candidate: r.st.Candidate, Stable: r.st.Stable, EndedAt: r.st.EndedAt}, nil
 }
 
 func (r *rollout) resolve(ctx workflow.Context) {
@@ -141,7 +142,7 @@ func (r *rollout) resolve(ctx workflow.Context) {
 		if errors.As(err, &appErr) && appErr.HasDetails() && appErr.Details(&refused) == nil {
 			r.st.EventsEnabled = refused.Events
 		}
-		r.st.Outcome, r.st.Reason = OutcomeFailed, "cannot resolve the rollout target: "+errorMessage(err)
+		r.st.Outcome, r.st.Reason = api.OutcomeFailed, "cannot resolve the rollout target: "+errorMessage(err)
 		if refused.Mark.Name != "" {
 			r.st.Object = refused.Mark
 			r.markCandidate(ctx)
@@ -207,7 +208,7 @@ func (r *rollout) startFrom(ctx workflow.Context, w int64, why string) {
 		r.st.StepRuns[i].Skipped = true
 	}
 	if next == len(r.st.Policy.Steps) {
-		r.finish(ctx, OutcomeSucceeded, why+": it has 100% of "+r.st.Stable+"'s traffic; nothing was left to roll out")
+		r.finish(ctx, api.OutcomeSucceeded, why+": it has 100% of "+r.st.Stable+"'s traffic; nothing was left to roll out")
 		return
 	}
 	r.st.Step = next
@@ -285,5 +286,5 @@ func (r *rollout) continueAsNewIfSuggested(ctx workflow.Context) error {
 	r.drainSignals(ctx)
 	r.flushEvents(ctx)
 	carry := r.st
-	return workflow.NewContinueAsNewError(ctx, WorkflowName, Input{Target: r.st.Target, Candidate: r.st.Candidate, Carry: &carry})
+	return workflow.NewContinueAsNewError(ctx, api.RolloutWorkflow, RunInput{Input: api.Input{Target: r.st.Target, Candidate: r.st.Candidate}, Carry: &carry})
 }

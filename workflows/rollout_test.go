@@ -21,6 +21,7 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/knativefake"
@@ -61,7 +62,7 @@ func newHarnessIn(t *testing.T, cluster string, objs ...runtime.Object) *harness
 	// blocks still trips this.
 	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: 10 * time.Second})
 	k := knativefake.New(objs...)
-	env.RegisterWorkflowWithOptions(Rollout, workflow.RegisterOptions{Name: WorkflowName})
+	env.RegisterWorkflowWithOptions(Rollout, workflow.RegisterOptions{Name: api.RolloutWorkflow})
 	env.RegisterActivity(&activities.Activities{Knative: knative.Client{Serving: k}, Defaults: config.BuiltinDefaults(), WatchLimit: testWatch, Cluster: cluster})
 	h := &harness{t: t, env: env, k: k, attrs: map[string]any{}}
 	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
@@ -91,15 +92,15 @@ func helloObjects(ann map[string]string, candidateReady bool) []runtime.Object {
 }
 
 func (h *harness) run(candidate string) {
-	h.env.ExecuteWorkflow(Rollout, Input{Target: helloTarget, Candidate: candidate, RequestedBy: "test"})
+	h.env.ExecuteWorkflow(Rollout, RunInput{Input: api.Input{Target: helloTarget, Candidate: candidate, RequestedBy: "test"}})
 	if !h.env.IsWorkflowCompleted() {
 		h.t.Fatal("workflow did not complete")
 	}
 }
 
-func (h *harness) result() Result {
+func (h *harness) result() api.Result {
 	h.t.Helper()
-	var res Result
+	var res api.Result
 	if err := h.env.GetWorkflowResult(&res); err != nil {
 		h.t.Fatalf("workflow error: %v", err)
 	}
@@ -108,7 +109,7 @@ func (h *harness) result() Result {
 
 func (h *harness) status() Status {
 	h.t.Helper()
-	v, err := h.env.QueryWorkflow(QueryStatus)
+	v, err := h.env.QueryWorkflow(api.QueryStatus)
 	if err != nil {
 		h.t.Fatalf("status query: %v", err)
 	}
@@ -131,7 +132,7 @@ func (u *updateResult) rejectedWith(want string) bool {
 
 // update sends a command as an update; the result is known once the
 // workflow has handled it.
-func (h *harness) update(name string, cmd Command) *updateResult {
+func (h *harness) update(name string, cmd api.Command) *updateResult {
 	u := &updateResult{}
 	h.env.UpdateWorkflow(name, "", &testsuite.TestUpdateCallback{
 		OnReject:   func(err error) { u.rejected = err },
@@ -191,7 +192,7 @@ func TestHappyPathWalksEveryStep(t *testing.T) {
 	}
 	h.run("hello-00002")
 	res := h.result()
-	if res.Outcome != OutcomeSucceeded || res.Stable != "hello-00001" {
+	if res.Outcome != api.OutcomeSucceeded || res.Stable != "hello-00001" {
 		t.Fatalf("result = %+v", res)
 	}
 	seen = append(seen, knative.FormatTraffic(h.traffic("hello")))
@@ -227,16 +228,16 @@ func TestReadinessToldByEvent(t *testing.T) {
 		// workflow (they are ReadinessPoll apart): only the signal can
 		// start the first step this early.
 		_ = h.k.SetRevisionReady(ns, "hello-00002", "True", "", "")
-		h.env.SignalWorkflow(SignalCandidate, CandidateSignal{Revision: "hello-00002", State: StateReady, By: "receiver"})
+		h.env.SignalWorkflow(api.SignalCandidate, api.CandidateSignal{Revision: "hello-00002", State: knative.RevisionReady, By: "receiver"})
 	})
 	h.at(4*time.Second, func() {
 		// The same state again, and one for another Revision: both ignored.
-		h.env.SignalWorkflow(SignalCandidate, CandidateSignal{Revision: "hello-00002", State: StateReady, By: "receiver"})
-		h.env.SignalWorkflow(SignalCandidate, CandidateSignal{Revision: "hello-00003", State: StateFailed, By: "receiver"})
+		h.env.SignalWorkflow(api.SignalCandidate, api.CandidateSignal{Revision: "hello-00002", State: knative.RevisionReady, By: "receiver"})
+		h.env.SignalWorkflow(api.SignalCandidate, api.CandidateSignal{Revision: "hello-00003", State: knative.RevisionFailed, By: "receiver"})
 	})
 	h.run("hello-00002")
 	st := h.status()
-	if h.result().Outcome != OutcomeSucceeded {
+	if h.result().Outcome != api.OutcomeSucceeded {
 		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
 	}
 	if st.ReadinessFrom != ReadinessFromEvent {
@@ -255,12 +256,12 @@ func TestReadinessToldByEvent(t *testing.T) {
 func TestToldReadyButNotReadyAtTheWriteWaitsAgain(t *testing.T) {
 	h := newHarness(t, helloObjects(nil, false)...)
 	h.at(3*time.Second, func() {
-		h.env.SignalWorkflow(SignalCandidate, CandidateSignal{Revision: "hello-00002", State: StateReady, By: "receiver"})
+		h.env.SignalWorkflow(api.SignalCandidate, api.CandidateSignal{Revision: "hello-00002", State: knative.RevisionReady, By: "receiver"})
 	})
 	h.at(20*time.Second, func() { _ = h.k.SetRevisionReady(ns, "hello-00002", "True", "", "") })
 	h.run("hello-00002")
 	st := h.status()
-	if res := h.result(); res.Outcome != OutcomeSucceeded {
+	if res := h.result(); res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
 	}
 	if st.ReadinessFrom != ReadinessFromWatch {
@@ -274,10 +275,10 @@ func TestToldReadyButNotReadyAtTheWriteWaitsAgain(t *testing.T) {
 func TestDeletionToldByEventFails(t *testing.T) {
 	h := newHarness(t, helloObjects(nil, false)...)
 	h.at(3*time.Second, func() {
-		h.env.SignalWorkflow(SignalCandidate, CandidateSignal{Revision: "hello-00002", State: StateDeleted, By: "receiver"})
+		h.env.SignalWorkflow(api.SignalCandidate, api.CandidateSignal{Revision: "hello-00002", State: knative.RevisionDeleted, By: "receiver"})
 	})
 	h.run("hello-00002")
-	if res := h.result(); res.Outcome != OutcomeFailed || !strings.Contains(res.Reason, "hello-00002 was deleted") {
+	if res := h.result(); res.Outcome != api.OutcomeFailed || !strings.Contains(res.Reason, "hello-00002 was deleted") {
 		t.Fatalf("result = %+v, want failed naming the deleted Revision", res)
 	}
 }
@@ -285,12 +286,12 @@ func TestDeletionToldByEventFails(t *testing.T) {
 func TestFailureToldByEventRollsBack(t *testing.T) {
 	h := newHarness(t, helloObjects(nil, false)...)
 	h.at(3*time.Second, func() {
-		h.env.SignalWorkflow(SignalCandidate, CandidateSignal{Revision: "hello-00002", State: StateFailed,
+		h.env.SignalWorkflow(api.SignalCandidate, api.CandidateSignal{Revision: "hello-00002", State: knative.RevisionFailed,
 			Reason: "ExitCode1", Message: "Container failed with: boom", By: "receiver"})
 	})
 	h.run("hello-00002")
 	res := h.result()
-	if res.Outcome != OutcomeRolledBack || !strings.Contains(res.Reason, "boom") {
+	if res.Outcome != api.OutcomeRolledBack || !strings.Contains(res.Reason, "boom") {
 		t.Fatalf("result = %+v, want rolled back naming the Revision's message", res)
 	}
 	if st := h.status(); st.ReadinessFrom != ReadinessFromEvent {
@@ -307,7 +308,7 @@ func TestReadinessByReRead(t *testing.T) {
 	h.at(25*time.Second, func() { _ = h.k.SetRevisionReady(ns, "hello-00002", "True", "", "") })
 	h.run("hello-00002")
 	st := h.status()
-	if h.result().Outcome != OutcomeSucceeded {
+	if h.result().Outcome != api.OutcomeSucceeded {
 		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
 	}
 	if wait := st.Steps[0].StartedAt.Sub(st.StartedAt); wait < 25*time.Second || wait > 25*time.Second+ReadinessPoll {
@@ -322,7 +323,7 @@ func TestProgressDeadlineRollsBack(t *testing.T) {
 	h := newHarness(t, helloObjects(map[string]string{config.AnnotationProgressDeadline: "2m"}, false)...)
 	h.run("hello-00002")
 	res := h.result()
-	if res.Outcome != OutcomeRolledBack || !strings.Contains(res.Reason, "progress deadline of 2m0s") {
+	if res.Outcome != api.OutcomeRolledBack || !strings.Contains(res.Reason, "progress deadline of 2m0s") {
 		t.Fatalf("result = %+v", res)
 	}
 	wantTraffic(t, h.traffic("hello"), tgt("hello-00001", 90, ""), tgt("hello-00000", 10, "legacy"), tgt("hello-00001", 0, "current"))
@@ -335,7 +336,7 @@ func TestFailedRevisionRollsBack(t *testing.T) {
 	})
 	h.run("hello-00002")
 	res := h.result()
-	if res.Outcome != OutcomeRolledBack || !strings.Contains(res.Reason, "container exited with code 1") {
+	if res.Outcome != api.OutcomeRolledBack || !strings.Contains(res.Reason, "container exited with code 1") {
 		t.Fatalf("result = %+v", res)
 	}
 }
@@ -345,10 +346,10 @@ func TestVerifyTimeoutRollsBack(t *testing.T) {
 	h.k.Stall = "hello-00002"
 	h.run("hello-00002")
 	res := h.result()
-	if res.Outcome != OutcomeRolledBack || !strings.Contains(res.Reason, "verify timeout of 30s") {
+	if res.Outcome != api.OutcomeRolledBack || !strings.Contains(res.Reason, "verify timeout of 30s") {
 		t.Fatalf("result = %+v", res)
 	}
-	if got := h.endedMark("hello", "hello-00002"); got != string(OutcomeRolledBack) {
+	if got := h.endedMark("hello", "hello-00002"); got != string(api.OutcomeRolledBack) {
 		t.Errorf("candidate marked %s: %q, want RolledBack", config.AnnotationEnded, got)
 	}
 	wantTraffic(t, h.traffic("hello"), tgt("hello-00001", 90, ""), tgt("hello-00000", 10, "legacy"), tgt("hello-00001", 0, "current"))
@@ -358,24 +359,24 @@ func TestAbortRestoresExactTraffic(t *testing.T) {
 	h := newHarness(t, helloObjects(nil, true)...)
 	var noReason, abort *updateResult
 	h.at(70*time.Second, func() {
-		noReason = h.update(CommandAbort, Command{By: "alice"})
-		abort = h.update(CommandAbort, Command{By: "alice", Reason: "p99 latency doubled"})
+		noReason = h.update(api.CommandAbort, api.Command{By: "alice"})
+		abort = h.update(api.CommandAbort, api.Command{By: "alice", Reason: "p99 latency doubled"})
 	})
 	h.run("hello-00002")
 	if !noReason.rejectedWith("give a reason") || !abort.accepted {
 		t.Fatalf("abort without reason: %+v; with a reason: %+v", noReason, abort)
 	}
 	res := h.result()
-	if res.Outcome != OutcomeAborted || res.Reason != "aborted by alice: p99 latency doubled" {
+	if res.Outcome != api.OutcomeAborted || res.Reason != "aborted by alice: p99 latency doubled" {
 		t.Fatalf("result = %+v", res)
 	}
-	if got := h.endedMark("hello", "hello-00002"); got != string(OutcomeAborted) {
+	if got := h.endedMark("hello", "hello-00002"); got != string(api.OutcomeAborted) {
 		t.Errorf("candidate marked %s: %q, want Aborted", config.AnnotationEnded, got)
 	}
 	wantTraffic(t, h.traffic("hello"), tgt("hello-00001", 90, ""), tgt("hello-00000", 10, "legacy"), tgt("hello-00001", 0, "current"))
 	st := h.status()
 	last := st.Commands[len(st.Commands)-1]
-	if last.Name != CommandAbort || last.By != "alice" || last.Reason != "p99 latency doubled" || last.Via != "update" || last.At.IsZero() {
+	if last.Name != api.CommandAbort || last.By != "alice" || last.Reason != "p99 latency doubled" || last.Via != "update" || last.At.IsZero() {
 		t.Fatalf("command history: %+v", st.Commands)
 	}
 }
@@ -390,9 +391,9 @@ func TestRollbackPinsLatestRevision(t *testing.T) {
 	}
 	h := newHarness(t, objs...)
 	h.at(5*time.Second, func() { _ = h.k.SetRevisionReady(ns, "hello-00002", "True", "", "") })
-	h.at(30*time.Second, func() { h.update(CommandAbort, Command{By: "bob", Reason: "errors"}) })
+	h.at(30*time.Second, func() { h.update(api.CommandAbort, api.Command{By: "bob", Reason: "errors"}) })
 	h.run("hello-00002")
-	if res := h.result(); res.Outcome != OutcomeAborted ||
+	if res := h.result(); res.Outcome != api.OutcomeAborted ||
 		!strings.Contains(res.Reason, "now names hello-00001: the latest Revision, hello-00002, serves none of it") ||
 		!strings.Contains(res.Reason, "kn service update hello -n default --traffic @latest=100") {
 		t.Fatalf("result = %+v, want Aborted with a note on the pinned latestRevision target", res)
@@ -412,16 +413,16 @@ func TestGateWaitsForPromote(t *testing.T) {
 	var resume, promote *updateResult
 	h.at(10*time.Minute, func() {
 		atGate = h.status()
-		phaseAttr = h.attrs[AttrPhase.GetName()]
-		resume = h.update(CommandResume, Command{By: "carol"})
-		promote = h.update(CommandPromote, Command{By: "carol", Reason: "dashboards look good"})
+		phaseAttr = h.attrs[api.AttrPhase.GetName()]
+		resume = h.update(api.CommandResume, api.Command{By: "carol"})
+		promote = h.update(api.CommandPromote, api.Command{By: "carol", Reason: "dashboards look good"})
 	})
 	h.run("hello-00002")
 	if atGate.Phase != PhaseGate || atGate.Weight != 25 {
 		t.Fatalf("at 10m: phase %s weight %d, want waiting at the gate with 25%%", atGate.Phase, atGate.Weight)
 	}
 	if got := phaseAttr; got != string(PhaseGate) {
-		t.Fatalf("search attribute %s at the gate = %q, want %q", AttrPhase.GetName(), got, PhaseGate)
+		t.Fatalf("search attribute %s at the gate = %q, want %q", api.AttrPhase.GetName(), got, PhaseGate)
 	}
 	if !resume.rejectedWith("not paused") {
 		t.Errorf("resume when not paused: %+v", resume)
@@ -430,7 +431,7 @@ func TestGateWaitsForPromote(t *testing.T) {
 		t.Errorf("promote: %+v", promote)
 	}
 	st := h.status()
-	if h.result().Outcome != OutcomeSucceeded || !st.Steps[1].GatePassed {
+	if h.result().Outcome != api.OutcomeSucceeded || !st.Steps[1].GatePassed {
 		t.Fatalf("outcome %s, gate passed %v", st.Outcome, st.Steps[1].GatePassed)
 	}
 	if started := st.Steps[1].StartedAt.Sub(st.StartedAt); started < 10*time.Minute {
@@ -441,14 +442,14 @@ func TestGateWaitsForPromote(t *testing.T) {
 func TestPromoteRejectedBeforeReadyAndAfterEnd(t *testing.T) {
 	h := newHarness(t, helloObjects(map[string]string{config.AnnotationProgressDeadline: "1m"}, false)...)
 	var early *updateResult
-	h.at(5*time.Second, func() { early = h.update(CommandPromote, Command{By: "dan"}) })
+	h.at(5*time.Second, func() { early = h.update(api.CommandPromote, api.Command{By: "dan"}) })
 	h.run("hello-00002")
 	if !early.rejectedWith("not Ready yet") {
 		t.Fatalf("promote while waiting for readiness: %+v", early)
 	}
 	end := h.status()
 	r := &rollout{st: state{Phase: end.Phase, Candidate: end.Candidate, Outcome: end.Outcome, Reason: end.Reason}}
-	if err := r.validate(CommandPromote, Command{By: "dan"}); err == nil || !strings.Contains(err.Error(), "has finished") {
+	if err := r.validate(api.CommandPromote, api.Command{By: "dan"}); err == nil || !strings.Contains(err.Error(), "has finished") {
 		t.Fatalf("promote after the end: %v", err)
 	}
 }
@@ -457,11 +458,11 @@ func TestPauseFreezesHoldAndResumeContinues(t *testing.T) {
 	h := newHarness(t, helloObjects(nil, true)...)
 	var paused Status
 	var pause, promote, resume *updateResult
-	h.at(40*time.Second, func() { pause = h.update(CommandPause, Command{By: "erin", Reason: "checking logs"}) })
+	h.at(40*time.Second, func() { pause = h.update(api.CommandPause, api.Command{By: "erin", Reason: "checking logs"}) })
 	h.at(5*time.Minute, func() {
 		paused = h.status()
-		promote = h.update(CommandPromote, Command{By: "erin"})
-		resume = h.update(CommandResume, Command{By: "erin"})
+		promote = h.update(api.CommandPromote, api.Command{By: "erin"})
+		resume = h.update(api.CommandResume, api.Command{By: "erin"})
 	})
 	h.run("hello-00002")
 	if !pause.accepted || !promote.rejectedWith("paused") || !resume.accepted {
@@ -471,7 +472,7 @@ func TestPauseFreezesHoldAndResumeContinues(t *testing.T) {
 		t.Fatalf("while paused: shown %s weight %d hold left %s (want ~20s kept)", paused.Shown, paused.Weight, paused.HoldLeftAt)
 	}
 	st := h.status()
-	if h.result().Outcome != OutcomeSucceeded {
+	if h.result().Outcome != api.OutcomeSucceeded {
 		t.Fatalf("outcome %s", st.Outcome)
 	}
 	if d := st.Steps[1].StartedAt.Sub(st.StartedAt); d < 5*time.Minute+15*time.Second || d > 5*time.Minute+25*time.Second {
@@ -482,11 +483,11 @@ func TestPauseFreezesHoldAndResumeContinues(t *testing.T) {
 func TestPromoteFullSkipsToHundred(t *testing.T) {
 	h := newHarness(t, helloObjects(map[string]string{config.AnnotationGates: "50,100"}, true)...)
 	h.at(30*time.Second, func() {
-		h.update(CommandPromoteFull, Command{By: "frank", Reason: "hotfix"})
+		h.update(api.CommandPromoteFull, api.Command{By: "frank", Reason: "hotfix"})
 	})
 	h.run("hello-00002")
 	st := h.status()
-	if h.result().Outcome != OutcomeSucceeded {
+	if h.result().Outcome != api.OutcomeSucceeded {
 		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
 	}
 	if d := st.EndedAt.Sub(st.StartedAt); d > time.Minute {
@@ -519,7 +520,7 @@ func TestDriftDuringHoldPausesThenResumeGoesOnFromLiveTraffic(t *testing.T) {
 	h.at(2*time.Minute, func() { h.handEdit(operatorEdit...) })
 	h.at(4*time.Minute, func() {
 		paused = h.status()
-		h.update(CommandResume, Command{By: "gina", Reason: "keep my split"})
+		h.update(api.CommandResume, api.Command{By: "gina", Reason: "keep my split"})
 	})
 	h.at(5*time.Minute, func() { resumed, mid = h.status(), h.traffic("hello") })
 	h.run("hello-00002")
@@ -534,7 +535,7 @@ func TestDriftDuringHoldPausesThenResumeGoesOnFromLiveTraffic(t *testing.T) {
 	}
 	wantTraffic(t, mid, tgt("hello-00001", 45, ""), tgt("hello-00000", 10, "legacy"), tgt("hello-00001", 0, "current"),
 		tgt("hello-00001", 0, "debug"), tgt("hello-00002", 45, ""))
-	if res := h.result(); res.Outcome != OutcomeSucceeded {
+	if res := h.result(); res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("result %+v", res)
 	}
 	wantTraffic(t, h.traffic("hello"), tgt("hello-00000", 10, "legacy"), tgt("hello-00001", 0, "current"),
@@ -544,10 +545,10 @@ func TestDriftDuringHoldPausesThenResumeGoesOnFromLiveTraffic(t *testing.T) {
 func TestRollbackAfterResumedDriftRestoresTheOperatorsList(t *testing.T) {
 	h := newHarness(t, helloObjects(map[string]string{config.AnnotationHold: "10m"}, true)...)
 	h.at(2*time.Minute, func() { h.handEdit(operatorEdit...) })
-	h.at(4*time.Minute, func() { h.update(CommandResume, Command{By: "gina"}) })
-	h.at(6*time.Minute, func() { h.update(CommandAbort, Command{By: "gina", Reason: "errors"}) })
+	h.at(4*time.Minute, func() { h.update(api.CommandResume, api.Command{By: "gina"}) })
+	h.at(6*time.Minute, func() { h.update(api.CommandAbort, api.Command{By: "gina", Reason: "errors"}) })
 	h.run("hello-00002")
-	if res := h.result(); res.Outcome != OutcomeAborted {
+	if res := h.result(); res.Outcome != api.OutcomeAborted {
 		t.Fatalf("result %+v", res)
 	}
 	// The operator's list, the candidate's share back on the stable Revision.
@@ -563,13 +564,13 @@ func TestDriftAtAWriteStillPauses(t *testing.T) {
 	h.at(59*time.Second, func() { h.handEdit(operatorEdit...) })
 	h.at(3*time.Minute, func() {
 		paused = h.status()
-		h.update(CommandResume, Command{By: "gina"})
+		h.update(api.CommandResume, api.Command{By: "gina"})
 	})
 	h.run("hello-00002")
 	if paused.Shown != PhasePaused || !strings.Contains(paused.PauseReason, "changed outside sluice") {
 		t.Fatalf("after drift: shown %s reason %q", paused.Shown, paused.PauseReason)
 	}
-	if res := h.result(); res.Outcome != OutcomeSucceeded {
+	if res := h.result(); res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("result %+v", res)
 	}
 }
@@ -580,18 +581,18 @@ func TestSupersedeReturnsTrafficAndContinuesWithNewer(t *testing.T) {
 	h.at(90*time.Second, func() {
 		// An old Revision's late event must not supersede: with its
 		// generation it is ignored at once, without one after a read.
-		h.env.SignalWorkflow(SignalCandidate, CandidateSignal{Revision: "hello-00001", Generation: 1, State: StateReady})
-		h.env.SignalWorkflow(SignalCandidate, CandidateSignal{Revision: "hello-00001"})
+		h.env.SignalWorkflow(api.SignalCandidate, api.CandidateSignal{Revision: "hello-00001", Generation: 1, State: knative.RevisionReady})
+		h.env.SignalWorkflow(api.SignalCandidate, api.CandidateSignal{Revision: "hello-00001"})
 	})
 	h.at(100*time.Second, func() {
-		h.env.SignalWorkflow(SignalCandidate, CandidateSignal{Revision: "hello-00003", By: "ci"})
+		h.env.SignalWorkflow(api.SignalCandidate, api.CandidateSignal{Revision: "hello-00003", By: "ci"})
 	})
 	h.run("hello-00002")
 	var can *workflow.ContinueAsNewError
 	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
 		t.Fatalf("workflow error = %v, want continue-as-new with the newer candidate", err)
 	}
-	var next Input
+	var next RunInput
 	if err := decodeInput(can, &next); err != nil {
 		t.Fatal(err)
 	}
@@ -606,8 +607,8 @@ func TestSupersedeReturnsTrafficAndContinuesWithNewer(t *testing.T) {
 	h2.k = h.k
 	h2.env.RegisterActivity(&activities.Activities{Knative: knative.Client{Serving: h.k}, Defaults: config.BuiltinDefaults(), WatchLimit: testWatch})
 	h2.env.ExecuteWorkflow(Rollout, next)
-	var res Result
-	if err := h2.env.GetWorkflowResult(&res); err != nil || res.Outcome != OutcomeSucceeded || res.Candidate != "hello-00003" {
+	var res api.Result
+	if err := h2.env.GetWorkflowResult(&res); err != nil || res.Outcome != api.OutcomeSucceeded || res.Candidate != "hello-00003" {
 		t.Fatalf("second run: %+v, %v", res, err)
 	}
 }
@@ -615,7 +616,7 @@ func TestSupersedeReturnsTrafficAndContinuesWithNewer(t *testing.T) {
 func TestContinueAsNewCarriesState(t *testing.T) {
 	h := newHarness(t, helloObjects(nil, true)...)
 	h.at(70*time.Second, func() {
-		h.update(CommandPause, Command{By: "hal", Reason: "long pause"})
+		h.update(api.CommandPause, api.Command{By: "hal", Reason: "long pause"})
 	})
 	h.at(80*time.Second, func() { h.env.SetContinueAsNewSuggested(true) })
 	h.run("hello-00002")
@@ -623,7 +624,7 @@ func TestContinueAsNewCarriesState(t *testing.T) {
 	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
 		t.Fatalf("workflow error = %v, want continue-as-new", err)
 	}
-	var next Input
+	var next RunInput
 	if err := decodeInput(can, &next); err != nil {
 		t.Fatal(err)
 	}
@@ -634,10 +635,10 @@ func TestContinueAsNewCarriesState(t *testing.T) {
 
 	h2 := newHarness(t)
 	h2.env.RegisterActivity(&activities.Activities{Knative: knative.Client{Serving: h.k}, Defaults: config.BuiltinDefaults(), WatchLimit: testWatch})
-	h2.env.RegisterDelayedCallback(func() { h2.update(CommandResume, Command{By: "hal"}) }, time.Minute)
+	h2.env.RegisterDelayedCallback(func() { h2.update(api.CommandResume, api.Command{By: "hal"}) }, time.Minute)
 	h2.env.ExecuteWorkflow(Rollout, next)
-	var res Result
-	if err := h2.env.GetWorkflowResult(&res); err != nil || res.Outcome != OutcomeSucceeded {
+	var res api.Result
+	if err := h2.env.GetWorkflowResult(&res); err != nil || res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("resumed run: %+v, %v", res, err)
 	}
 	if n := h.k.WriteCount("hello"); n != 3 {
@@ -652,7 +653,7 @@ func TestTargetDeletedMidRollout(t *testing.T) {
 	})
 	h.run("hello-00002")
 	res := h.result()
-	if res.Outcome != OutcomeFailed || !strings.Contains(res.Reason, "Service default/hello was deleted during the rollout") {
+	if res.Outcome != api.OutcomeFailed || !strings.Contains(res.Reason, "Service default/hello was deleted during the rollout") {
 		t.Fatalf("result = %+v", res)
 	}
 }
@@ -662,7 +663,7 @@ func TestNotOptedInFails(t *testing.T) {
 	objs[0].(*servingv1.Service).Annotations[config.AnnotationRollout] = "disabled"
 	h := newHarness(t, objs...)
 	h.run("hello-00002")
-	if res := h.result(); res.Outcome != OutcomeFailed || !strings.Contains(res.Reason, "sluice.dev/rollout: enabled") {
+	if res := h.result(); res.Outcome != api.OutcomeFailed || !strings.Contains(res.Reason, "sluice.dev/rollout: enabled") {
 		t.Fatalf("result = %+v", res)
 	}
 	if n := h.k.WriteCount("hello"); n != 0 {
@@ -673,17 +674,17 @@ func TestNotOptedInFails(t *testing.T) {
 func TestSignalledCommandsAreValidatedAndRecorded(t *testing.T) {
 	h := newHarness(t, helloObjects(nil, true)...)
 	h.at(30*time.Second, func() {
-		h.env.SignalWorkflow(CommandResume, Command{By: "ivy"})
-		h.env.SignalWorkflow(CommandPromote, Command{By: "ivy", Reason: "skip the hold"})
+		h.env.SignalWorkflow(api.CommandResume, api.Command{By: "ivy"})
+		h.env.SignalWorkflow(api.CommandPromote, api.Command{By: "ivy", Reason: "skip the hold"})
 	})
 	h.run("hello-00002")
 	st := h.status()
 	var resume, promote *CommandRecord
 	for i := range st.Commands {
 		switch st.Commands[i].Name {
-		case CommandResume:
+		case api.CommandResume:
 			resume = &st.Commands[i]
-		case CommandPromote:
+		case api.CommandPromote:
 			promote = &st.Commands[i]
 		}
 	}
@@ -698,7 +699,7 @@ func TestSignalledCommandsAreValidatedAndRecorded(t *testing.T) {
 	}
 }
 
-func decodeInput(can *workflow.ContinueAsNewError, into *Input) error {
+func decodeInput(can *workflow.ContinueAsNewError, into *RunInput) error {
 	return converter.GetDefaultDataConverter().FromPayloads(can.Input, into)
 }
 
@@ -721,8 +722,8 @@ func TestRouteModeRollsOutOnTheRoute(t *testing.T) {
 		r, _ := h.k.ServingV1().Routes(ns).Get(context.Background(), "api-route", metav1.GetOptions{})
 		mid = knative.FormatTraffic(r.Spec.Traffic)
 	})
-	h.env.ExecuteWorkflow(Rollout, Input{Target: knative.TargetRef{Namespace: ns, Kind: knative.KindConfiguration, Name: "api"}, Candidate: "api-00002"})
-	if res := h.result(); res.Outcome != OutcomeSucceeded || res.Stable != "api-00001" {
+	h.env.ExecuteWorkflow(Rollout, RunInput{Input: api.Input{Target: knative.TargetRef{Namespace: ns, Kind: knative.KindConfiguration, Name: "api"}, Candidate: "api-00002"}})
+	if res := h.result(); res.Outcome != api.OutcomeSucceeded || res.Stable != "api-00001" {
 		t.Fatalf("result %+v", res)
 	}
 	if mid != "api-00001=50%, api-00001=0% (tag pinned), api-00002=50%" {

@@ -5,6 +5,7 @@ import (
 
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/capacity"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
@@ -92,16 +93,16 @@ type state struct {
 	// operator resumes after drift.
 	Rebase bool `json:"rebase,omitempty"`
 
-	PromoteRequested bool     `json:"promoteRequested,omitempty"`
-	PromoteFull      bool     `json:"promoteFull,omitempty"`
-	Abort            *Command `json:"abort,omitempty"`
+	PromoteRequested bool         `json:"promoteRequested,omitempty"`
+	PromoteFull      bool         `json:"promoteFull,omitempty"`
+	Abort            *api.Command `json:"abort,omitempty"`
 	// PendingCandidate is a newer Revision waiting to supersede Candidate.
 	PendingCandidate string `json:"pendingCandidate,omitempty"`
 	// Told is the candidate's readiness as its Revision event told it, if
 	// one did; ReadinessFrom says what the rollout acted on: the event or
 	// its own watch of the Revision, whichever came first.
-	Told          *CandidateSignal `json:"told,omitempty"`
-	ReadinessFrom string           `json:"readinessFrom,omitempty"`
+	Told          *api.CandidateSignal `json:"told,omitempty"`
+	ReadinessFrom string               `json:"readinessFrom,omitempty"`
 	// DeleteHints counts delete hints, DeleteChecked those already checked.
 	DeleteHints   int `json:"deleteHints,omitempty"`
 	DeleteChecked int `json:"deleteChecked,omitempty"`
@@ -120,12 +121,12 @@ type state struct {
 	Commands   []CommandRecord `json:"commands,omitempty"`
 	Superseded []string        `json:"superseded,omitempty"`
 
-	// Ending is the outcome a running rollback will end with; Outcome is
+	// Ending is the outcome a running rollback will end with; api.Outcome is
 	// set only once the rollout has ended.
-	Ending  Outcome   `json:"ending,omitempty"`
-	Outcome Outcome   `json:"outcome,omitempty"`
-	Reason  string    `json:"reason,omitempty"`
-	EndedAt time.Time `json:"endedAt,omitzero"`
+	Ending  api.Outcome `json:"ending,omitempty"`
+	Outcome api.Outcome `json:"outcome,omitempty"`
+	Reason  string      `json:"reason,omitempty"`
+	EndedAt time.Time   `json:"endedAt,omitzero"`
 
 	// Runs counts the runs this rollout took through continue-as-new.
 	Runs int `json:"runs"`
@@ -238,10 +239,10 @@ type Status struct {
 	// Revision's CloudEvent or the rollout's own watch.
 	ReadinessFrom string `json:"readinessFrom,omitempty"`
 	// Told is what the Revision's CloudEvent said, when one told it.
-	Told             *CandidateSignal `json:"told,omitempty"`
-	Stable           string           `json:"stable,omitempty"`
-	PendingCandidate string           `json:"pendingCandidate,omitempty"`
-	Superseded       []string         `json:"superseded,omitempty"`
+	Told             *api.CandidateSignal `json:"told,omitempty"`
+	Stable           string               `json:"stable,omitempty"`
+	PendingCandidate string               `json:"pendingCandidate,omitempty"`
+	Superseded       []string             `json:"superseded,omitempty"`
 
 	// Original is what a rollback restores; Baseline is Original with
 	// latestRevision targets pinned to Stable, which every step is computed
@@ -271,14 +272,14 @@ type Status struct {
 	Wave     *WaveState      `json:"wave,omitempty"`
 	Commands []CommandRecord `json:"commands,omitempty"`
 
-	// Ending is the outcome a running rollback will end with; Outcome is
+	// Ending is the outcome a running rollback will end with; api.Outcome is
 	// set once the rollout has ended, Reason says why.
-	Ending  Outcome   `json:"ending,omitempty"`
-	Outcome Outcome   `json:"outcome,omitempty"`
-	Reason  string    `json:"reason,omitempty"`
-	EndedAt time.Time `json:"endedAt,omitzero"`
-	Runs    int       `json:"runs"`
-	AsOf    time.Time `json:"asOf"`
+	Ending  api.Outcome `json:"ending,omitempty"`
+	Outcome api.Outcome `json:"outcome,omitempty"`
+	Reason  string      `json:"reason,omitempty"`
+	EndedAt time.Time   `json:"endedAt,omitzero"`
+	Runs    int         `json:"runs"`
+	AsOf    time.Time   `json:"asOf"`
 
 	// Filled in by the client that read the status, not by the workflow:
 	// Serving is the traffic object's status.traffic as Knative reports it

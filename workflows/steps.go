@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
@@ -100,7 +101,7 @@ func (r *rollout) hold(ctx workflow.Context) {
 			r.reachWave(ctx, reason)
 			return
 		}
-		r.finish(ctx, OutcomeSucceeded, reason)
+		r.finish(ctx, api.OutcomeSucceeded, reason)
 		return
 	}
 	r.st.Step++
@@ -135,7 +136,7 @@ func (r *rollout) writeTraffic(ctx workflow.Context, desired []servingTraffic, s
 			workflow.GetLogger(ctx).Warn("candidate not Ready at the traffic write; waiting for it again", "candidate", r.st.Candidate, "error", err)
 			r.st.Told, r.st.CandidateReady, r.st.ReadinessFrom, r.st.Phase = nil, false, "", PhaseWaitingReady
 		case appErr != nil && appErr.Type() == activities.ErrTargetNotFound:
-			r.finish(ctx, OutcomeFailed, errorMessage(err))
+			r.finish(ctx, api.OutcomeFailed, errorMessage(err))
 		case appErr != nil && appErr.Type() == activities.ErrWriteRefused:
 			// Knative refused the write for something sluice's list did not
 			// cause (the object's template, a cluster limit, RBAC): rolling
@@ -144,9 +145,9 @@ func (r *rollout) writeTraffic(ctx workflow.Context, desired []servingTraffic, s
 			r.st.pauseFor(pausedByError, reason, workflow.Now(ctx))
 			r.emit(ctx, events.ProgressPaused, reason, "")
 		case r.st.Phase == PhaseRollingBack:
-			r.finish(ctx, OutcomeFailed, fmt.Sprintf("rollback failed (%s); traffic may be mixed: %s", r.st.Reason, errorMessage(err)))
+			r.finish(ctx, api.OutcomeFailed, fmt.Sprintf("rollback failed (%s); traffic may be mixed: %s", r.st.Reason, errorMessage(err)))
 		default:
-			r.startRollback(OutcomeRolledBack, summary+" failed: "+errorMessage(err))
+			r.startRollback(api.OutcomeRolledBack, summary+" failed: "+errorMessage(err))
 		}
 		return false
 	}
@@ -160,9 +161,9 @@ func (r *rollout) writeTraffic(ctx workflow.Context, desired []servingTraffic, s
 	if err != nil {
 		msg := fmt.Sprintf("%s: traffic did not show in %s status within the verify timeout of %s: %s", summary, r.st.Object, r.st.Policy.VerifyTimeout, errorMessage(err))
 		if r.st.Phase == PhaseRollingBack {
-			r.finish(ctx, OutcomeFailed, fmt.Sprintf("rollback written but not verified (%s): %s", r.st.Reason, msg))
+			r.finish(ctx, api.OutcomeFailed, fmt.Sprintf("rollback written but not verified (%s): %s", r.st.Reason, msg))
 		} else {
-			r.startRollback(OutcomeRolledBack, msg)
+			r.startRollback(api.OutcomeRolledBack, msg)
 		}
 		return false
 	}

@@ -15,6 +15,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/knativefake"
@@ -88,17 +89,17 @@ func TestTagsThroughEveryEnding(t *testing.T) {
 					case "rollback":
 						h.k.Stall = cand // the 100% write never shows in status: verify timeout
 					case "abort":
-						h.update(CommandAbort, Command{By: "test", Reason: "tags"})
+						h.update(api.CommandAbort, api.Command{By: "test", Reason: "tags"})
 					case "supersede":
-						h.env.SignalWorkflow(SignalCandidate, CandidateSignal{Revision: tt.rev(3)})
+						h.env.SignalWorkflow(api.SignalCandidate, api.CandidateSignal{Revision: tt.rev(3)})
 					}
 				})
-				h.env.ExecuteWorkflow(Rollout, Input{Target: tt.target, Candidate: cand})
+				h.env.ExecuteWorkflow(Rollout, RunInput{Input: api.Input{Target: tt.target, Candidate: cand}})
 				wantTraffic(t, mid, tgt(stable, 50, "prod"), latest, tgt(cand, 50, ""))
 				got := h.objectTraffic(tt.target.Kind, tt.object)
 				switch ending {
 				case "success":
-					if res := h.result(); res.Outcome != OutcomeSucceeded {
+					if res := h.result(); res.Outcome != api.OutcomeSucceeded {
 						t.Fatalf("result %+v", res)
 					}
 					wantTraffic(t, got, tgt(stable, 0, "prod"), latest, tgt(cand, 100, ""))
@@ -109,7 +110,7 @@ func TestTagsThroughEveryEnding(t *testing.T) {
 					}
 					wantTraffic(t, got, original...)
 				default:
-					want := map[string]Outcome{"rollback": OutcomeRolledBack, "abort": OutcomeAborted}[ending]
+					want := map[string]api.Outcome{"rollback": api.OutcomeRolledBack, "abort": api.OutcomeAborted}[ending]
 					if res := h.result(); res.Outcome != want {
 						t.Fatalf("result %+v, want %s", res, want)
 					}
@@ -127,8 +128,8 @@ func TestFirstRolloutKeepsTaggedLatestTargets(t *testing.T) {
 	}
 	h := newHarness(t, knativefake.Service(ns, "s", nil, latest(100, ""), latest(0, "latest")), knativefake.Revision(ns, "s", 1, false))
 	h.at(5*time.Second, func() { _ = h.k.SetRevisionReady(ns, "s-00001", "True", "", "") })
-	h.env.ExecuteWorkflow(Rollout, Input{Target: knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: "s"}, Candidate: "s-00001"})
-	if res := h.result(); res.Outcome != OutcomeSucceeded {
+	h.env.ExecuteWorkflow(Rollout, RunInput{Input: api.Input{Target: knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: "s"}, Candidate: "s-00001"}})
+	if res := h.result(); res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("result %+v", res)
 	}
 	wantTraffic(t, h.traffic("s"), latest(0, "latest"), tgt("s-00001", 100, ""))
@@ -140,7 +141,7 @@ func TestKnativeGotThereFirst(t *testing.T) {
 	latest := servingv1.TrafficTarget{LatestRevision: ptr(true), Percent: ptr(int64(100))}
 	h := newHarness(t, knativefake.Service(ns, "hello", nil, latest), knativefake.Revision(ns, "hello", 1, true), knativefake.Revision(ns, "hello", 2, true))
 	h.run("hello-00002")
-	if res := h.result(); res.Outcome != OutcomeSucceeded || !strings.Contains(res.Reason, "Knative had already sent hello-00002 100% of the traffic") {
+	if res := h.result(); res.Outcome != api.OutcomeSucceeded || !strings.Contains(res.Reason, "Knative had already sent hello-00002 100% of the traffic") {
 		t.Fatalf("result %+v", res)
 	}
 	wantTraffic(t, h.traffic("hello"), tgt("hello-00002", 100, ""))
@@ -151,7 +152,7 @@ func TestKnativeGotPartWayFirst(t *testing.T) {
 	h := newHarness(t, knativefake.Service(ns, "hello", nil, latest, tgt("hello-00001", 40, "")),
 		knativefake.Revision(ns, "hello", 1, true), knativefake.Revision(ns, "hello", 2, true))
 	h.run("hello-00002")
-	if res := h.result(); res.Outcome != OutcomeSucceeded {
+	if res := h.result(); res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("result %+v", res)
 	}
 	// Pinned where it was (60% on the candidate), then the first step above
@@ -189,7 +190,7 @@ func TestWriteRefusedOutsideTheListPauses(t *testing.T) {
 	h.at(3*time.Minute, func() {
 		paused, during = h.status(), h.traffic("hello")
 		refused.Store(false)
-		h.update(CommandResume, Command{By: "ops", Reason: "timeoutSeconds lowered"})
+		h.update(api.CommandResume, api.Command{By: "ops", Reason: "timeoutSeconds lowered"})
 	})
 	h.run("hello-00002")
 	if paused.Shown != PhasePaused || paused.Phase != PhaseStepping || paused.Weight != 25 ||
@@ -197,7 +198,7 @@ func TestWriteRefusedOutsideTheListPauses(t *testing.T) {
 		t.Fatalf("while refused: shown %s phase %s weight %d reason %q", paused.Shown, paused.Phase, paused.Weight, paused.PauseReason)
 	}
 	wantTraffic(t, during, tgt("hello-00001", 67, ""), tgt("hello-00000", 10, "legacy"), tgt("hello-00001", 0, "current"), tgt("hello-00002", 23, ""))
-	if res := h.result(); res.Outcome != OutcomeSucceeded {
+	if res := h.result(); res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("result %+v", res)
 	}
 }
@@ -209,24 +210,24 @@ func TestRollbackRefusedPausesUntilResumed(t *testing.T) {
 	var promote *updateResult
 	h.at(30*time.Second, func() {
 		refused.Store(true)
-		h.update(CommandAbort, Command{By: "ops", Reason: "bad"})
+		h.update(api.CommandAbort, api.Command{By: "ops", Reason: "bad"})
 	})
 	h.at(3*time.Minute, func() {
 		paused = h.status()
-		promote = h.update(CommandPromote, Command{By: "ops"})
+		promote = h.update(api.CommandPromote, api.Command{By: "ops"})
 	})
 	h.at(4*time.Minute, func() {
 		refused.Store(false)
-		h.update(CommandResume, Command{By: "ops"})
+		h.update(api.CommandResume, api.Command{By: "ops"})
 	})
 	h.run("hello-00002")
-	if paused.Phase != PhaseRollingBack || !paused.Paused || paused.Outcome != "" || paused.Ending != OutcomeAborted {
+	if paused.Phase != PhaseRollingBack || !paused.Paused || paused.Outcome != "" || paused.Ending != api.OutcomeAborted {
 		t.Fatalf("while the rollback is refused: phase %s paused %v outcome %q ending %q", paused.Phase, paused.Paused, paused.Outcome, paused.Ending)
 	}
 	if !promote.rejectedWith("the rollback is paused") {
 		t.Fatalf("promote while the rollback is paused: %+v", promote)
 	}
-	if res := h.result(); res.Outcome != OutcomeAborted {
+	if res := h.result(); res.Outcome != api.OutcomeAborted {
 		t.Fatalf("result %+v", res)
 	}
 	wantTraffic(t, h.traffic("hello"), tgt("hello-00001", 90, ""), tgt("hello-00000", 10, "legacy"), tgt("hello-00001", 0, "current"))

@@ -11,53 +11,9 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
 )
-
-// Search attributes sluice keeps on every rollout, so the Temporal UI and
-// `sluice` can list rollouts by target, phase and revision.
-var (
-	AttrTarget    = temporal.NewSearchAttributeKeyKeyword("SluiceTarget")
-	AttrNamespace = temporal.NewSearchAttributeKeyKeyword("SluiceNamespace")
-	AttrPhase     = temporal.NewSearchAttributeKeyKeyword("SluicePhase")
-	AttrCandidate = temporal.NewSearchAttributeKeyKeyword("SluiceCandidate")
-	AttrStable    = temporal.NewSearchAttributeKeyKeyword("SluiceStable")
-	AttrOutcome   = temporal.NewSearchAttributeKeyKeyword("SluiceOutcome")
-	AttrStep      = temporal.NewSearchAttributeKeyInt64("SluiceStep")
-	AttrWeight    = temporal.NewSearchAttributeKeyInt64("SluiceWeight")
-)
-
-// keywordAttrs and intAttrs are every attribute above, by type.
-var (
-	keywordAttrs = []temporal.SearchAttributeKeyKeyword{AttrTarget, AttrNamespace, AttrPhase, AttrCandidate, AttrStable, AttrOutcome}
-	intAttrs     = []temporal.SearchAttributeKeyInt64{AttrStep, AttrWeight}
-)
-
-// SearchAttributes lists every attribute with its type name as the Temporal
-// CLI takes it (`--search-attribute Name=Type`).
-func SearchAttributes() map[string]string {
-	out := map[string]string{}
-	for _, k := range keywordAttrs {
-		out[k.GetName()] = "Keyword"
-	}
-	for _, k := range intAttrs {
-		out[k.GetName()] = "Int"
-	}
-	return out
-}
-
-// TargetAttr is the SluiceTarget value of a target: namespace/kind/name.
-func TargetAttr(t knative.TargetRef) string { return t.String() }
-
-// StaticSummary is the one line the Temporal UI shows for a rollout:
-// "hello: hello-00001 → hello-00002", or "hello: roll out hello-00002" when
-// the starter does not know the stable Revision.
-func StaticSummary(t knative.TargetRef, stable, candidate string) string {
-	if stable == "" {
-		return fmt.Sprintf("%s: roll out %s", t.Name, candidate)
-	}
-	return fmt.Sprintf("%s: %s → %s", t.Name, stable, candidate)
-}
 
 // status answers the status query.
 func (r *rollout) status(ctx workflow.Context) Status { return view(&r.st, workflow.Now(ctx)) }
@@ -68,12 +24,12 @@ func (r *rollout) status(ctx workflow.Context) Status { return view(&r.st, workf
 func currentAttributes(ctx workflow.Context) map[string]string {
 	sa := workflow.GetTypedSearchAttributes(ctx)
 	out := map[string]string{}
-	for _, k := range keywordAttrs {
+	for _, k := range api.KeywordAttrs {
 		if v, ok := sa.GetKeyword(k); ok {
 			out[k.GetName()] = v
 		}
 	}
-	for _, k := range intAttrs {
+	for _, k := range api.IntAttrs {
 		if v, ok := sa.GetInt64(k); ok {
 			out[k.GetName()] = strconv.FormatInt(v, 10)
 		}
@@ -112,14 +68,14 @@ func (r *rollout) publish(ctx workflow.Context) {
 // attributes are the search attribute values of a status, by name.
 func attributes(v Status) map[string]string {
 	return map[string]string{
-		AttrTarget.GetName():    TargetAttr(v.Target),
-		AttrNamespace.GetName(): v.Target.Namespace,
-		AttrPhase.GetName():     string(v.Shown),
-		AttrCandidate.GetName(): v.Candidate,
-		AttrStable.GetName():    v.Stable,
-		AttrOutcome.GetName():   string(v.Outcome),
-		AttrStep.GetName():      strconv.Itoa(v.StepNumber),
-		AttrWeight.GetName():    strconv.FormatInt(v.Weight, 10),
+		api.AttrTarget.GetName():    api.TargetAttr(v.Target),
+		api.AttrNamespace.GetName(): v.Target.Namespace,
+		api.AttrPhase.GetName():     string(v.Shown),
+		api.AttrCandidate.GetName(): v.Candidate,
+		api.AttrStable.GetName():    v.Stable,
+		api.AttrOutcome.GetName():   string(v.Outcome),
+		api.AttrStep.GetName():      strconv.Itoa(v.StepNumber),
+		api.AttrWeight.GetName():    strconv.FormatInt(v.Weight, 10),
 	}
 }
 
@@ -144,7 +100,7 @@ func StartAttributes(t knative.TargetRef, candidate string) temporal.SearchAttri
 // attributes are all present, as every later read expects.
 func attrSet(name, value string) temporal.SearchAttributeUpdate {
 	switch name {
-	case AttrStep.GetName(), AttrWeight.GetName():
+	case api.AttrStep.GetName(), api.AttrWeight.GetName():
 		n, _ := strconv.ParseInt(value, 10, 64)
 		return temporal.NewSearchAttributeKeyInt64(name).ValueSet(n)
 	}
@@ -152,7 +108,7 @@ func attrSet(name, value string) temporal.SearchAttributeUpdate {
 }
 
 func attrUpdate(name, value string) temporal.SearchAttributeUpdate {
-	if value == "" && name != AttrStep.GetName() && name != AttrWeight.GetName() {
+	if value == "" && name != api.AttrStep.GetName() && name != api.AttrWeight.GetName() {
 		return temporal.NewSearchAttributeKeyKeyword(name).ValueUnset()
 	}
 	return attrSet(name, value)

@@ -7,20 +7,9 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
-)
-
-// Wave phases.
-const (
-	WaveWaiting   = "Waiting"           // for the wave's clusters to join (or a resume)
-	WaveRolling   = "Rolling"           // the wave's rollouts run
-	WaveSoaking   = "Soaking"           // they are at 100%; the next wave waits
-	WaveGate      = "AwaitingPromotion" // soaked; the next wave waits for a person
-	WaveSucceeded = "Succeeded"         // every cluster at 100%
-	WaveFailed    = "Failed"
-	WaveAborted   = "Aborted"
 )
 
 // WaveMemberStatus is one cluster of a wave plan.
@@ -41,7 +30,7 @@ type WaveMemberStatus struct {
 
 // WaveStatus is the wave's status query answer.
 type WaveStatus struct {
-	activities.WaveStart
+	api.WaveStart
 	Phase string `json:"phase"`
 	// Current is the wave (from 1) being waited for, rolled out or soaked.
 	Current   int                `json:"current"`
@@ -70,15 +59,15 @@ type wave struct {
 // other way fails the wave: the later waves' rollouts are stopped, and the
 // released ones keep the candidate or, by the plan, roll back. It does no
 // I/O of its own: it signals rollouts and waits.
-func Wave(ctx workflow.Context, in activities.WaveStart) (activities.WaveResult, error) {
-	w := &wave{st: WaveStatus{WaveStart: in, Phase: WaveWaiting, Current: 1}}
+func Wave(ctx workflow.Context, in api.WaveStart) (api.WaveResult, error) {
+	w := &wave{st: WaveStatus{WaveStart: in, Phase: api.WaveWaiting, Current: 1}}
 	for i, wv := range in.Plan.Waves {
 		for _, c := range wv.Clusters {
 			w.st.Members = append(w.st.Members, WaveMemberStatus{Cluster: c, Wave: i + 1})
 		}
 	}
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (WaveStatus, error) { return w.st, nil }); err != nil {
-		return activities.WaveResult{}, err
+	if err := workflow.SetQueryHandler(ctx, api.QueryStatus, func() (WaveStatus, error) { return w.st, nil }); err != nil {
+		return api.WaveResult{}, err
 	}
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
@@ -87,15 +76,15 @@ func Wave(ctx workflow.Context, in activities.WaveStart) (activities.WaveResult,
 	})
 	failure := ""
 	for i, wv := range in.Plan.Waves {
-		w.st.Current, w.st.Phase = i+1, WaveWaiting
+		w.st.Current, w.st.Phase = i+1, api.WaveWaiting
 		w.details(ctx)
 		_ = workflow.Await(ctx, func() bool { return w.failed() != "" || w.abort != nil || (w.joined(i) && !w.st.Paused) })
 		if failure = w.stopping(); failure != "" {
 			break
 		}
-		w.st.Phase = WaveRolling
+		w.st.Phase = api.WaveRolling
 		released := fmt.Sprintf("wave %d of %d released: %s", i+1, len(in.Plan.Waves), strings.Join(wv.Clusters, ", "))
-		w.tell(ctx, func(m WaveMemberStatus) bool { return m.Wave == i+1 }, activities.VerdictRelease, released)
+		w.tell(ctx, func(m WaveMemberStatus) bool { return m.Wave == i+1 }, api.VerdictRelease, released)
 		w.emit(ctx, events.WaveReleased, released, "")
 		w.details(ctx)
 		for j := range w.st.Members {
@@ -111,14 +100,14 @@ func Wave(ctx workflow.Context, in activities.WaveStart) (activities.WaveResult,
 			continue
 		}
 		if wv.Soak > 0 {
-			w.st.Phase, w.st.SoakUntil = WaveSoaking, workflow.Now(ctx).Add(wv.Soak)
+			w.st.Phase, w.st.SoakUntil = api.WaveSoaking, workflow.Now(ctx).Add(wv.Soak)
 			w.details(ctx)
 			_, _ = workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{Timeout: wv.Soak, TimerOptions: workflow.TimerOptions{Summary: fmt.Sprintf("soak wave %d for %s", i+1, wv.Soak)}},
 				func() bool { return w.failed() != "" || w.abort != nil || w.promote })
 			w.promote, w.st.SoakUntil = false, time.Time{}
 		}
 		if wv.Gate && w.stopping() == "" {
-			w.st.Phase = WaveGate
+			w.st.Phase = api.WaveGate
 			w.details(ctx)
 			_ = workflow.Await(ctx, func() bool { return w.failed() != "" || w.abort != nil || w.promote })
 			w.promote = false
@@ -128,25 +117,25 @@ func Wave(ctx workflow.Context, in activities.WaveStart) (activities.WaveResult,
 		}
 	}
 	if failure == "" {
-		w.st.Phase, w.st.Outcome = WaveSucceeded, activities.WaveSucceeded
+		w.st.Phase, w.st.Outcome = api.WaveSucceeded, api.WaveSucceeded
 		w.st.Reason = fmt.Sprintf("release %s is at 100%% in every cluster: %s", in.Release, strings.Join(in.Plan.Clusters(), ", "))
-		w.tell(ctx, func(m WaveMemberStatus) bool { return m.WorkflowID != "" && m.EndedAt.IsZero() }, activities.VerdictDone, w.st.Reason)
+		w.tell(ctx, func(m WaveMemberStatus) bool { return m.WorkflowID != "" && m.EndedAt.IsZero() }, api.VerdictDone, w.st.Reason)
 		w.emit(ctx, events.WaveSucceeded, w.st.Reason, "")
 	} else {
-		w.st.Phase, w.st.Outcome, w.st.Reason = WaveFailed, activities.WaveFailed, failure
+		w.st.Phase, w.st.Outcome, w.st.Reason = api.WaveFailed, api.WaveFailed, failure
 		if w.abort != nil {
-			w.st.Phase, w.st.Outcome = WaveAborted, activities.WaveAborted
+			w.st.Phase, w.st.Outcome = api.WaveAborted, api.WaveAborted
 		}
 		back := w.abort != nil || in.Plan.OnFailure == config.OnFailureRollback
 		w.tell(ctx, func(m WaveMemberStatus) bool {
 			return m.WorkflowID != "" && m.EndedAt.IsZero() && m.ReleasedAt.IsZero()
 		},
-			activities.VerdictStop, "not released: "+failure)
+			api.VerdictStop, "not released: "+failure)
 		released := func(m WaveMemberStatus) bool { return m.EndedAt.IsZero() && !m.ReleasedAt.IsZero() }
 		if back {
-			w.tell(ctx, released, activities.VerdictRollback, failure)
+			w.tell(ctx, released, api.VerdictRollback, failure)
 		} else {
-			w.tell(ctx, released, activities.VerdictDone, failure+"; the plan keeps the candidate where it was released")
+			w.tell(ctx, released, api.VerdictDone, failure+"; the plan keeps the candidate where it was released")
 		}
 		typ, by := events.WaveFailed, ""
 		if w.abort != nil {
@@ -162,23 +151,23 @@ func Wave(ctx workflow.Context, in activities.WaveStart) (activities.WaveResult,
 	for _, f := range w.sent {
 		_ = f.Get(ctx, nil) // a sink that never answers loses the event, not the wave
 	}
-	return activities.WaveResult{Outcome: w.st.Outcome, Reason: w.st.Reason}, nil
+	return api.WaveResult{Outcome: w.st.Outcome, Reason: w.st.Reason}, nil
 }
 
 // answerLate reads the member news not yet read and answers every rollout
 // that joined but was never told anything: stopped after a failure, done
 // (released, no wait at 100%) after a success.
 func (w *wave) answerLate(ctx workflow.Context, failure string) {
-	var m activities.WaveMember
-	for workflow.GetSignalChannel(ctx, activities.SignalWaveMember).ReceiveAsync(&m) {
+	var m api.WaveMember
+	for workflow.GetSignalChannel(ctx, api.SignalWaveMember).ReceiveAsync(&m) {
 		w.note(ctx, m)
 	}
 	untold := func(m WaveMemberStatus) bool { return m.WorkflowID != "" && m.Verdict == "" && m.EndedAt.IsZero() }
 	if failure != "" {
-		w.tell(ctx, untold, activities.VerdictStop, "not released: "+failure)
+		w.tell(ctx, untold, api.VerdictStop, "not released: "+failure)
 		return
 	}
-	w.tell(ctx, untold, activities.VerdictDone, w.st.Reason)
+	w.tell(ctx, untold, api.VerdictDone, w.st.Reason)
 }
 
 // details shows the wave in the Temporal UI's current details: its phase,
@@ -217,28 +206,28 @@ func (w *wave) emit(ctx workflow.Context, typ, reason, by string) {
 
 func (w *wave) signals(ctx workflow.Context) workflow.Selector {
 	sel := workflow.NewSelector(ctx)
-	sel.AddReceive(workflow.GetSignalChannel(ctx, activities.SignalWaveMember), func(c workflow.ReceiveChannel, _ bool) {
-		var m activities.WaveMember
+	sel.AddReceive(workflow.GetSignalChannel(ctx, api.SignalWaveMember), func(c workflow.ReceiveChannel, _ bool) {
+		var m api.WaveMember
 		c.Receive(ctx, &m)
 		w.note(ctx, m)
 	})
-	for _, name := range []string{CommandPromote, CommandPause, CommandResume, CommandAbort} {
+	for _, name := range []string{api.CommandPromote, api.CommandPause, api.CommandResume, api.CommandAbort} {
 		sel.AddReceive(workflow.GetSignalChannel(ctx, name), func(c workflow.ReceiveChannel, _ bool) {
-			var cmd Command
+			var cmd api.Command
 			c.Receive(ctx, &cmd)
 			rec := CommandRecord{Name: name, By: cmd.By, Reason: cmd.Reason, At: workflow.Now(ctx), Via: "signal"}
 			switch name {
-			case CommandPromote:
-				if w.st.Phase == WaveSoaking || w.st.Phase == WaveGate {
+			case api.CommandPromote:
+				if w.st.Phase == api.WaveSoaking || w.st.Phase == api.WaveGate {
 					w.promote = true
 				} else {
 					rec.Rejected = "promote ends a soak or passes a gate; the wave is " + w.st.Phase
 				}
-			case CommandPause:
+			case api.CommandPause:
 				w.st.Paused = true
-			case CommandResume:
+			case api.CommandResume:
 				w.st.Paused = false
-			case CommandAbort:
+			case api.CommandAbort:
 				if w.abort == nil {
 					w.abort = &rec
 				}
@@ -252,7 +241,7 @@ func (w *wave) signals(ctx workflow.Context) workflow.Selector {
 // note records what a rollout said. A cluster outside the plan, or a
 // second rollout of a cluster (a supersede started it anew), replaces
 // nothing it should not: the newest rollout of a cluster is its member.
-func (w *wave) note(ctx workflow.Context, m activities.WaveMember) {
+func (w *wave) note(ctx workflow.Context, m api.WaveMember) {
 	for i := range w.st.Members {
 		ms := &w.st.Members[i]
 		if ms.Cluster != m.Cluster {
@@ -260,11 +249,11 @@ func (w *wave) note(ctx workflow.Context, m activities.WaveMember) {
 		}
 		now := workflow.Now(ctx)
 		switch m.Event {
-		case activities.MemberJoined:
+		case api.MemberJoined:
 			ms.WorkflowID, ms.Candidate, ms.JoinedAt = m.WorkflowID, m.Candidate, now
-		case activities.MemberReached:
+		case api.MemberReached:
 			ms.ReachedAt = now
-		case activities.MemberEnded:
+		case api.MemberEnded:
 			ms.EndedAt, ms.Outcome, ms.Reason = now, m.Outcome, m.Reason
 		}
 		return
@@ -292,7 +281,7 @@ func (w *wave) reached(i int) bool {
 // failed names the first rollout that ended without success, "" if none.
 func (w *wave) failed() string {
 	for _, m := range w.st.Members {
-		if !m.EndedAt.IsZero() && m.Outcome != string(OutcomeSucceeded) {
+		if !m.EndedAt.IsZero() && m.Outcome != string(api.OutcomeSucceeded) {
 			return fmt.Sprintf("wave %d failed in cluster %s: %s %s: %s", m.Wave, m.Cluster, m.Candidate, m.Outcome, m.Reason)
 		}
 	}
@@ -318,8 +307,8 @@ func (w *wave) tell(ctx workflow.Context, pick func(WaveMemberStatus) bool, verd
 			continue
 		}
 		m.Verdict = verdict
-		futures = append(futures, workflow.SignalExternalWorkflow(ctx, m.WorkflowID, "", activities.SignalWaveVerdict,
-			activities.WaveVerdict{Verdict: verdict, Reason: reason}))
+		futures = append(futures, workflow.SignalExternalWorkflow(ctx, m.WorkflowID, "", api.SignalWaveVerdict,
+			api.WaveVerdict{Verdict: verdict, Reason: reason}))
 	}
 	for _, f := range futures {
 		_ = f.Get(ctx, nil)

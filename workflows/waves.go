@@ -6,6 +6,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
 )
 
@@ -37,14 +38,14 @@ func (r *rollout) planWave(ctx workflow.Context, release string) bool {
 	t := r.st.Target
 	switch {
 	case t.Cluster == "":
-		r.finish(ctx, OutcomeFailed, fmt.Sprintf("%s has a wave plan (%s), but its worker names no cluster: set SLUICE_CLUSTER on each cluster's worker and receiver (docs/waves.md)", t, "sluice.dev/waves"))
+		r.finish(ctx, api.OutcomeFailed, fmt.Sprintf("%s has a wave plan (%s), but its worker names no cluster: set SLUICE_CLUSTER on each cluster's worker and receiver (docs/waves.md)", t, "sluice.dev/waves"))
 		return false
 	case plan.WaveOf(t.Cluster) < 0:
-		r.finish(ctx, OutcomeFailed, fmt.Sprintf("cluster %s is in no wave of %s's plan (%v): add it, or remove the plan", t.Cluster, t, plan.Clusters()))
+		r.finish(ctx, api.OutcomeFailed, fmt.Sprintf("cluster %s is in no wave of %s's plan (%v): add it, or remove the plan", t.Cluster, t, plan.Clusters()))
 		return false
 	}
 	shared := knative.TargetRef{Namespace: t.Namespace, Kind: t.Kind, Name: t.Name}
-	r.st.Wave = &WaveState{ID: activities.WaveID(shared, release), Release: release, Wave: plan.WaveOf(t.Cluster) + 1}
+	r.st.Wave = &WaveState{ID: api.WaveID(shared, release), Release: release, Wave: plan.WaveOf(t.Cluster) + 1}
 	return true
 }
 
@@ -59,20 +60,20 @@ func (r *rollout) awaitRelease(ctx workflow.Context) {
 		var res activities.JoinWaveResult
 		err := workflow.ExecuteActivity(readOptions(ctx, "join wave "+wv.ID), a.JoinWave, activities.JoinWaveInput{
 			WaveID: wv.ID,
-			Start:  activities.WaveStart{Target: knative.TargetRef{Namespace: t.Namespace, Kind: t.Kind, Name: t.Name}, Release: wv.Release, Plan: *r.st.Policy.Waves},
-			Member: r.member(ctx, activities.MemberJoined),
+			Start:  api.WaveStart{Target: knative.TargetRef{Namespace: t.Namespace, Kind: t.Kind, Name: t.Name}, Release: wv.Release, Plan: *r.st.Policy.Waves},
+			Member: r.member(ctx, api.MemberJoined),
 		}).Get(ctx, &res)
 		if err != nil {
-			r.startRollback(OutcomeFailed, "cannot join wave "+wv.ID+": "+errorMessage(err))
+			r.startRollback(api.OutcomeFailed, "cannot join wave "+wv.ID+": "+errorMessage(err))
 			return
 		}
 		wv.Joined = true
 		if res.Ended && wv.Pending == "" {
 			// A wave that ended will say nothing more: a successful one
 			// lets this rollout run and end without waiting at 100%.
-			wv.Pending, wv.PendingReason = activities.VerdictStop, fmt.Sprintf("the wave of release %s has ended %s: %s", wv.Release, res.Result.Outcome, res.Result.Reason)
-			if res.Result.Outcome == activities.WaveSucceeded {
-				wv.Pending = activities.VerdictDone
+			wv.Pending, wv.PendingReason = api.VerdictStop, fmt.Sprintf("the wave of release %s has ended %s: %s", wv.Release, res.Result.Outcome, res.Result.Reason)
+			if res.Result.Outcome == api.WaveSucceeded {
+				wv.Pending = api.VerdictDone
 			}
 		}
 		r.publish(ctx)
@@ -83,16 +84,16 @@ func (r *rollout) awaitRelease(ctx workflow.Context) {
 	}
 	verdict, reason := r.takeVerdict()
 	switch verdict {
-	case activities.VerdictRelease, activities.VerdictDone:
+	case api.VerdictRelease, api.VerdictDone:
 		wv.Released = true
 		r.st.Phase = PhaseStepping
 		r.st.Deadline = workflow.Now(ctx).Add(r.st.Policy.Deadline)
-		if verdict == activities.VerdictDone {
+		if verdict == api.VerdictDone {
 			// Nothing to wait for at 100%: keep it for then.
 			wv.Pending, wv.PendingReason = verdict, reason
 		}
 	default:
-		r.startRollback(OutcomeAborted, "wave plan: "+reason)
+		r.startRollback(api.OutcomeAborted, "wave plan: "+reason)
 	}
 }
 
@@ -109,7 +110,7 @@ func (r *rollout) reachWave(ctx workflow.Context, reason string) {
 	wv := r.st.Wave
 	if !wv.Reached {
 		wv.Reached = true
-		r.tellWave(ctx, r.member(ctx, activities.MemberReached))
+		r.tellWave(ctx, r.member(ctx, api.MemberReached))
 	}
 	r.st.Phase, r.st.Reason = PhaseWaveHold, reason
 }
@@ -123,40 +124,40 @@ func (r *rollout) awaitWaveEnd(ctx workflow.Context) {
 		return
 	}
 	verdict, reason := r.takeVerdict()
-	if verdict == activities.VerdictRollback {
-		r.startRollback(OutcomeRolledBack, "wave plan: "+reason)
+	if verdict == api.VerdictRollback {
+		r.startRollback(api.OutcomeRolledBack, "wave plan: "+reason)
 		return
 	}
-	r.finish(ctx, OutcomeSucceeded, r.st.Reason+"; "+reason)
+	r.finish(ctx, api.OutcomeSucceeded, r.st.Reason+"; "+reason)
 }
 
 // waveRollback reports whether a rollback verdict came while the rollout
 // runs: a wave failed and the plan rolls the released clusters back.
 func (r *rollout) waveRollback() bool {
 	wv := r.st.Wave
-	return wv != nil && wv.Pending == activities.VerdictRollback && r.st.Phase != PhaseRollingBack && !r.st.Phase.Done()
+	return wv != nil && wv.Pending == api.VerdictRollback && r.st.Phase != PhaseRollingBack && !r.st.Phase.Done()
 }
 
-func (r *rollout) member(ctx workflow.Context, event string) activities.WaveMember {
-	return activities.WaveMember{Cluster: r.st.Target.Cluster, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Candidate: r.st.Candidate,
+func (r *rollout) member(ctx workflow.Context, event string) api.WaveMember {
+	return api.WaveMember{Cluster: r.st.Target.Cluster, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Candidate: r.st.Candidate,
 		Event: event, Outcome: string(r.st.Outcome), Reason: r.st.Reason}
 }
 
 // tellWave signals the wave; a wave that has closed needs no news.
-func (r *rollout) tellWave(ctx workflow.Context, m activities.WaveMember) {
-	_ = workflow.SignalExternalWorkflow(ctx, r.st.Wave.ID, "", activities.SignalWaveMember, m).Get(ctx, nil)
+func (r *rollout) tellWave(ctx workflow.Context, m api.WaveMember) {
+	_ = workflow.SignalExternalWorkflow(ctx, r.st.Wave.ID, "", api.SignalWaveMember, m).Get(ctx, nil)
 }
 
 // endWave tells the wave how the rollout ended, once.
 func (r *rollout) endWave(ctx workflow.Context) {
 	if wv := r.st.Wave; wv != nil && wv.Joined && !wv.Told {
 		wv.Told = true
-		r.tellWave(ctx, r.member(ctx, activities.MemberEnded))
+		r.tellWave(ctx, r.member(ctx, api.MemberEnded))
 	}
 }
 
 // noteVerdict records a wave's verdict for the main loop.
-func (r *rollout) noteVerdict(v activities.WaveVerdict) {
+func (r *rollout) noteVerdict(v api.WaveVerdict) {
 	if wv := r.st.Wave; wv != nil {
 		wv.Pending, wv.PendingReason = v.Verdict, v.Reason
 	}

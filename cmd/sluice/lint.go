@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/settings"
 	"github.com/sluicehq/sluice/worker"
 )
 
@@ -61,7 +62,7 @@ cluster).`,
 			if err := validateOutput(g.output); err != nil {
 				return inputErr(err)
 			}
-			settings, err := config.LoadSettings(os.LookupEnv)
+			settings, err := settings.LoadSettings(os.LookupEnv)
 			if err != nil {
 				return inputErr(err)
 			}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluicehq/sluice/workflows"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -35,7 +35,7 @@ func newListCommand(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				f.Target = workflows.TargetAttr(t)
+				f.Target = api.TargetAttr(t)
 			}
 			c, closeFn, err := g.dial(cmd.Context())
 			if err != nil {
@@ -120,7 +120,7 @@ func newRetryCommand(g *globals) *cobra.Command {
 			if !st.Phase.Done() {
 				return &control.RejectedError{Reason: fmt.Sprintf("the rollout of %s is still %s; abort it first", st.Candidate, st.Shown)}
 			}
-			if st.Outcome == workflows.OutcomeSucceeded {
+			if st.Outcome == api.OutcomeSucceeded {
 				return &control.RejectedError{Reason: fmt.Sprintf("the rollout of %s succeeded; there is nothing to retry", st.Candidate)}
 			}
 			if reason == "" {

@@ -11,7 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/sluicehq/sluice/workflows"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -44,11 +44,11 @@ func (e *codedError) Unwrap() error { return e.err }
 // inputErr is an input that could not be read or parsed (exit 2).
 func inputErr(err error) error { return &codedError{code: exitInput, err: err} }
 
-var outcomeCodes = map[workflows.Outcome]int{
-	workflows.OutcomeRolledBack: exitRolledBack,
-	workflows.OutcomeAborted:    exitAborted,
-	workflows.OutcomeFailed:     exitFailed,
-	workflows.OutcomeSuperseded: exitSuperseded,
+var outcomeCodes = map[api.Outcome]int{
+	api.OutcomeRolledBack: exitRolledBack,
+	api.OutcomeAborted:    exitAborted,
+	api.OutcomeFailed:     exitFailed,
+	api.OutcomeSuperseded: exitSuperseded,
 }
 
 func main() {

@@ -12,6 +12,7 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/capacity"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/workflows"
@@ -53,8 +54,8 @@ func TestExitCodes(t *testing.T) {
 		{&control.RejectedError{Reason: "no"}, exitRejected},
 		{fmt.Errorf("x: %w", control.ErrNoRollout), exitNotFound},
 		{errors.New("boom"), exitError},
-		{&outcomeError{outcome: workflows.OutcomeRolledBack}, exitRolledBack},
-		{&outcomeError{outcome: workflows.OutcomeAborted}, exitAborted},
+		{&outcomeError{outcome: api.OutcomeRolledBack}, exitRolledBack},
+		{&outcomeError{outcome: api.OutcomeAborted}, exitAborted},
 		{fmt.Errorf("x: %w", errWatchTimeout), exitTimeout},
 	} {
 		if got := exitCode(tc.err, io.Discard); got != tc.want {

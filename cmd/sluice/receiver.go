@@ -14,9 +14,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sluicehq/sluice/admission"
-	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/receiver"
+	"github.com/sluicehq/sluice/settings"
 	"github.com/sluicehq/sluice/worker"
 	"github.com/sluicehq/sluice/workflows/control"
 )
@@ -54,7 +54,7 @@ worker's policy defaults, which the policy webhook judges with.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-			s, err := config.LoadReceiverSettings(os.LookupEnv)
+			s, err := settings.LoadReceiverSettings(os.LookupEnv)
 			if err != nil {
 				return err
 			}
@@ -83,7 +83,7 @@ worker's policy defaults, which the policy webhook judges with.`,
 			}
 			auth := receiver.AnyOf(tokens, oidcAuth)
 			if auth == nil {
-				log.Warn("no authentication configured: command events will be refused", "set", config.EnvReceiverTokensFile+" or "+config.EnvReceiverOIDCIssuer)
+				log.Warn("no authentication configured: command events will be refused", "set", settings.EnvReceiverTokensFile+" or "+settings.EnvReceiverOIDCIssuer)
 			}
 			ns := map[string]bool{}
 			for _, n := range s.Namespaces {
@@ -131,10 +131,10 @@ worker's policy defaults, which the policy webhook judges with.`,
 // startAdmission runs the admission webhook beside the receiver. It fails
 // the receiver's start if the webhook cannot serve; once serving, a later
 // failure is logged (the webhook's failurePolicy lets writes through).
-func startAdmission(cmd *cobra.Command, s config.ReceiverSettings, k knative.Client, log *slog.Logger) error {
+func startAdmission(cmd *cobra.Command, s settings.ReceiverSettings, k knative.Client, log *slog.Logger) error {
 	// The policy webhook judges with the worker's defaults: the same
 	// SLUICE_DEFAULT_* settings (the sluice-defaults ConfigMap).
-	settings, err := config.LoadSettings(os.LookupEnv)
+	settings, err := settings.LoadSettings(os.LookupEnv)
 	if err != nil {
 		return fmt.Errorf("admission webhook: %w", err)
 	}

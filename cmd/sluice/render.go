@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/workflows"
 )
@@ -16,7 +17,7 @@ import (
 // the step table, then who did what.
 func renderStatus(w io.Writer, st workflows.Status) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "Rollout:\t%s\t(workflow %s)\n", st.Target, workflows.WorkflowID(st.Target))
+	fmt.Fprintf(tw, "Rollout:\t%s\t(workflow %s)\n", st.Target, api.RolloutID(st.Target))
 	phase := string(st.Shown)
 	if st.StepCount > 0 && st.StepNumber > 0 && !st.Phase.Done() {
 		phase += fmt.Sprintf(" — step %d of %d, candidate at %d%%", st.StepNumber, st.StepCount, st.Weight)
@@ -145,7 +146,7 @@ func stepState(st workflows.Status, i int) string {
 		}
 		return "holding"
 	case !s.StartedAt.IsZero() && st.Phase.Done():
-		if i == len(st.Steps)-1 && st.Outcome == workflows.OutcomeSucceeded {
+		if i == len(st.Steps)-1 && st.Outcome == api.OutcomeSucceeded {
 			return "done"
 		}
 		return "cut short"

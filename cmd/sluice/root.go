@@ -11,7 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/settings"
 	"github.com/sluicehq/sluice/worker"
 	"github.com/sluicehq/sluice/workflows/control"
 )
@@ -52,8 +54,8 @@ TEMPORAL_NAMESPACE and the Temporal config file, or the flags below.`,
 	pf.StringVarP(&g.namespace, "namespace", "n", "", "Kubernetes namespace of the target (default: the kube context's namespace, else default)")
 	pf.StringVar(&g.address, "address", "", "Temporal frontend host:port (default: TEMPORAL_ADDRESS or localhost:7233)")
 	pf.StringVar(&g.temporalN, "temporal-namespace", "", "Temporal namespace (default: TEMPORAL_NAMESPACE or default)")
-	pf.StringVar(&g.taskQueue, "task-queue", os.Getenv(config.EnvTaskQueue), "Temporal task queue of the sluice workers (SLUICE_TASK_QUEUE; default "+config.DefaultTaskQueue+", or "+config.DefaultTaskQueue+"-CLUSTER with --cluster)")
-	pf.StringVar(&g.cluster, "cluster", os.Getenv(config.EnvCluster), "the cluster of the target, when several clusters share the Temporal namespace (SLUICE_CLUSTER)")
+	pf.StringVar(&g.taskQueue, "task-queue", os.Getenv(settings.EnvTaskQueue), "Temporal task queue of the sluice workers (SLUICE_TASK_QUEUE; default "+api.DefaultTaskQueue+", or "+api.DefaultTaskQueue+"-CLUSTER with --cluster)")
+	pf.StringVar(&g.cluster, "cluster", os.Getenv(settings.EnvCluster), "the cluster of the target, when several clusters share the Temporal namespace (SLUICE_CLUSTER)")
 	pf.StringVar(&g.as, "as", defaultIdentity(), "who you are, recorded with every command")
 	pf.StringVarP(&g.output, "output", "o", "text", "output format of read verbs: text, json or yaml")
 	pf.StringVar(&g.uiURL, "ui-url", envOr("SLUICE_TEMPORAL_UI", "http://localhost:8233"), "the Temporal UI's address, for links (SLUICE_TEMPORAL_UI)")
@@ -114,7 +116,7 @@ func (g *globals) dial(ctx context.Context) (*control.Client, func(), error) {
 	}
 	tq := g.taskQueue
 	if tq == "" {
-		tq = config.ClusterTaskQueue(g.cluster)
+		tq = api.ClusterTaskQueue(g.cluster)
 	}
 	return &control.Client{Temporal: c, TaskQueue: tq, Cluster: g.cluster, Identity: g.as}, c.Close, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/worker"
 	"github.com/sluicehq/sluice/workflows"
@@ -36,7 +37,7 @@ func newStartCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "rollout of %s on %s: workflow %s (run %s)\n", args[1], target, workflows.WorkflowID(target), runID)
+			fmt.Fprintf(cmd.OutOrStdout(), "rollout of %s on %s: workflow %s (run %s)\n", args[1], target, api.RolloutID(target), runID)
 			if !wait {
 				return nil
 			}
@@ -133,9 +134,9 @@ func newPromoteCommand(g *globals) *cobra.Command {
   sluice promote configuration/api -n shop --no-wait`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := workflows.CommandPromote
+			name := api.CommandPromote
 			if full {
-				name = workflows.CommandPromoteFull
+				name = api.CommandPromoteFull
 			}
 			return sendCommand(cmd, g, args[0], name, f)
 		},
@@ -170,7 +171,7 @@ func newAbortCommand(g *globals) *cobra.Command {
   sluice abort configuration/api -n shop --reason "bad migration" --no-wait`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return sendCommand(cmd, g, args[0], workflows.CommandAbort, f)
+			return sendCommand(cmd, g, args[0], api.CommandAbort, f)
 		},
 	}
 	f.add(cmd, "why (required), kept in the rollout's history")
@@ -278,13 +279,13 @@ func (g *globals) targetStatus(cmd *cobra.Command, arg string, timeout time.Dura
 }
 
 // outcomeError is a rollout, waited for, that ended without succeeding.
-type outcomeError struct{ outcome workflows.Outcome }
+type outcomeError struct{ outcome api.Outcome }
 
 func (e *outcomeError) Error() string { return "the rollout ended " + string(e.outcome) }
 
 // outcomeErr is nil for a success and an *outcomeError otherwise.
-func outcomeErr(o workflows.Outcome) error {
-	if o == workflows.OutcomeSucceeded {
+func outcomeErr(o api.Outcome) error {
+	if o == api.OutcomeSucceeded {
 		return nil
 	}
 	return &outcomeError{outcome: o}
@@ -292,7 +293,7 @@ func outcomeErr(o workflows.Outcome) error {
 
 // uiLink is the rollout's page in the Temporal UI.
 func uiLink(base, namespace string, t knative.TargetRef) string {
-	return strings.TrimSuffix(base, "/") + "/namespaces/" + url.PathEscape(namespace) + "/workflows/" + url.PathEscape(workflows.WorkflowID(t))
+	return strings.TrimSuffix(base, "/") + "/namespaces/" + url.PathEscape(namespace) + "/workflows/" + url.PathEscape(api.RolloutID(t))
 }
 
 // temporalNamespace is the Temporal namespace the verbs talk to.

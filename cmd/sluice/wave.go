@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
@@ -50,10 +51,10 @@ target's newest release (--release to name another), from any cluster.`,
 	})
 	wave.AddCommand(withExitCodes(status, exitCodesRead))
 	for _, v := range []struct{ name, short string }{
-		{workflows.CommandPromote, "End the current soak: release the next wave now"},
-		{workflows.CommandPause, "Release no further wave until resumed (rollouts already released go on)"},
-		{workflows.CommandResume, "Release waves again"},
-		{workflows.CommandAbort, "Stop every wave: unreleased clusters end where they began, released ones roll back"},
+		{api.CommandPromote, "End the current soak: release the next wave now"},
+		{api.CommandPause, "Release no further wave until resumed (rollouts already released go on)"},
+		{api.CommandResume, "Release waves again"},
+		{api.CommandAbort, "Stop every wave: unreleased clusters end where they began, released ones roll back"},
 	} {
 		var reason string
 		cmd := &cobra.Command{
@@ -62,7 +63,7 @@ target's newest release (--release to name another), from any cluster.`,
 			Example: fmt.Sprintf("  sluice wave %s hello --reason \"checked staging\"\n  sluice wave %s hello --release v1.4.2 --reason \"checked staging\"", v.name, v.name),
 			Args:    cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				if v.name == workflows.CommandAbort && strings.TrimSpace(reason) == "" {
+				if v.name == api.CommandAbort && strings.TrimSpace(reason) == "" {
 					return fmt.Errorf("abort needs --reason: it is kept with the wave and told to every cluster")
 				}
 				c, id, closeFn, err := g.wave(cmd, args[0], release)

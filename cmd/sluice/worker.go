@@ -7,8 +7,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
+	"github.com/sluicehq/sluice/settings"
 	"github.com/sluicehq/sluice/worker"
 )
 
@@ -33,7 +35,7 @@ K_CE_OVERRIDES applied (the SinkBinding convention); without K_SINK none are sen
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-			settings, err := config.LoadSettings(os.LookupEnv)
+			settings, err := settings.LoadSettings(os.LookupEnv)
 			if err != nil {
 				return err
 			}
@@ -74,8 +76,8 @@ func clusterFlags(cmd *cobra.Command, cluster, taskQueue *string) error {
 			return fmt.Errorf("--cluster: %w", err)
 		}
 		*cluster = f.Value.String()
-		if os.Getenv(config.EnvTaskQueue) == "" {
-			*taskQueue = config.ClusterTaskQueue(*cluster)
+		if os.Getenv(settings.EnvTaskQueue) == "" {
+			*taskQueue = api.ClusterTaskQueue(*cluster)
 		}
 	}
 	if f := cmd.Flag("task-queue"); f != nil && f.Changed {

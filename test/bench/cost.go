@@ -17,9 +17,9 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/stack"
-	"github.com/sluicehq/sluice/workflows"
 )
 
 // Footprint is a process's share of the run: CPU time spent during the
@@ -234,7 +234,7 @@ type history struct {
 func readHistories(ctx context.Context, tc client.Client, svcs []string) ([]history, error) {
 	out := make([]history, 0, len(svcs))
 	for _, n := range svcs {
-		id := workflows.WorkflowID(knative.TargetRef{Namespace: stack.Namespace, Kind: knative.KindService, Name: n})
+		id := api.RolloutID(knative.TargetRef{Namespace: stack.Namespace, Kind: knative.KindService, Name: n})
 		it := tc.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		h := history{service: n}
 		for it.HasNext() {

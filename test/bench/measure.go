@@ -20,10 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/eventsink"
 	"github.com/sluicehq/sluice/test/stack"
-	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -148,7 +148,7 @@ func measure(ctx context.Context, r Run, e env) (res Result, err error) {
 		if end.readiness != "" {
 			res.Readiness[end.readiness]++
 		}
-		if end.outcome != workflows.OutcomeSucceeded {
+		if end.outcome != api.OutcomeSucceeded {
 			res.Failed++
 			if len(res.FailedReasons) < 5 {
 				res.FailedReasons = append(res.FailedReasons, end.name+": "+string(end.outcome)+": "+end.reason)
@@ -300,7 +300,7 @@ func trigger(ctx context.Context, stk *stack.Stack, name string, r Run) error {
 type ended struct {
 	name    string
 	at      time.Time
-	outcome workflows.Outcome
+	outcome api.Outcome
 	reason  string
 	// readiness is what told the rollout its candidate was Ready: the
 	// Revision's CloudEvent or the rollout's own watch, whichever came
@@ -326,7 +326,7 @@ func waitRollouts(ctx context.Context, tc client.Client, svcs []string, timeout 
 				continue
 			}
 			target := knative.TargetRef{Namespace: stack.Namespace, Kind: knative.KindService, Name: n}
-			id := workflows.WorkflowID(target)
+			id := api.RolloutID(target)
 			desc, err := tc.DescribeWorkflowExecution(ctx, id, "")
 			var nf *serviceerror.NotFound
 			if errors.As(err, &nf) {
@@ -340,7 +340,7 @@ func waitRollouts(ctx context.Context, tc client.Client, svcs []string, timeout 
 				continue
 			}
 			e := ended{name: n, at: info.GetCloseTime().AsTime()}
-			var result workflows.Result
+			var result api.Result
 			if err := tc.GetWorkflow(ctx, id, "").Get(ctx, &result); err != nil {
 				e.outcome, e.reason = "error", err.Error()
 			} else {

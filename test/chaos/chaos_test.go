@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/test/eventsink"
 	"github.com/sluicehq/sluice/test/historycheck"
 	"github.com/sluicehq/sluice/test/stack"
@@ -121,7 +122,7 @@ func TestChaos(t *testing.T) {
 	plainService(t, stk, "bystander")
 	plainService(t, stk, probe)
 
-	w := &workload{serving: stk.Serving, ctl: &control.Client{Temporal: tc, TaskQueue: "sluice-rollouts", Identity: "chaos"}, log: log, timeout: 12 * time.Minute}
+	w := &workload{serving: stk.Serving, ctl: &control.Client{Temporal: tc, TaskQueue: api.DefaultTaskQueue, Identity: "chaos"}, log: log, timeout: 12 * time.Minute}
 	w.left.Store(int64(cfg.rollouts))
 	in := &injector{stk: stk, net: nw, rng: rand.New(rand.NewPCG(cfg.seed, 1)), workers: []string{stack.Worker, second}, log: log}
 	begin := time.Now()

@@ -10,9 +10,9 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
-	"github.com/sluicehq/sluice/workflows"
 )
 
 // write is one write of sluice's on a Service that the API server took,
@@ -129,7 +129,7 @@ func checkFinalTraffic(expects []*expect, ev evidence) []violation {
 			continue // reported as not ended
 		}
 		live := e.Stable
-		if e.Got == workflows.OutcomeSucceeded {
+		if e.Got == api.OutcomeSucceeded {
 			live = e.Candidate
 		}
 		want := []servingv1.TrafficTarget{{RevisionName: live, Percent: ptr(int64(100))}}
@@ -308,14 +308,14 @@ func sharesWrong(e *expect, got []int64) string {
 		}
 	}
 	switch e.Got {
-	case workflows.OutcomeSucceeded:
+	case api.OutcomeSucceeded:
 		if undone || len(up) == 0 || up[len(up)-1] != 100 {
 			return "it succeeded without 100%"
 		}
 		if e.Exact && !slices.Equal(up, e.Steps) {
 			return "a step skipped"
 		}
-	case workflows.OutcomeRolledBack, workflows.OutcomeAborted:
+	case api.OutcomeRolledBack, api.OutcomeAborted:
 		if len(up) > 0 && !undone {
 			return "it was undone, but its share was never taken back"
 		}
@@ -387,7 +387,7 @@ func checkProgress(expects []*expect, ev evidence) []violation {
 // stable gets its template's bounds back, at once if a tag still routes to
 // it (docs/capacity.md), as it would without sluice — or at its end.
 func capacityEnd(e *expect, writes []write) time.Time {
-	if e.Got != workflows.OutcomeSucceeded {
+	if e.Got != api.OutcomeSucceeded {
 		return e.Ended
 	}
 	for _, w := range writes {

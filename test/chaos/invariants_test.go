@@ -11,9 +11,9 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
-	"github.com/sluicehq/sluice/workflows"
 )
 
 var t0 = time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
@@ -44,7 +44,7 @@ func progressEvent(t *testing.T, id, candidate string, seq int, typ string) clou
 // good is a rollout of s-00002 through 20, 50, 100 that broke nothing.
 func good(t *testing.T) ([]*expect, evidence) {
 	e := &expect{Service: "s", Candidate: "s-00002", Stable: "s-00001", Plan: planSteps, Steps: []int64{20, 50, 100},
-		Outcome: workflows.OutcomeSucceeded, Exact: true, Deployed: at(0), Ended: at(20), Got: workflows.OutcomeSucceeded, GotReason: "all steps passed"}
+		Outcome: api.OutcomeSucceeded, Exact: true, Deployed: at(0), Ended: at(20), Got: api.OutcomeSucceeded, GotReason: "all steps passed"}
 	base := servingv1.TrafficTarget{RevisionName: "s-00001", Percent: ptr(int64(0)), Tag: "base"}
 	w := func(s int, tr []servingv1.TrafficTarget) write {
 		return write{Service: "s", At: at(s), AuditID: "a" + at(s).Format("05"), Traffic: append(tr, base), HasTraffic: true}
@@ -81,7 +81,7 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		breakIt   func(e *expect, ev *evidence)
 	}{
 		{"it ended", func(e *expect, _ *evidence) { e.Ended = time.Time{} }},
-		{"the outcome its plan implies", func(e *expect, _ *evidence) { e.Got = workflows.OutcomeFailed }},
+		{"the outcome its plan implies", func(e *expect, _ *evidence) { e.Got = api.OutcomeFailed }},
 		{"the reason says why", func(e *expect, _ *evidence) { e.GotReason = "" }},
 		{"the reason says why", func(e *expect, _ *evidence) { e.ReasonHas = "analysis: success-rate failed" }},
 		{"the final traffic is what the outcome promises", func(_ *expect, ev *evidence) {
@@ -119,7 +119,7 @@ func TestCheckFindsEachViolation(t *testing.T) {
 }
 
 func TestSharesOfAnUndoneRollout(t *testing.T) {
-	e := &expect{Plan: planAbort, Steps: []int64{30, 100}, Exact: true, Got: workflows.OutcomeAborted}
+	e := &expect{Plan: planAbort, Steps: []int64{30, 100}, Exact: true, Got: api.OutcomeAborted}
 	for _, tc := range []struct {
 		got  []int64
 		want string
@@ -133,7 +133,7 @@ func TestSharesOfAnUndoneRollout(t *testing.T) {
 			t.Errorf("%v: %q, want %q", tc.got, msg, tc.want)
 		}
 	}
-	fail := &expect{Plan: planFail, Steps: []int64{50, 100}, Got: workflows.OutcomeRolledBack}
+	fail := &expect{Plan: planFail, Steps: []int64{50, 100}, Got: api.OutcomeRolledBack}
 	if msg := sharesWrong(fail, []int64{50, 0}); !strings.Contains(msg, "failing Revision") {
 		t.Errorf("a failing Revision with a share: %q", msg)
 	}
@@ -142,8 +142,8 @@ func TestSharesOfAnUndoneRollout(t *testing.T) {
 // A candidate whose successor was deployed before sluice wrote its last
 // step still owns the writes up to the successor's first share.
 func TestSharesEndAtTheNextCandidatesFirstShare(t *testing.T) {
-	c1 := &expect{Service: "s", Candidate: "s-00002", Plan: planSupersede, Steps: []int64{40, 100}, Deployed: at(0), Ended: at(9), Got: workflows.OutcomeSucceeded}
-	c2 := &expect{Service: "s", Candidate: "s-00003", Plan: planSupersede, Steps: []int64{40, 100}, Deployed: at(4), Ended: at(20), Got: workflows.OutcomeSucceeded}
+	c1 := &expect{Service: "s", Candidate: "s-00002", Plan: planSupersede, Steps: []int64{40, 100}, Deployed: at(0), Ended: at(9), Got: api.OutcomeSucceeded}
+	c2 := &expect{Service: "s", Candidate: "s-00003", Plan: planSupersede, Steps: []int64{40, 100}, Deployed: at(4), Ended: at(20), Got: api.OutcomeSucceeded}
 	writes := []write{
 		{Service: "s", At: at(2), Traffic: traffic("s-00001", 60, "s-00002", 40), HasTraffic: true},
 		{Service: "s", At: at(6), Traffic: traffic("s-00002", 100), HasTraffic: true},
@@ -158,9 +158,9 @@ func TestSharesEndAtTheNextCandidatesFirstShare(t *testing.T) {
 // A later candidate that never had a share (its container crashed) does
 // not end a succeeded candidate's writes; the next that had one does.
 func TestSharesEndAtTheFirstLaterShare(t *testing.T) {
-	c1 := &expect{Service: "s", Candidate: "s-00002", Plan: planSteps, Steps: []int64{50, 100}, Exact: true, Deployed: at(0), Ended: at(9), Got: workflows.OutcomeSucceeded}
-	c2 := &expect{Service: "s", Candidate: "s-00003", Plan: planFail, Steps: []int64{50, 100}, Deployed: at(10), Ended: at(20), Got: workflows.OutcomeRolledBack}
-	c3 := &expect{Service: "s", Candidate: "s-00004", Plan: planAbort, Steps: []int64{30, 100}, Exact: true, Deployed: at(21), Ended: at(40), Got: workflows.OutcomeAborted}
+	c1 := &expect{Service: "s", Candidate: "s-00002", Plan: planSteps, Steps: []int64{50, 100}, Exact: true, Deployed: at(0), Ended: at(9), Got: api.OutcomeSucceeded}
+	c2 := &expect{Service: "s", Candidate: "s-00003", Plan: planFail, Steps: []int64{50, 100}, Deployed: at(10), Ended: at(20), Got: api.OutcomeRolledBack}
+	c3 := &expect{Service: "s", Candidate: "s-00004", Plan: planAbort, Steps: []int64{30, 100}, Exact: true, Deployed: at(21), Ended: at(40), Got: api.OutcomeAborted}
 	writes := []write{
 		{Service: "s", At: at(2), Traffic: traffic("s-00001", 50, "s-00002", 50), HasTraffic: true},
 		{Service: "s", At: at(6), Traffic: traffic("s-00002", 100), HasTraffic: true},
@@ -177,7 +177,7 @@ func TestSharesEndAtTheFirstLaterShare(t *testing.T) {
 // 50% on its Ready pod, the stable down to 1, the candidate up to 2, 100%.
 func capacityRollout() (*expect, evidence) {
 	e := &expect{Service: "s", Candidate: "s-00002", Stable: "s-00001", Plan: planCapacity, Steps: []int64{50, 100},
-		Deployed: at(0), Ended: at(30), Got: workflows.OutcomeSucceeded, StablePods: 2}
+		Deployed: at(0), Ended: at(30), Got: api.OutcomeSucceeded, StablePods: 2}
 	ev := evidence{
 		Pods: map[string][]podCount{
 			"s-00001": {{at(-60), 2, 2}, {at(12), 1, 1}, {at(28), 0, 0}},

@@ -21,6 +21,7 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	servingclient "knative.dev/serving/pkg/client/clientset/versioned"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/requestsim"
 	"github.com/sluicehq/sluice/test/stack"
@@ -71,10 +72,10 @@ type expect struct {
 	Service, Candidate, Stable string
 	Plan                       string
 	Steps                      []int64
-	Outcome                    workflows.Outcome
+	Outcome                    api.Outcome
 	// Or is another outcome the plan allows, if any: a candidate that
 	// reached 100% before sluice heard of a newer Revision succeeds.
-	Or workflows.Outcome
+	Or api.Outcome
 	// Exact: the candidate's shares in sluice's writes are Steps, in order
 	// (or a prefix of them, then 0, when the rollout is undone).
 	Exact    bool
@@ -82,7 +83,7 @@ type expect struct {
 	// Ended is when the workload saw it end (zero if it never did); Got
 	// the outcome and reason the rollout reported.
 	Ended     time.Time
-	Got       workflows.Outcome
+	Got       api.Outcome
 	GotReason string
 	// ReasonHas is what the reason must say, if anything.
 	ReasonHas string
@@ -169,7 +170,7 @@ func policy(plan string) (map[string]string, []int64) {
 // drive runs one Service's rollouts: its first, then plans at random.
 func (w *workload) drive(ctx context.Context, name string, rng *rand.Rand) error {
 	ann, _ := policy(planFirst)
-	first := &expect{Service: name, Candidate: name + "-00001", Plan: planFirst, Steps: []int64{100}, Outcome: workflows.OutcomeSucceeded, Exact: true}
+	first := &expect{Service: name, Candidate: name + "-00001", Plan: planFirst, Steps: []int64{100}, Outcome: api.OutcomeSucceeded, Exact: true}
 	if err := w.deploy(ctx, name, 1, ann, template(), first); err != nil {
 		return err
 	}
@@ -194,21 +195,21 @@ func (w *workload) drive(ctx context.Context, name string, rng *rand.Rand) error
 		gen++
 		ann, steps := policy(plan)
 		e := &expect{Service: name, Candidate: fmt.Sprintf("%s-%05d", name, gen), Stable: stable, Plan: plan, Steps: steps,
-			Outcome: workflows.OutcomeSucceeded, Exact: plan == planSteps || plan == planGate || plan == planAbort || plan == planAnalysis || plan == planAnalysisFail}
+			Outcome: api.OutcomeSucceeded, Exact: plan == planSteps || plan == planGate || plan == planAbort || plan == planAnalysis || plan == planAnalysisFail}
 		tmpl := template()
 		tmpl[stack.AnnotationReadyAfter] = fmt.Sprintf("%dms", rng.IntN(3000))
 		switch plan {
 		case planAbort:
-			e.Outcome = workflows.OutcomeAborted
+			e.Outcome = api.OutcomeAborted
 		case planFail:
-			e.Outcome, e.ReasonHas = workflows.OutcomeRolledBack, "ExitCode1"
+			e.Outcome, e.ReasonHas = api.OutcomeRolledBack, "ExitCode1"
 			tmpl = template()
 			tmpl[stack.AnnotationFail] = "true"
 		case planAnalysisFail:
-			e.Outcome, e.ReasonHas = workflows.OutcomeRolledBack, "analysis: success-rate failed"
+			e.Outcome, e.ReasonHas = api.OutcomeRolledBack, "analysis: success-rate failed"
 			tmpl[requestsim.AnnotationErrorRate] = "0.25"
 		case planSupersede:
-			e.Outcome, e.Or = workflows.OutcomeSuperseded, workflows.OutcomeSucceeded
+			e.Outcome, e.Or = api.OutcomeSuperseded, api.OutcomeSucceeded
 		}
 		if err := w.deploy(ctx, name, gen, ann, tmpl, e); err != nil {
 			return err
@@ -217,10 +218,10 @@ func (w *workload) drive(ctx context.Context, name string, rng *rand.Rand) error
 		switch plan {
 		case planGate:
 			where, at := in(e, workflows.PhaseGate, steps[0])
-			w.command(ctx, e, where, at, workflows.CommandPromote)
+			w.command(ctx, e, where, at, api.CommandPromote)
 		case planAbort:
 			where, at := in(e, workflows.PhaseHolding, steps[0])
-			w.command(ctx, e, where, at, workflows.CommandAbort)
+			w.command(ctx, e, where, at, api.CommandAbort)
 		case planDrift:
 			w.drift(ctx, e, stable, base)
 		case planSupersede:
@@ -232,7 +233,7 @@ func (w *workload) drive(ctx context.Context, name string, rng *rand.Rand) error
 			}) {
 				gen++
 				last = &expect{Service: name, Candidate: fmt.Sprintf("%s-%05d", name, gen), Stable: stable, Plan: plan, Steps: steps,
-					Outcome: workflows.OutcomeSucceeded}
+					Outcome: api.OutcomeSucceeded}
 				if err := w.deploy(ctx, name, gen, ann, template(), last); err != nil {
 					return err
 				}
@@ -241,7 +242,7 @@ func (w *workload) drive(ctx context.Context, name string, rng *rand.Rand) error
 		if !w.await(ctx, e, last == e) {
 			return nil
 		}
-		if e.Got == workflows.OutcomeSucceeded {
+		if e.Got == api.OutcomeSucceeded {
 			// A candidate that succeeded before the next one's rollout began
 			// is that one's stable.
 			stable = e.Candidate
@@ -252,7 +253,7 @@ func (w *workload) drive(ctx context.Context, name string, rng *rand.Rand) error
 		if last != e && !w.await(ctx, last, true) {
 			return nil
 		}
-		if last.Got == workflows.OutcomeSucceeded {
+		if last.Got == api.OutcomeSucceeded {
 			stable = last.Candidate
 		}
 	}
@@ -348,7 +349,7 @@ func (w *workload) status(ctx context.Context, service string) (workflows.Status
 
 // waitFor polls e's rollout until cond holds, up to the workload's timeout.
 // A rollout that ends first is noted, unless it ends as endOK.
-func (w *workload) waitFor(ctx context.Context, e *expect, what string, endOK workflows.Outcome, cond func(workflows.Status) bool) bool {
+func (w *workload) waitFor(ctx context.Context, e *expect, what string, endOK api.Outcome, cond func(workflows.Status) bool) bool {
 	deadline := time.Now().Add(w.timeout)
 	for time.Now().Before(deadline) {
 		st, ok := w.status(ctx, e.Service)
@@ -407,7 +408,7 @@ func (w *workload) command(ctx context.Context, e *expect, where string, at func
 func (w *workload) drift(ctx context.Context, e *expect, stable string, base servingv1.TrafficTarget) {
 	// Like a supersede, it may end before the workload sees it hold (its
 	// status unreadable through a fault): it then succeeds undrifted.
-	if !w.waitFor(ctx, e, "the first hold", workflows.OutcomeSucceeded, func(s workflows.Status) bool {
+	if !w.waitFor(ctx, e, "the first hold", api.OutcomeSucceeded, func(s workflows.Status) bool {
 		return s.Candidate == e.Candidate && s.Phase == workflows.PhaseHolding && s.Weight == e.Steps[0]
 	}) {
 		return
@@ -420,7 +421,7 @@ func (w *workload) drift(ctx context.Context, e *expect, stable string, base ser
 	w.mu.Lock()
 	w.edits++
 	w.mu.Unlock()
-	w.command(ctx, e, "the pause for the hand edit", func(s workflows.Status) bool { return s.Candidate == e.Candidate && s.Paused }, workflows.CommandResume)
+	w.command(ctx, e, "the pause for the hand edit", func(s workflows.Status) bool { return s.Candidate == e.Candidate && s.Paused }, api.CommandResume)
 }
 
 // await waits for e's rollout to end, and records how, then, with closed,
@@ -451,14 +452,14 @@ func (w *workload) await(ctx context.Context, e *expect, closed bool) bool {
 			e.StablePods = got.Capacity.StablePods
 		}
 	} else {
-		e.Got, e.GotReason = workflows.OutcomeSuperseded, "superseded by "+got.Candidate
+		e.Got, e.GotReason = api.OutcomeSuperseded, "superseded by "+got.Candidate
 	}
 	if got.Candidate != e.Candidate || !closed {
 		return true
 	}
 	// The next Revision must start a rollout of its own, not join this one.
 	for time.Now().Before(e.Ended.Add(w.timeout)) {
-		d, err := w.ctl.Temporal.DescribeWorkflowExecution(ctx, workflows.WorkflowID(knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: e.Service}), "")
+		d, err := w.ctl.Temporal.DescribeWorkflowExecution(ctx, api.RolloutID(knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: e.Service}), "")
 		if err == nil && d.WorkflowExecutionInfo.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			return true
 		}

@@ -25,6 +25,7 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/eventsink"
@@ -80,7 +81,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer tc.Close()
-	c := &control.Client{Temporal: tc, TaskQueue: "sluice-rollouts", Identity: "demo"}
+	c := &control.Client{Temporal: tc, TaskQueue: api.DefaultTaskQueue, Identity: "demo"}
 	target := knative.TargetRef{Namespace: stack.Namespace, Kind: knative.KindService, Name: service}
 	go printProgress(ctx, sink, say)
 
@@ -106,7 +107,7 @@ func Run(ctx context.Context, o Options) error {
 	promote := fmt.Sprintf("%s promote %s --address %s --reason \"looks good\"", o.Tools.Sluice, service, s.TemporalAddr)
 	if o.Unattended {
 		say("   Promoting (unattended): %s", promote)
-		if _, err := c.Send(ctx, target, workflows.CommandPromote, "unattended demo"); err != nil {
+		if _, err := c.Send(ctx, target, api.CommandPromote, "unattended demo"); err != nil {
 			return err
 		}
 	} else {
@@ -117,7 +118,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	var problems []string
-	if st.Outcome != workflows.OutcomeSucceeded || traffic(ctx, s) != "hello-00002=100%" {
+	if st.Outcome != api.OutcomeSucceeded || traffic(ctx, s) != "hello-00002=100%" {
 		problems = append(problems, fmt.Sprintf("hello-00002: want Succeeded with 100%%, got %s (%s) with %s", st.Outcome, st.Reason, traffic(ctx, s)))
 	}
 	say("   %s: %s", st.Outcome, st.Reason)
@@ -139,7 +140,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	say("   %s: %s", st.Outcome, st.Reason)
 	say("   Traffic: %s", traffic(ctx, s))
-	if st.Outcome != workflows.OutcomeRolledBack || traffic(ctx, s) != "hello-00002=100%" {
+	if st.Outcome != api.OutcomeRolledBack || traffic(ctx, s) != "hello-00002=100%" {
 		problems = append(problems, fmt.Sprintf("hello-00003: want RolledBack with hello-00002 at 100%%, got %s with %s", st.Outcome, traffic(ctx, s)))
 	}
 
@@ -153,7 +154,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	say("   %s: %s", st.Outcome, st.Reason)
 	say("   Traffic: %s", traffic(ctx, s))
-	if st.Outcome != workflows.OutcomeRolledBack || !strings.Contains(st.Reason, "analysis: success-rate failed") || traffic(ctx, s) != "hello-00002=100%" {
+	if st.Outcome != api.OutcomeRolledBack || !strings.Contains(st.Reason, "analysis: success-rate failed") || traffic(ctx, s) != "hello-00002=100%" {
 		problems = append(problems, fmt.Sprintf("hello-00004: want RolledBack by the success-rate check with hello-00002 at 100%%, got %s (%s) with %s", st.Outcome, st.Reason, traffic(ctx, s)))
 	}
 	// The last progress event is sent just after the rollout's status reads

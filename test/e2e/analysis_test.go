@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/test/requestsim"
 	"github.com/sluicehq/sluice/test/stack"
 	"github.com/sluicehq/sluice/workflows"
@@ -54,7 +55,7 @@ func TestAnalysisPromotesHealthyRevision(t *testing.T) {
 	firstRollout(t, c, "an1", analysed(knativeChecks))
 	deploy(t, "an1", "example.com/an1:v2", nil, nil)
 	st := waitOutcome(t, c, svcTarget("an1"), "an1-00002", 90*time.Second)
-	if st.Outcome != workflows.OutcomeSucceeded || serviceTraffic(t, "an1") != "an1-00002=100%" {
+	if st.Outcome != api.OutcomeSucceeded || serviceTraffic(t, "an1") != "an1-00002=100%" {
 		t.Fatalf("outcome %s (%s), traffic %s", st.Outcome, st.Reason, serviceTraffic(t, "an1"))
 	}
 	if len(st.Commands) > 1 {
@@ -127,7 +128,7 @@ func TestAnalysisRollsBackErroringRevision(t *testing.T) {
 	firstRollout(t, c, "an2", analysed(knativeChecks))
 	deploy(t, "an2", "example.com/an2:v2", nil, map[string]string{requestsim.AnnotationErrorRate: "0.2"})
 	st := waitOutcome(t, c, svcTarget("an2"), "an2-00002", 90*time.Second)
-	if st.Outcome != workflows.OutcomeRolledBack || st.StepNumber != 1 || !strings.Contains(st.Reason, "analysis: success-rate failed once") {
+	if st.Outcome != api.OutcomeRolledBack || st.StepNumber != 1 || !strings.Contains(st.Reason, "analysis: success-rate failed once") {
 		t.Fatalf("outcome %s at step %d: %s", st.Outcome, st.StepNumber, st.Reason)
 	}
 	if got := serviceTraffic(t, "an2"); got != "an2-00001=100%" {
@@ -151,7 +152,7 @@ func TestAnalysisRollsBackSlowRevision(t *testing.T) {
 	firstRollout(t, c, "an7", analysed(knativeChecks))
 	deploy(t, "an7", "example.com/an7:v2", nil, map[string]string{requestsim.AnnotationLatency: "800ms"})
 	st := waitOutcome(t, c, svcTarget("an7"), "an7-00002", 90*time.Second)
-	if st.Outcome != workflows.OutcomeRolledBack || st.StepNumber != 1 || !strings.Contains(st.Reason, "analysis: latency failed once") {
+	if st.Outcome != api.OutcomeRolledBack || st.StepNumber != 1 || !strings.Contains(st.Reason, "analysis: latency failed once") {
 		t.Fatalf("outcome %s at step %d: %s", st.Outcome, st.StepNumber, st.Reason)
 	}
 	// 800 ms lies in the queue-proxy's 750-1000 ms bucket (500-1000 ms
@@ -324,7 +325,7 @@ webhooks:
 	}
 	open.Store(true)
 	st = waitOutcome(t, c, svcTarget("an4"), "an4-00002", 30*time.Second)
-	if st.Outcome != workflows.OutcomeSucceeded || serviceTraffic(t, "an4") != "an4-00002=100%" {
+	if st.Outcome != api.OutcomeSucceeded || serviceTraffic(t, "an4") != "an4-00002=100%" {
 		t.Fatalf("outcome %s (%s), traffic %s", st.Outcome, st.Reason, serviceTraffic(t, "an4"))
 	}
 	for _, m := range hooks.moments("an4-00002") {
@@ -361,7 +362,7 @@ webhooks:
 `})
 	deploy(t, "an5", "example.com/an5:v2", nil, nil)
 	st := waitOutcome(t, c, svcTarget("an5"), "an5-00002", 60*time.Second)
-	if st.Outcome != workflows.OutcomeRolledBack || !strings.Contains(st.Reason, "analysis: smoke failed once (failure limit 0); last: webhook smoke: HTTP 500 Failed") {
+	if st.Outcome != api.OutcomeRolledBack || !strings.Contains(st.Reason, "analysis: smoke failed once (failure limit 0); last: webhook smoke: HTTP 500 Failed") {
 		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
 	}
 	if got := serviceTraffic(t, "an5"); got != "an5-00001=100%" {
@@ -395,7 +396,7 @@ checks:
 	// A query in flight when the worker died is retried once its
 	// heartbeats stop (10s); usually the kill lands in a timer.
 	st := waitOutcome(t, c, svcTarget("an6"), "an6-00002", 90*time.Second)
-	if st.Outcome != workflows.OutcomeSucceeded || serviceTraffic(t, "an6") != "an6-00002=100%" {
+	if st.Outcome != api.OutcomeSucceeded || serviceTraffic(t, "an6") != "an6-00002=100%" {
 		t.Fatalf("outcome %s (%s), traffic %s", st.Outcome, st.Reason, serviceTraffic(t, "an6"))
 	}
 	tl := st.Analysis.Tallies[0]

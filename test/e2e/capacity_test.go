@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/test/requestsim"
 	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
@@ -179,7 +180,7 @@ func TestCapacityAvailabilityOnKnative(t *testing.T) {
 			crashWorker(t, 3*time.Second)
 		}
 		st := waitOutcome(t, c, svcTarget(tc.name), tc.name+"-00002", 4*time.Minute)
-		if st.Outcome != workflows.OutcomeSucceeded {
+		if st.Outcome != api.OutcomeSucceeded {
 			sampler.end()
 			t.Fatalf("%s: outcome %s: %s", tc.name, st.Outcome, st.Reason)
 		}
@@ -324,7 +325,7 @@ func TestCapacityStageWithoutRoomPausesThenAbortRestoresStableFirst(t *testing.T
 		t.Fatalf("sluice abort: %v\n%s", err, out)
 	}
 	st = waitOutcome(t, c, svcTarget(name), name+"-00002", 2*time.Minute)
-	if st.Outcome != workflows.OutcomeAborted || !strings.Contains(st.Reason, "no room for stage 2") {
+	if st.Outcome != api.OutcomeAborted || !strings.Contains(st.Reason, "no room for stage 2") {
 		sampler.end()
 		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
 	}
@@ -349,7 +350,7 @@ func TestCapacityAnalysisFailureRollsBackInCapacityOrder(t *testing.T) {
 	sampler := samplePods(t, name, name+"-00001", name+"-00002", 8)
 	deploy(t, name, "example.com/"+name+":v2", nil, map[string]string{"autoscaling.knative.dev/min-scale": "8", requestsim.AnnotationErrorRate: "0.2"})
 	st := waitOutcome(t, c, svcTarget(name), name+"-00002", 3*time.Minute)
-	if st.Outcome != workflows.OutcomeRolledBack || !strings.Contains(st.Reason, "analysis: success-rate failed") {
+	if st.Outcome != api.OutcomeRolledBack || !strings.Contains(st.Reason, "analysis: success-rate failed") {
 		sampler.end()
 		t.Fatalf("outcome %s at step %d: %s", st.Outcome, st.StepNumber, st.Reason)
 	}
@@ -390,7 +391,7 @@ func TestCapacityScaleDriftPausesThenResumeGoesOn(t *testing.T) {
 		t.Fatalf("sluice resume: %v\n%s", err, out)
 	}
 	st = waitOutcome(t, c, svcTarget(name), name+"-00002", 90*time.Second)
-	if st.Outcome != workflows.OutcomeSucceeded || serviceTraffic(t, name) != name+"-00002=100%" {
+	if st.Outcome != api.OutcomeSucceeded || serviceTraffic(t, name) != name+"-00002=100%" {
 		t.Fatalf("outcome %s (%s), traffic %s", st.Outcome, st.Reason, serviceTraffic(t, name))
 	}
 	waitReadyPods(t, name+"-00002", 4, 60*time.Second)

@@ -13,6 +13,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
@@ -159,7 +160,7 @@ func TestCLISaysWhenNoWorkerPolls(t *testing.T) {
 		t.Fatalf("sluice start on a queue no worker polls: %d\n%s", code, out)
 	}
 	t.Cleanup(func() {
-		_ = c.Temporal.TerminateWorkflow(context.Background(), workflows.WorkflowID(svcTarget("nobody").In(c.Cluster)), "", "test done")
+		_ = c.Temporal.TerminateWorkflow(context.Background(), api.RolloutID(svcTarget("nobody").In(c.Cluster)), "", "test done")
 	})
 	want := "no sluice worker polls the task queue " + queue
 	for _, args := range [][]string{

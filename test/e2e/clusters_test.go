@@ -8,9 +8,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/stack"
-	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -78,7 +78,7 @@ func TestClustersShareTemporalOnKnative(t *testing.T) {
 	deployTo(t, west, "twin", "example.com/twin:v2", nil, nil)
 	for name, cc := range map[string]*control.Client{"": c, "west": westCtl} {
 		st := waitOutcome(t, cc, svcTarget("twin"), "twin-00002", 2*time.Minute)
-		if st.Outcome != workflows.OutcomeSucceeded || st.Target.Cluster != name || len(st.Steps) != 2 || st.Steps[0].StartedAt.IsZero() {
+		if st.Outcome != api.OutcomeSucceeded || st.Target.Cluster != name || len(st.Steps) != 2 || st.Steps[0].StartedAt.IsZero() {
 			t.Fatalf("cluster %q: %s (%s), target %+v", name, st.Outcome, st.Reason, st.Target)
 		}
 	}

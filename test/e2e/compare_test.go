@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/test/browser"
 	"github.com/sluicehq/sluice/test/requestsim"
 	"github.com/sluicehq/sluice/workflows"
@@ -53,7 +54,7 @@ func TestComparisonRollsBackSlowerCandidate(t *testing.T) {
 	firstRolloutOf(t, c, "cmp1", compared(nil), latency("60ms"))
 	deploy(t, "cmp1", "example.com/cmp1:v2", nil, latency("78ms"))
 	st := waitOutcome(t, c, svcTarget("cmp1"), "cmp1-00002", 2*time.Minute)
-	if st.Outcome != workflows.OutcomeRolledBack || !strings.Contains(st.Reason, "the comparison score failed") || !strings.Contains(st.Reason, "failed: latency") {
+	if st.Outcome != api.OutcomeRolledBack || !strings.Contains(st.Reason, "the comparison score failed") || !strings.Contains(st.Reason, "failed: latency") {
 		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
 	}
 	if got := serviceTraffic(t, "cmp1"); got != "cmp1-00001=100%" {
@@ -167,7 +168,7 @@ func TestComparisonPassesWhenBothAreSlow(t *testing.T) {
 	firstRolloutOf(t, c, "cmp2", compared(nil), latency("130ms"))
 	deploy(t, "cmp2", "example.com/cmp2:v2", nil, latency("130ms"))
 	st := waitOutcome(t, c, svcTarget("cmp2"), "cmp2-00002", 2*time.Minute)
-	if st.Outcome != workflows.OutcomeSucceeded || serviceTraffic(t, "cmp2") != "cmp2-00002=100%" {
+	if st.Outcome != api.OutcomeSucceeded || serviceTraffic(t, "cmp2") != "cmp2-00002=100%" {
 		t.Fatalf("outcome %s (%s), traffic %s", st.Outcome, st.Reason, serviceTraffic(t, "cmp2"))
 	}
 	var passed, thresholdFailed int
@@ -206,7 +207,7 @@ func TestComparisonWithTooLittleTrafficPauses(t *testing.T) {
 	if out, err := sluice(t, "abort", "cmp3", "--reason", "too little traffic to judge"); err != nil {
 		t.Fatalf("abort: %v\n%s", err, out)
 	}
-	if st := waitOutcome(t, c, svcTarget("cmp3"), "cmp3-00002", time.Minute); st.Outcome != workflows.OutcomeAborted || serviceTraffic(t, "cmp3") != "cmp3-00001=100%" {
+	if st := waitOutcome(t, c, svcTarget("cmp3"), "cmp3-00002", time.Minute); st.Outcome != api.OutcomeAborted || serviceTraffic(t, "cmp3") != "cmp3-00001=100%" {
 		t.Fatalf("outcome %s, traffic %s", st.Outcome, serviceTraffic(t, "cmp3"))
 	}
 }

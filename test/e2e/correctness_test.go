@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/stack"
 	"github.com/sluicehq/sluice/workflows"
@@ -49,7 +50,7 @@ func TestIngressNotReadyVerifyTimeoutRollsBack(t *testing.T) {
 	// The ingress recovers: the rollback verifies.
 	stk.Ingress.Pause(ns, "s14", false)
 	st = waitOutcome(t, c, svcTarget("s14"), "s14-00002", 60*time.Second)
-	if st.Outcome != workflows.OutcomeRolledBack {
+	if st.Outcome != api.OutcomeRolledBack {
 		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
 	}
 	if got := serviceTraffic(t, "s14"); got != "s14-00001=100%" {
@@ -92,7 +93,7 @@ func TestWriteRefusedOutsideTrafficPauses(t *testing.T) {
 		t.Fatalf("resume: %v %s", err, out)
 	}
 	st = waitOutcome(t, c, svcTarget("s15"), "s15-00002", 60*time.Second)
-	if st.Outcome != workflows.OutcomeSucceeded || serviceTraffic(t, "s15") != "s15-00002=100%" {
+	if st.Outcome != api.OutcomeSucceeded || serviceTraffic(t, "s15") != "s15-00002=100%" {
 		t.Fatalf("outcome %s (%s), traffic %s", st.Outcome, st.Reason, serviceTraffic(t, "s15"))
 	}
 }
@@ -146,7 +147,7 @@ func TestKnativeRoutedTheCandidateFirst(t *testing.T) {
 		t.Fatalf("start: %v %s", err, out)
 	}
 	st := waitOutcome(t, c, svcTarget("s16"), "s16-00002", 60*time.Second)
-	if st.Outcome != workflows.OutcomeSucceeded || !strings.Contains(st.Reason, "Knative had already sent s16-00002 100% of the traffic") {
+	if st.Outcome != api.OutcomeSucceeded || !strings.Contains(st.Reason, "Knative had already sent s16-00002 100% of the traffic") {
 		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
 	}
 	if got := serviceTraffic(t, "s16"); got != "s16-00002=100%" {
@@ -171,7 +172,7 @@ func TestTagsFollowTheirTargets(t *testing.T) {
 		t.Fatalf("traffic in the hold: %s", got)
 	}
 	st := waitOutcome(t, c, svcTarget("s17"), "s17-00002", 60*time.Second)
-	if st.Outcome != workflows.OutcomeSucceeded {
+	if st.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
 	}
 	if got := serviceTraffic(t, "s17"); got != "s17-00001=0% (tag prod), latest=0% (tag latest), s17-00002=100%" {
@@ -213,7 +214,7 @@ func TestAbortSaysLatestRevisionIsPinned(t *testing.T) {
 		t.Fatalf("abort: %v %s", err, out)
 	}
 	st := waitOutcome(t, c, svcTarget("s18"), "s18-00002", 30*time.Second)
-	if st.Outcome != workflows.OutcomeAborted || !strings.Contains(st.Reason, "now names s18-00001: the latest Revision, s18-00002, serves none of it") ||
+	if st.Outcome != api.OutcomeAborted || !strings.Contains(st.Reason, "now names s18-00001: the latest Revision, s18-00002, serves none of it") ||
 		!strings.Contains(st.Reason, "kn service update s18 -n "+ns+" --traffic @latest=100") {
 		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
 	}
@@ -270,7 +271,7 @@ func TestHandEditDuringHoldThenResumeKeepsIt(t *testing.T) {
 		t.Fatalf("promote --full: %v %s", err, out)
 	}
 	st = waitOutcome(t, c, svcTarget("s19"), "s19-00002", 30*time.Second)
-	if st.Outcome != workflows.OutcomeSucceeded || serviceTraffic(t, "s19") != "s19-00001=0% (tag debug), s19-00002=100%" {
+	if st.Outcome != api.OutcomeSucceeded || serviceTraffic(t, "s19") != "s19-00001=0% (tag debug), s19-00002=100%" {
 		t.Fatalf("outcome %s (%s), traffic %s", st.Outcome, st.Reason, serviceTraffic(t, "s19"))
 	}
 }
@@ -308,7 +309,7 @@ func TestAdmissionPinsLatestTrafficInTheWrite(t *testing.T) {
 	}
 	restarted = true
 	st := waitOutcome(t, c, svcTarget("s20"), "s20-00002", 60*time.Second)
-	if st.Outcome != workflows.OutcomeSucceeded || strings.Contains(st.Reason, "already") {
+	if st.Outcome != api.OutcomeSucceeded || strings.Contains(st.Reason, "already") {
 		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
 	}
 	waitProgress(t, "s20-00002", "started,step,step,succeeded")
@@ -334,7 +335,7 @@ func TestFirstRolloutKeepsTaggedLatestTarget(t *testing.T) {
 		servingv1.TrafficTarget{LatestRevision: ptrTo(true), Percent: pct(100)},
 		servingv1.TrafficTarget{LatestRevision: ptrTo(true), Percent: pct(0), Tag: "latest"})
 	st := waitOutcome(t, c, svcTarget("s21"), "s21-00001", 60*time.Second)
-	if st.Outcome != workflows.OutcomeSucceeded {
+	if st.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
 	}
 	if got := serviceTraffic(t, "s21"); got != "latest=0% (tag latest), s21-00001=100%" {

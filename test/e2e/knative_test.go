@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/knativefake"
 	"github.com/sluicehq/sluice/workflows"
@@ -57,7 +58,7 @@ func TestKnativeWebhookDownMidStepIsRetried(t *testing.T) {
 	}
 	restarted = true
 	st = waitOutcome(t, c, svcTarget("s22"), "s22-00002", 90*time.Second)
-	if st.Outcome != workflows.OutcomeSucceeded || serviceTraffic(t, "s22") != "s22-00002=100%" {
+	if st.Outcome != api.OutcomeSucceeded || serviceTraffic(t, "s22") != "s22-00002=100%" {
 		t.Fatalf("outcome %s (%s), traffic %s", st.Outcome, st.Reason, serviceTraffic(t, "s22"))
 	}
 }

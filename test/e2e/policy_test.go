@@ -11,8 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
-	"github.com/sluicehq/sluice/workflows"
 )
 
 // typoManifest is a Service as a service owner writes it, with the gate
@@ -107,7 +107,7 @@ func TestPolicyTypoAtKubectlApply(t *testing.T) {
 
 	// The worker refuses each rollout before any traffic moves.
 	st := waitOutcome(t, c, svcTarget("p40"), "p40-00001", 60*time.Second)
-	if st.Outcome != workflows.OutcomeFailed || !strings.Contains(st.Reason, gateTypo) {
+	if st.Outcome != api.OutcomeFailed || !strings.Contains(st.Reason, gateTypo) {
 		t.Fatalf("first rollout: %s: %s", st.Outcome, st.Reason)
 	}
 	waitClosed(t, c, "p40")
@@ -116,7 +116,7 @@ func TestPolicyTypoAtKubectlApply(t *testing.T) {
 	}
 	waitRevisionReady(t, "p40-00002")
 	st = waitOutcome(t, c, svcTarget("p40"), "p40-00002", 60*time.Second)
-	if st.Outcome != workflows.OutcomeFailed || !strings.Contains(st.Reason, gateTypo) {
+	if st.Outcome != api.OutcomeFailed || !strings.Contains(st.Reason, gateTypo) {
 		t.Fatalf("rollout of p40-00002: %s: %s", st.Outcome, st.Reason)
 	}
 	waitProgress(t, "p40-00002", "failed") // and no started or step before it

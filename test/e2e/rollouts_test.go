@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/historycheck"
 	"github.com/sluicehq/sluice/test/stack"
@@ -45,7 +46,7 @@ func ctl(t *testing.T) *control.Client {
 			t.Errorf("workflow task failures in rollouts of this scenario: %v\n%s", err, strings.Join(failures, "\n"))
 		}
 	})
-	return &control.Client{Temporal: c, TaskQueue: "sluice-rollouts", Identity: "e2e@test"}
+	return &control.Client{Temporal: c, TaskQueue: api.DefaultTaskQueue, Identity: "e2e@test"}
 }
 
 // deploy creates the Service or changes its template, as `kn service update` would.
@@ -212,7 +213,7 @@ func waitClosed(t *testing.T, c *control.Client, name string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		d, err := c.Temporal.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(svcTarget(name)), "")
+		d, err := c.Temporal.DescribeWorkflowExecution(context.Background(), api.RolloutID(svcTarget(name)), "")
 		if err == nil && d.WorkflowExecutionInfo.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			break
 		}

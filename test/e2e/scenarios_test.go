@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/stack"
@@ -29,7 +30,7 @@ func TestServiceModeRollout(t *testing.T) {
 	firstRollout(t, c, "s1", fast)
 	deploy(t, "s1", "example.com/s1:v2", nil, nil)
 	st := waitOutcome(t, c, svcTarget("s1"), "s1-00002", 60*time.Second)
-	if st.Outcome != workflows.OutcomeSucceeded || st.Stable != "s1-00001" {
+	if st.Outcome != api.OutcomeSucceeded || st.Stable != "s1-00001" {
 		t.Fatalf("outcome %s (%s), stable %s", st.Outcome, st.Reason, st.Stable)
 	}
 	for i, step := range st.Steps {
@@ -62,7 +63,7 @@ func TestManualGateWithCLI(t *testing.T) {
 	if got := serviceTraffic(t, "s3"); got != "s3-00001=90%, s3-00002=10%" {
 		t.Fatalf("traffic at the gate: %s", got)
 	}
-	if st.ReadinessFrom != workflows.ReadinessFromEvent || st.Told == nil || st.Told.State != workflows.StateReady {
+	if st.ReadinessFrom != workflows.ReadinessFromEvent || st.Told == nil || st.Told.State != knative.RevisionReady {
 		t.Fatalf("readiness from %q, told %+v: the Ready CloudEvent did not tell the rollout", st.ReadinessFrom, st.Told)
 	}
 	if out, err := sluice(t, "status", "s3"); err != nil || !strings.Contains(out, "told by its Revision's CloudEvent") {
@@ -84,12 +85,12 @@ func TestManualGateWithCLI(t *testing.T) {
 		t.Fatalf("sluice promote --no-wait: %v\n%s", err, out)
 	}
 	st = waitOutcome(t, c, svcTarget("s3"), "s3-00002", 30*time.Second)
-	if st.Outcome != workflows.OutcomeSucceeded || serviceTraffic(t, "s3") != "s3-00002=100%" {
+	if st.Outcome != api.OutcomeSucceeded || serviceTraffic(t, "s3") != "s3-00002=100%" {
 		t.Fatalf("outcome %s, traffic %s", st.Outcome, serviceTraffic(t, "s3"))
 	}
 	var via []string
 	for _, cmd := range st.Commands {
-		if cmd.Name != workflows.CommandPromote {
+		if cmd.Name != api.CommandPromote {
 			continue
 		}
 		via = append(via, fmt.Sprintf("%s by %s via %s (%s)", cmd.Name, cmd.By, cmd.Via, cmd.Reason))
@@ -121,7 +122,7 @@ func TestAbortRestoresTaggedTraffic(t *testing.T) {
 		t.Fatalf("sluice abort: %v\n%s", err, out)
 	}
 	st := waitOutcome(t, c, svcTarget("s4"), "s4-00002", 30*time.Second)
-	if st.Outcome != workflows.OutcomeAborted || !strings.Contains(st.Reason, "errors in the logs") {
+	if st.Outcome != api.OutcomeAborted || !strings.Contains(st.Reason, "errors in the logs") {
 		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
 	}
 	if got := serviceTraffic(t, "s4"); got != knative.FormatTraffic(before) {
@@ -137,7 +138,7 @@ func TestFailingAndNeverReadyRevisionsRollBack(t *testing.T) {
 	deploy(t, "s5", "example.com/s5:v2", nil, map[string]string{stack.AnnotationFail: "true"})
 	st := waitOutcome(t, c, svcTarget("s5"), "s5-00002", 60*time.Second)
 	// The reason is Knative's own, from the pod's container status.
-	if st.Outcome != workflows.OutcomeRolledBack || !strings.Contains(st.Reason, "ExitCode1") {
+	if st.Outcome != api.OutcomeRolledBack || !strings.Contains(st.Reason, "ExitCode1") {
 		t.Fatalf("failing Revision: outcome %s: %s", st.Outcome, st.Reason)
 	}
 	if got := serviceTraffic(t, "s5"); got != "s5-00001=100%" {
@@ -145,7 +146,7 @@ func TestFailingAndNeverReadyRevisionsRollBack(t *testing.T) {
 	}
 	deploy(t, "s5", "example.com/s5:v3", nil, map[string]string{stack.AnnotationNeverReady: "true"})
 	st = waitOutcome(t, c, svcTarget("s5"), "s5-00003", 60*time.Second)
-	if st.Outcome != workflows.OutcomeRolledBack || !strings.Contains(st.Reason, "progress deadline of 8s") {
+	if st.Outcome != api.OutcomeRolledBack || !strings.Contains(st.Reason, "progress deadline of 8s") {
 		t.Fatalf("never-Ready Revision: outcome %s: %s", st.Outcome, st.Reason)
 	}
 	if got := serviceTraffic(t, "s5"); got != "s5-00001=100%" {
@@ -157,7 +158,7 @@ func TestFailingAndNeverReadyRevisionsRollBack(t *testing.T) {
 	annotate(t, "s5", "sluice.dev/progress-deadline", "90s")
 	deploy(t, "s5", "example.com/s5:v4", nil, map[string]string{stack.AnnotationNeverReady: "true"})
 	st = waitOutcome(t, c, svcTarget("s5"), "s5-00004", 60*time.Second)
-	if st.Outcome != workflows.OutcomeRolledBack || !strings.Contains(st.Reason, "ProgressDeadlineExceeded") {
+	if st.Outcome != api.OutcomeRolledBack || !strings.Contains(st.Reason, "ProgressDeadlineExceeded") {
 		t.Fatalf("a Revision Knative gave up on: outcome %s: %s", st.Outcome, st.Reason)
 	}
 	if got := serviceTraffic(t, "s5"); got != "s5-00001=100%" {
@@ -170,7 +171,7 @@ func TestFailingAndNeverReadyRevisionsRollBack(t *testing.T) {
 	// whose traffic changes) starts nothing: the receiver answers it with no
 	// Temporal call.
 	svc, err := stk.Serving.ServingV1().Services(ns).Get(context.Background(), "s5", metav1.GetOptions{})
-	if err != nil || svc.Annotations[config.AnnotationEnded] != config.Ended("s5-00004", string(workflows.OutcomeRolledBack)) {
+	if err != nil || svc.Annotations[config.AnnotationEnded] != config.Ended("s5-00004", string(api.OutcomeRolledBack)) {
 		t.Fatalf("Service s5 annotations %v (%v), want %s=%s", svc.GetAnnotations(), err, config.AnnotationEnded, config.Ended("s5-00004", "RolledBack"))
 	}
 	for _, rev := range []string{"s5-00002", "s5-00003", "s5-00004"} {
@@ -214,7 +215,7 @@ func TestWorkerKilledMidStep(t *testing.T) {
 	})
 	crashWorker(t, 4*time.Second) // the hold ends while no worker runs
 	st := waitOutcome(t, c, svcTarget("s7"), "s7-00002", 90*time.Second)
-	if st.Outcome != workflows.OutcomeSucceeded || serviceTraffic(t, "s7") != "s7-00002=100%" {
+	if st.Outcome != api.OutcomeSucceeded || serviceTraffic(t, "s7") != "s7-00002=100%" {
 		t.Fatalf("outcome %s (%s), traffic %s", st.Outcome, st.Reason, serviceTraffic(t, "s7"))
 	}
 	for i := 1; i < len(st.Steps); i++ {
@@ -241,7 +242,7 @@ func TestReceiverDownRolloutCompletes(t *testing.T) {
 		}
 	}()
 	st := waitOutcome(t, c, svcTarget("s8"), "s8-00002", 60*time.Second)
-	if st.Outcome != workflows.OutcomeSucceeded || serviceTraffic(t, "s8") != "s8-00002=100%" {
+	if st.Outcome != api.OutcomeSucceeded || serviceTraffic(t, "s8") != "s8-00002=100%" {
 		t.Fatalf("outcome %s (%s), traffic %s", st.Outcome, st.Reason, serviceTraffic(t, "s8"))
 	}
 	// No event could tell it: its own watch of the Revision did.
@@ -279,7 +280,7 @@ func TestRevisionWhoseEventsWereLostIsSwept(t *testing.T) {
 		t.Fatalf("traffic before the sweep: %s", got)
 	}
 	st := waitOutcome(t, c, svcTarget("s8b"), "s8b-00002", 90*time.Second)
-	if st.Outcome != workflows.OutcomeSucceeded || serviceTraffic(t, "s8b") != "s8b-00002=100%" {
+	if st.Outcome != api.OutcomeSucceeded || serviceTraffic(t, "s8b") != "s8b-00002=100%" {
 		t.Fatalf("outcome %s (%s), traffic %s", st.Outcome, st.Reason, serviceTraffic(t, "s8b"))
 	}
 	if st.Told == nil || st.Told.By != "sluice-receiver's sweep" {
@@ -323,7 +324,7 @@ func TestThirdRevisionSupersedes(t *testing.T) {
 	})
 	deploy(t, "s6", "example.com/s6:v3", nil, nil)
 	st := waitOutcome(t, c, svcTarget("s6"), "s6-00003", 60*time.Second)
-	if st.Outcome != workflows.OutcomeSucceeded || len(st.Superseded) != 1 || st.Superseded[0] != "s6-00002" || st.Stable != "s6-00001" {
+	if st.Outcome != api.OutcomeSucceeded || len(st.Superseded) != 1 || st.Superseded[0] != "s6-00002" || st.Stable != "s6-00001" {
 		t.Fatalf("outcome %s (%s), superseded %v, stable %s", st.Outcome, st.Reason, st.Superseded, st.Stable)
 	}
 	if got := serviceTraffic(t, "s6"); got != "s6-00003=100%" {
@@ -363,7 +364,7 @@ func TestRouteModeRollout(t *testing.T) {
 	}
 	target := knative.TargetRef{Namespace: ns, Kind: knative.KindConfiguration, Name: "api"}
 	st := waitOutcome(t, c, target, "api-00002", 60*time.Second)
-	if st.Outcome != workflows.OutcomeSucceeded {
+	if st.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
 	}
 	rt, _ := stk.Serving.ServingV1().Routes(ns).Get(ctx, "api-route", metav1.GetOptions{})

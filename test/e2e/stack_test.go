@@ -19,9 +19,9 @@ import (
 	"knative.dev/pkg/apis"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
-	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -89,7 +89,7 @@ func sendRevisionUpdate(t *testing.T, name string, edit func(*servingv1.Revision
 func rolloutRuns(t *testing.T, c *control.Client, target knative.TargetRef) int {
 	t.Helper()
 	resp, err := c.Temporal.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{
-		Query: fmt.Sprintf("WorkflowId = '%s'", workflows.WorkflowID(target)),
+		Query: fmt.Sprintf("WorkflowId = '%s'", api.RolloutID(target)),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/test/browser"
 	"github.com/sluicehq/sluice/workflows"
 )
@@ -32,7 +33,7 @@ func TestTemporalUIShowsRollout(t *testing.T) {
 	waitStatus(t, c, svcTarget("ui"), 60*time.Second, "the gate", func(s workflows.Status) bool {
 		return s.Candidate == "ui-00002" && s.Phase == workflows.PhaseGate
 	})
-	id := workflows.WorkflowID(svcTarget("ui"))
+	id := api.RolloutID(svcTarget("ui"))
 	desc, err := c.Temporal.DescribeWorkflowExecution(context.Background(), id, "")
 	if err != nil {
 		t.Fatal(err)

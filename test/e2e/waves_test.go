@@ -11,6 +11,7 @@ import (
 
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/test/requestsim"
 	"github.com/sluicehq/sluice/test/stack"
 	"github.com/sluicehq/sluice/workflows"
@@ -115,7 +116,7 @@ func TestWavesOnTwoKnativeClusters(t *testing.T) {
 	}
 	for name, cl := range map[string]*control.Client{"east": eastCtl, "west": westCtl} {
 		st := waitOutcome(t, cl, svcTarget("wv"), "wv-00002", 3*time.Minute)
-		if st.Outcome != workflows.OutcomeSucceeded || !strings.Contains(st.Reason, "is at 100% in every cluster: east, west") {
+		if st.Outcome != api.OutcomeSucceeded || !strings.Contains(st.Reason, "is at 100% in every cluster: east, west") {
 			t.Fatalf("%s: %s: %s", name, st.Outcome, st.Reason)
 		}
 	}
@@ -141,13 +142,13 @@ func TestWavesOnTwoKnativeClusters(t *testing.T) {
 	deployTo(t, west, "wv", "example.com/wv:v3", nil, bad)
 	deployTo(t, east, "wv", "example.com/wv:v3", nil, bad)
 	st := waitOutcome(t, eastCtl, svcTarget("wv"), "wv-00003", 2*time.Minute)
-	if st.Outcome != workflows.OutcomeRolledBack || !strings.Contains(st.Reason, "analysis: success-rate failed") {
+	if st.Outcome != api.OutcomeRolledBack || !strings.Contains(st.Reason, "analysis: success-rate failed") {
 		t.Fatalf("east: %s: %s", st.Outcome, st.Reason)
 	}
 	st = waitOutcome(t, westCtl, svcTarget("wv"), "wv-00003", 2*time.Minute)
 	// West joined before east failed ("not released: …") or after the wave
 	// had ended ("the wave of release … has ended Failed: …"): stopped either way.
-	if st.Outcome != workflows.OutcomeAborted || !strings.HasPrefix(st.Reason, "wave plan: ") ||
+	if st.Outcome != api.OutcomeAborted || !strings.HasPrefix(st.Reason, "wave plan: ") ||
 		!strings.Contains(st.Reason, "wave 1 failed in cluster east: wv-00003 RolledBack: analysis: success-rate failed") {
 		t.Fatalf("west: %s: %s", st.Outcome, st.Reason)
 	}

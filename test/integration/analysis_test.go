@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/report"
-	"github.com/sluicehq/sluice/workflows"
 )
 
 // TestAnalysisOnRealServer runs a rollout with checks and every kind of
@@ -68,7 +68,7 @@ webhooks:
 		t.Fatal(err)
 	}
 	res, err := s.ctl.Wait(ctx, hello)
-	if err != nil || res.Outcome != workflows.OutcomeSucceeded {
+	if err != nil || res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("result %+v, %v", res, err)
 	}
 	st := s.status()
@@ -134,7 +134,7 @@ checks:
 		t.Fatal(err)
 	}
 	res, err := s.ctl.Wait(ctx, hello)
-	if err != nil || res.Outcome != workflows.OutcomeRolledBack || !strings.Contains(res.Reason, "analysis: the comparison score failed: score 50 Failed (pass ≥ 95, marginal ≥ 75): failed: latency") {
+	if err != nil || res.Outcome != api.OutcomeRolledBack || !strings.Contains(res.Reason, "analysis: the comparison score failed: score 50 Failed (pass ≥ 95, marginal ≥ 75): failed: latency") {
 		t.Fatalf("result %+v, %v", res, err)
 	}
 	tl := s.status().Analysis.Tallies

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"knative.dev/serving/pkg/apis/autoscaling"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/knativefake"
@@ -22,7 +23,7 @@ import (
 func TestCapacityRolloutOnRealServer(t *testing.T) {
 	s, ctx := startCapacityRollout(t, "1s")
 	res, err := s.ctl.Wait(ctx, hello)
-	if err != nil || res.Outcome != workflows.OutcomeSucceeded {
+	if err != nil || res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("result: %+v, %v", res, err)
 	}
 	st := s.status()
@@ -52,11 +53,11 @@ func TestCapacityAbortOnRealServer(t *testing.T) {
 	if got := s.k.Pods(ns, "hello-00001"); got != 4 {
 		t.Fatalf("the stable runs %d pods at the first stage, want 4", got)
 	}
-	if _, err := s.ctl.Send(ctx, hello, workflows.CommandAbort, "latency up"); err != nil {
+	if _, err := s.ctl.Send(ctx, hello, api.CommandAbort, "latency up"); err != nil {
 		t.Fatalf("abort: %v", err)
 	}
 	res, err := s.ctl.Wait(ctx, hello)
-	if err != nil || res.Outcome != workflows.OutcomeAborted {
+	if err != nil || res.Outcome != api.OutcomeAborted {
 		t.Fatalf("result: %+v, %v", res, err)
 	}
 	if got := knative.FormatTraffic(s.liveTraffic()); got != "hello-00001=100%, hello-00001=0% (tag current)" {
@@ -67,7 +68,7 @@ func TestCapacityAbortOnRealServer(t *testing.T) {
 	}
 	// The rollback's activities, in order, after the abort.
 	var after []string
-	it := s.temporal.GetWorkflowHistory(ctx, workflows.WorkflowID(hello), "", false, 0)
+	it := s.temporal.GetWorkflowHistory(ctx, api.RolloutID(hello), "", false, 0)
 	aborted := false
 	for it.HasNext() {
 		ev, err := it.Next()

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
-	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -35,15 +35,15 @@ func TestClustersShareOneTemporal(t *testing.T) {
 	}
 	for name, s := range map[string]*stack{"east": east, "west": west} {
 		res, err := s.ctl.Wait(ctx, hello)
-		if err != nil || res.Outcome != workflows.OutcomeSucceeded {
+		if err != nil || res.Outcome != api.OutcomeSucceeded {
 			t.Fatalf("%s: %+v, %v", name, res, err)
 		}
 		if got := knative.FormatTraffic(s.liveTraffic()); !strings.Contains(got, "hello-00002=100%") {
 			t.Fatalf("%s: traffic %s", name, got)
 		}
 		st := s.status()
-		if st.Target.Cluster != name || !strings.HasPrefix(workflows.WorkflowID(st.Target), "rollout/"+name+"/") {
-			t.Fatalf("%s: target %+v, workflow %s", name, st.Target, workflows.WorkflowID(st.Target))
+		if st.Target.Cluster != name || !strings.HasPrefix(api.RolloutID(st.Target), "rollout/"+name+"/") {
+			t.Fatalf("%s: target %+v, workflow %s", name, st.Target, api.RolloutID(st.Target))
 		}
 		// Each cluster's workflow is its own: two runs, two histories.
 		d, err := s.temporal.DescribeWorkflowExecution(ctx, "rollout/"+name+"/default/service/hello", "")
@@ -66,7 +66,7 @@ func TestClustersShareOneTemporal(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := misrouted.Wait(ctx, hello)
-	if err != nil || res.Outcome != workflows.OutcomeFailed || !strings.Contains(res.Reason, `names cluster "west", but this worker serves cluster "east"`) {
+	if err != nil || res.Outcome != api.OutcomeFailed || !strings.Contains(res.Reason, `names cluster "west", but this worker serves cluster "east"`) {
 		t.Fatalf("misrouted rollout: %+v, %v", res, err)
 	}
 	if after := knative.FormatTraffic(east.liveTraffic()); after != before {

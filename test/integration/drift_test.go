@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/knativefake"
@@ -39,14 +40,14 @@ func TestDriftDuringHoldOnRealServer(t *testing.T) {
 		st, err := s.ctl.Status(ctx, hello)
 		return err == nil && st.Paused && strings.Contains(st.PauseReason, "during the hold")
 	})
-	if _, err := s.ctl.Send(ctx, hello, workflows.CommandResume, "keep the debug tag"); err != nil {
+	if _, err := s.ctl.Send(ctx, hello, api.CommandResume, "keep the debug tag"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ctl.Send(ctx, hello, workflows.CommandPromoteFull, "done"); err != nil {
+	if _, err := s.ctl.Send(ctx, hello, api.CommandPromoteFull, "done"); err != nil {
 		t.Fatal(err)
 	}
 	res, err := s.ctl.Wait(ctx, hello)
-	if err != nil || res.Outcome != workflows.OutcomeSucceeded {
+	if err != nil || res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("result %+v, %v", res, err)
 	}
 	if got := knative.FormatTraffic(s.liveTraffic()); got != "hello-00001=0% (tag current), hello-00001=0% (tag debug), hello-00002=100%" {
@@ -85,7 +86,7 @@ func TestStatusShowsARetriedWrite(t *testing.T) {
 		t.Fatalf("sluice status: exit %d\n%s", code, out)
 	}
 	down.Store(false)
-	if res, err := s.ctl.Wait(ctx, hello); err != nil || res.Outcome != workflows.OutcomeSucceeded {
+	if res, err := s.ctl.Wait(ctx, hello); err != nil || res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("result %+v, %v", res, err)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
@@ -190,13 +191,13 @@ func TestEventsDriveARollout(t *testing.T) {
 		t.Fatalf("promote event: %d %s", code, msg)
 	}
 	res, err := s.ctl.Wait(ctx, hello)
-	if err != nil || res.Outcome != workflows.OutcomeSucceeded {
+	if err != nil || res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("result %+v, %v", res, err)
 	}
 	var promote *workflows.CommandRecord
 	st := s.status()
 	for i := range st.Commands {
-		if st.Commands[i].Name == workflows.CommandPromote {
+		if st.Commands[i].Name == api.CommandPromote {
 			promote = &st.Commands[i]
 		}
 	}

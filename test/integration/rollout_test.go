@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,15 +14,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
+	"github.com/sluicehq/sluice/settings"
 	"github.com/sluicehq/sluice/test/eventsink"
 	"github.com/sluicehq/sluice/test/historycheck"
 	"github.com/sluicehq/sluice/test/knativefake"
@@ -76,7 +79,7 @@ func startStackWith(t testing.TB, sender *events.Sender, objs ...runtime.Object)
 	// Register the search attributes the way an operator does, twice: the
 	// second run must find them all and add nothing.
 	added, err := s.ctl.Setup(context.Background(), opts.Namespace)
-	if err != nil || len(added) != len(workflows.SearchAttributes()) {
+	if err != nil || len(added) != len(api.SearchAttributes()) {
 		t.Fatalf("setup: added %v, %v", added, err)
 	}
 	if again, err := s.ctl.Setup(context.Background(), opts.Namespace); err != nil || len(again) != 0 {
@@ -104,7 +107,7 @@ func startWorker(t testing.TB, opts client.Options, cluster string, sender *even
 		t.Fatal(err)
 	}
 	k := knativefake.New(objs...)
-	settings, err := config.LoadSettings(func(string) (string, bool) { return "", false })
+	settings, err := settings.LoadSettings(func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +218,7 @@ func TestRolloutDrivenByUpdates(t *testing.T) {
 	}
 
 	res, err := s.ctl.Wait(ctx, hello)
-	if err != nil || res.Outcome != workflows.OutcomeSucceeded {
+	if err != nil || res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("result: %+v, %v", res, err)
 	}
 	if got := knative.FormatTraffic(s.liveTraffic()); got != "hello-00001=0% (tag current), hello-00002=100%" {
@@ -224,7 +227,7 @@ func TestRolloutDrivenByUpdates(t *testing.T) {
 	st = s.status()
 	var promote *workflows.CommandRecord
 	for i := range st.Commands {
-		if st.Commands[i].Name == workflows.CommandPromote {
+		if st.Commands[i].Name == api.CommandPromote {
 			promote = &st.Commands[i]
 		}
 	}
@@ -234,10 +237,10 @@ func TestRolloutDrivenByUpdates(t *testing.T) {
 
 	// The visibility store finds the rollout by its target and outcome.
 	query := fmt.Sprintf("%s = '%s' AND %s = 'Succeeded' AND %s = 'hello-00002'",
-		workflows.AttrTarget.GetName(), workflows.TargetAttr(hello), workflows.AttrOutcome.GetName(), workflows.AttrCandidate.GetName())
+		api.AttrTarget.GetName(), api.TargetAttr(hello), api.AttrOutcome.GetName(), api.AttrCandidate.GetName())
 	eventually(t, 15*time.Second, "the visibility query to find the rollout", func() bool {
 		resp, err := s.temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query})
-		return err == nil && len(resp.Executions) == 1 && resp.Executions[0].Execution.WorkflowId == workflows.WorkflowID(hello)
+		return err == nil && len(resp.Executions) == 1 && resp.Executions[0].Execution.WorkflowId == api.RolloutID(hello)
 	})
 
 	// The worker's endpoints answer, and /metrics carries the SDK's metrics.
@@ -262,18 +265,18 @@ func TestAbortRestoresTrafficOnRealServer(t *testing.T) {
 		st, err := s.ctl.Status(ctx, hello)
 		return err == nil && st.Phase == workflows.PhaseHolding && st.HoldLeftAt > 0
 	})
-	if _, err := s.ctl.Send(ctx, hello, workflows.CommandAbort, "error rate up"); err != nil {
+	if _, err := s.ctl.Send(ctx, hello, api.CommandAbort, "error rate up"); err != nil {
 		t.Fatalf("abort: %v", err)
 	}
 	res, err := s.ctl.Wait(ctx, hello)
-	if err != nil || res.Outcome != workflows.OutcomeAborted || !strings.Contains(res.Reason, "error rate up") {
+	if err != nil || res.Outcome != api.OutcomeAborted || !strings.Contains(res.Reason, "error rate up") {
 		t.Fatalf("result: %+v, %v", res, err)
 	}
 	if got := knative.FormatTraffic(s.liveTraffic()); got != "hello-00001=100%, hello-00001=0% (tag current)" {
 		t.Fatalf("traffic after abort: %s", got)
 	}
 	// After the end, commands are refused with a reason, not an internal error.
-	_, err = s.ctl.Send(ctx, hello, workflows.CommandPromote, "")
+	_, err = s.ctl.Send(ctx, hello, api.CommandPromote, "")
 	var rejected *control.RejectedError
 	if !errors.As(err, &rejected) {
 		t.Fatalf("promote after the end: %v", err)
@@ -304,7 +307,7 @@ func TestSupersedeContinuesAsNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := s.ctl.Wait(ctx, hello)
-	if err != nil || res.Outcome != workflows.OutcomeSucceeded || res.Candidate != "hello-00003" {
+	if err != nil || res.Outcome != api.OutcomeSucceeded || res.Candidate != "hello-00003" {
 		t.Fatalf("result: %+v, %v", res, err)
 	}
 	if got := knative.FormatTraffic(s.liveTraffic()); got != "hello-00001=0% (tag current), hello-00003=100%" {
@@ -339,7 +342,7 @@ func recordHistory(t testing.TB, c client.Client, name string) {
 
 // recordRun is recordHistory of one run ("" for the latest).
 func recordRun(t testing.TB, c client.Client, runID, name string) {
-	recordWorkflow(t, c, workflows.WorkflowID(hello), runID, name)
+	recordWorkflow(t, c, api.RolloutID(hello), runID, name)
 }
 
 // recordWorkflow is recordRun of any workflow.
@@ -383,7 +386,7 @@ func TestRefusedPolicyOnRealServer(t *testing.T) {
 	}
 	res, err := s.ctl.Wait(ctx, hello)
 	want := "did you mean sluice.dev/gates?"
-	if err != nil || res.Outcome != workflows.OutcomeFailed || !strings.Contains(res.Reason, want) {
+	if err != nil || res.Outcome != api.OutcomeFailed || !strings.Contains(res.Reason, want) {
 		t.Fatalf("result: %+v, %v", res, err)
 	}
 	eventually(t, 10*time.Second, "the failed event at the sink", func() bool { return snk.Has(events.ProgressFailed) })

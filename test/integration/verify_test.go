@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/workflows"
@@ -48,13 +49,13 @@ func TestVerifyTimeoutRollsBack(t *testing.T) {
 		rolling = st
 		return err == nil && st.Phase == workflows.PhaseRollingBack
 	})
-	if rolling.Outcome != "" || rolling.Ending != workflows.OutcomeRolledBack {
+	if rolling.Outcome != "" || rolling.Ending != api.OutcomeRolledBack {
 		t.Fatalf("while rolling back: outcome %q ending %q; the outcome is set only once the rollback is done", rolling.Outcome, rolling.Ending)
 	}
 	// The network recovers: the rollback verifies.
 	s.k.SetFrozen(false)
 	res, err := s.ctl.Wait(ctx, hello)
-	if err != nil || res.Outcome != workflows.OutcomeRolledBack ||
+	if err != nil || res.Outcome != api.OutcomeRolledBack ||
 		!strings.Contains(res.Reason, "traffic did not show in Service default/hello status within the verify timeout of 15s") {
 		t.Fatalf("result: %+v, %v", res, err)
 	}
@@ -67,7 +68,7 @@ func TestVerifyTimeoutRollsBack(t *testing.T) {
 func TestVerifyTimeoutOfTheRollbackFails(t *testing.T) {
 	s := verifyTimeoutStack(t)
 	res, err := s.ctl.Wait(waitCtx(t), hello)
-	if err != nil || res.Outcome != workflows.OutcomeFailed || !strings.Contains(res.Reason, "rollback written but not verified") {
+	if err != nil || res.Outcome != api.OutcomeFailed || !strings.Contains(res.Reason, "rollback written but not verified") {
 		t.Fatalf("result: %+v, %v", res, err)
 	}
 	// The query still answers: the workflow never got stuck.

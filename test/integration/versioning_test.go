@@ -12,8 +12,10 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
+	"github.com/sluicehq/sluice/settings"
 	"github.com/sluicehq/sluice/test/knativefake"
 	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
@@ -22,33 +24,33 @@ import (
 // exampleChange is how the next change to the workflow is versioned
 // (docs/operations.md): a GetVersion at the changed line, with an ID named
 // after the change. Here the change is a timer before everything else.
-func exampleChange(ctx workflow.Context, in workflows.Input) (workflows.Result, error) {
+func exampleChange(ctx workflow.Context, in workflows.RunInput) (api.Result, error) {
 	if workflow.GetVersion(ctx, "example-settle", workflow.DefaultVersion, 1) == 1 {
 		if err := workflow.Sleep(ctx, time.Millisecond); err != nil {
-			return workflows.Result{}, err
+			return api.Result{}, err
 		}
 	}
 	return workflows.Rollout(ctx, in)
 }
 
 // ungatedChange is the same change without the gate.
-func ungatedChange(ctx workflow.Context, in workflows.Input) (workflows.Result, error) {
+func ungatedChange(ctx workflow.Context, in workflows.RunInput) (api.Result, error) {
 	if err := workflow.Sleep(ctx, time.Millisecond); err != nil {
-		return workflows.Result{}, err
+		return api.Result{}, err
 	}
 	return workflows.Rollout(ctx, in)
 }
 
 // runWorker polls queue with fn as the rollout workflow until the returned
 // stop is called.
-func runWorker(t *testing.T, s *stack, queue string, fn func(workflow.Context, workflows.Input) (workflows.Result, error)) (stop func()) {
+func runWorker(t *testing.T, s *stack, queue string, fn func(workflow.Context, workflows.RunInput) (api.Result, error)) (stop func()) {
 	t.Helper()
-	settings, err := config.LoadSettings(func(string) (string, bool) { return "", false })
+	settings, err := settings.LoadSettings(func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := sdkworker.New(s.temporal, queue, sdkworker.Options{})
-	w.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: workflows.WorkflowName})
+	w.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: api.RolloutWorkflow})
 	w.RegisterActivity(&activities.Activities{Knative: knative.Client{Serving: s.k}, Defaults: settings.Defaults})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
@@ -58,7 +60,7 @@ func runWorker(t *testing.T, s *stack, queue string, fn func(workflow.Context, w
 
 func history(t *testing.T, c client.Client, runID string) *historypb.History {
 	t.Helper()
-	it := c.GetWorkflowHistory(context.Background(), workflows.WorkflowID(hello), runID, false, 0)
+	it := c.GetWorkflowHistory(context.Background(), api.RolloutID(hello), runID, false, 0)
 	h := &historypb.History{}
 	for it.HasNext() {
 		ev, err := it.Next()
@@ -98,10 +100,10 @@ func TestVersionedChangeOnDevServer(t *testing.T) {
 
 	stopNew := runWorker(t, s, queue, exampleChange)
 	defer stopNew()
-	if _, err := ctl.Send(ctx, hello, workflows.CommandPromoteFull, "finished by the new worker"); err != nil {
+	if _, err := ctl.Send(ctx, hello, api.CommandPromoteFull, "finished by the new worker"); err != nil {
 		t.Fatalf("promote-full on the new worker: %v", err)
 	}
-	if res, err := ctl.Wait(ctx, hello); err != nil || res.Outcome != workflows.OutcomeSucceeded {
+	if res, err := ctl.Wait(ctx, hello); err != nil || res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("the baseline's rollout on the new worker: %+v, %v", res, err)
 	}
 	old := history(t, s.temporal, first)
@@ -111,7 +113,7 @@ func TestVersionedChangeOnDevServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the new worker's rollout to hold", holding)
-	if _, err := ctl.Send(ctx, hello, workflows.CommandAbort, "done"); err != nil {
+	if _, err := ctl.Send(ctx, hello, api.CommandAbort, "done"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ctl.Wait(ctx, hello); err != nil {
@@ -133,9 +135,9 @@ func TestVersionedChangeOnDevServer(t *testing.T) {
 		t.Fatalf("the rollout the new worker started has %d version markers, want 1", n)
 	}
 
-	replay := func(fn func(workflow.Context, workflows.Input) (workflows.Result, error)) error {
+	replay := func(fn func(workflow.Context, workflows.RunInput) (api.Result, error)) error {
 		r := sdkworker.NewWorkflowReplayer()
-		r.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: workflows.WorkflowName})
+		r.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: api.RolloutWorkflow})
 		return r.ReplayWorkflowHistory(nil, old)
 	}
 	// TMPRL1100 is the SDK's code for a history the code does not match.

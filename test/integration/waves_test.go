@@ -9,7 +9,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
@@ -63,7 +63,7 @@ func waveOf(t *testing.T, c client.Client, s *stack) (string, workflows.WaveStat
 	if w == nil {
 		t.Fatal("the rollout has no wave")
 	}
-	v, err := c.QueryWorkflow(context.Background(), w.ID, "", workflows.QueryStatus)
+	v, err := c.QueryWorkflow(context.Background(), w.ID, "", api.QueryStatus)
 	if err != nil {
 		t.Fatalf("wave status: %v", err)
 	}
@@ -92,7 +92,7 @@ func TestWavesReleaseClusterByCluster(t *testing.T) {
 	}
 	for name, s := range map[string]*stack{"east": east, "west": west} {
 		res, err := s.ctl.Wait(ctx, hello)
-		if err != nil || res.Outcome != workflows.OutcomeSucceeded || !strings.Contains(res.Reason, "release") {
+		if err != nil || res.Outcome != api.OutcomeSucceeded || !strings.Contains(res.Reason, "release") {
 			t.Fatalf("%s: %+v, %v", name, res, err)
 		}
 		if got := knative.FormatTraffic(s.liveTraffic()); !strings.Contains(got, "hello-00002=100%") {
@@ -102,7 +102,7 @@ func TestWavesReleaseClusterByCluster(t *testing.T) {
 	id, wave := waveOf(t, east.temporal, east)
 	eastSt, westSt := east.status(), west.status()
 	reached := wave.Members[0].ReachedAt
-	if wave.Outcome != activities.WaveSucceeded || len(wave.Members) != 2 || reached.IsZero() ||
+	if wave.Outcome != api.WaveSucceeded || len(wave.Members) != 2 || reached.IsZero() ||
 		westSt.Steps[0].StartedAt.Before(reached.Add(3*time.Second)) || !eastSt.Steps[0].StartedAt.Before(westSt.Steps[0].StartedAt) {
 		t.Fatalf("wave %s: %+v\neast step 1 at %s, west step 1 at %s", id, wave, eastSt.Steps[0].StartedAt, westSt.Steps[0].StartedAt)
 	}
@@ -133,7 +133,7 @@ func TestWavesReleaseClusterByCluster(t *testing.T) {
 	}
 	// The histories replayed for waves: a rollout that waited for its
 	// release, and the wave (workflows/testdata).
-	recordWorkflow(t, west.temporal, workflows.WorkflowID(hello.In("west")), "", "rollout-wave.json")
+	recordWorkflow(t, west.temporal, api.RolloutID(hello.In("west")), "", "rollout-wave.json")
 	recordWorkflow(t, east.temporal, id, "", "wave.json")
 }
 
@@ -143,17 +143,17 @@ func TestWaveFailureStopsLaterWaves(t *testing.T) {
 	ctx := startBoth(t, east, west)
 	eventually(t, 20*time.Second, "west waiting for its wave", func() bool { return west.status().Phase == workflows.PhaseWaitingWave })
 	eventually(t, 20*time.Second, "east released", func() bool { st := east.status(); return st.Wave != nil && st.Wave.Released })
-	if _, err := east.ctl.Send(ctx, hello, workflows.CommandAbort, "bad canary"); err != nil {
+	if _, err := east.ctl.Send(ctx, hello, api.CommandAbort, "bad canary"); err != nil {
 		t.Fatal(err)
 	}
 	res, err := west.ctl.Wait(ctx, hello)
-	if err != nil || res.Outcome != workflows.OutcomeAborted || !strings.Contains(res.Reason, "wave plan: not released: wave 1 failed in cluster east: hello-00002 Aborted") {
+	if err != nil || res.Outcome != api.OutcomeAborted || !strings.Contains(res.Reason, "wave plan: not released: wave 1 failed in cluster east: hello-00002 Aborted") {
 		t.Fatalf("west: %+v, %v", res, err)
 	}
 	if got := knative.FormatTraffic(west.liveTraffic()); got != "hello-00001=100%, hello-00001=0% (tag current)" {
 		t.Fatalf("west's traffic: %s", got)
 	}
-	if _, wave := waveOf(t, east.temporal, west); wave.Outcome != activities.WaveFailed {
+	if _, wave := waveOf(t, east.temporal, west); wave.Outcome != api.WaveFailed {
 		t.Fatalf("wave: %+v", wave)
 	}
 }
@@ -165,11 +165,11 @@ func TestWaveFailureRollsBackEarlierWaves(t *testing.T) {
 	ctx := startBoth(t, east, west)
 	eventually(t, 30*time.Second, "east at 100% waiting for the wave", func() bool { return east.status().Phase == workflows.PhaseWaveHold })
 	eventually(t, 20*time.Second, "west released", func() bool { st := west.status(); return st.Wave != nil && st.Wave.Released })
-	if _, err := west.ctl.Send(ctx, hello, workflows.CommandAbort, "errors in west"); err != nil {
+	if _, err := west.ctl.Send(ctx, hello, api.CommandAbort, "errors in west"); err != nil {
 		t.Fatal(err)
 	}
 	res, err := east.ctl.Wait(ctx, hello)
-	if err != nil || res.Outcome != workflows.OutcomeRolledBack || !strings.Contains(res.Reason, "wave plan: wave 2 failed in cluster west: hello-00002 Aborted") {
+	if err != nil || res.Outcome != api.OutcomeRolledBack || !strings.Contains(res.Reason, "wave plan: wave 2 failed in cluster west: hello-00002 Aborted") {
 		t.Fatalf("east: %+v, %v", res, err)
 	}
 	for name, s := range map[string]*stack{"east": east, "west": west} {
@@ -190,7 +190,7 @@ func TestWaveCommandsFromTheCLI(t *testing.T) {
 			return false
 		}
 		_, wave := waveOf(t, east.temporal, east)
-		return wave.Phase == workflows.WaveSoaking
+		return wave.Phase == api.WaveSoaking
 	})
 	// A pipeline pauses and resumes the wave with CloudEvents.
 	url := east.serveReceiver(t, nil)
@@ -211,13 +211,13 @@ func TestWaveCommandsFromTheCLI(t *testing.T) {
 		t.Fatalf("wave promote: %d\n%s", code, out)
 	}
 	for name, s := range map[string]*stack{"east": east, "west": west} {
-		if res, err := s.ctl.Wait(ctx, hello); err != nil || res.Outcome != workflows.OutcomeSucceeded {
+		if res, err := s.ctl.Wait(ctx, hello); err != nil || res.Outcome != api.OutcomeSucceeded {
 			t.Fatalf("%s: %+v, %v", name, res, err)
 		}
 	}
 	_, wave := waveOf(t, east.temporal, east)
-	if len(wave.Commands) != 3 || wave.Commands[0].Name != workflows.CommandPause || wave.Commands[0].By != "release-bot (via token:pipeline)" ||
-		wave.Commands[1].Name != workflows.CommandResume || wave.Commands[2].Name != workflows.CommandPromote || wave.Commands[2].By != "cli@test" || wave.Commands[2].Reason != "canary looks fine" {
+	if len(wave.Commands) != 3 || wave.Commands[0].Name != api.CommandPause || wave.Commands[0].By != "release-bot (via token:pipeline)" ||
+		wave.Commands[1].Name != api.CommandResume || wave.Commands[2].Name != api.CommandPromote || wave.Commands[2].By != "cli@test" || wave.Commands[2].Reason != "canary looks fine" {
 		t.Fatalf("wave commands: %+v", wave.Commands)
 	}
 }
@@ -231,7 +231,7 @@ func TestWaveGateWaitsForAPerson(t *testing.T) {
 			return false
 		}
 		_, wave := waveOf(t, east.temporal, east)
-		return wave.Phase == workflows.WaveGate
+		return wave.Phase == api.WaveGate
 	})
 	time.Sleep(2 * time.Second)
 	if st := west.status(); st.Phase != workflows.PhaseWaitingWave || st.Weight != 0 {
@@ -241,7 +241,7 @@ func TestWaveGateWaitsForAPerson(t *testing.T) {
 		t.Fatalf("wave promote: %d\n%s", code, out)
 	}
 	for name, s := range map[string]*stack{"east": east, "west": west} {
-		if res, err := s.ctl.Wait(ctx, hello); err != nil || res.Outcome != workflows.OutcomeSucceeded {
+		if res, err := s.ctl.Wait(ctx, hello); err != nil || res.Outcome != api.OutcomeSucceeded {
 			t.Fatalf("%s: %+v, %v", name, res, err)
 		}
 	}

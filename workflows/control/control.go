@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/workflows"
 )
@@ -68,7 +69,7 @@ func (c *Client) Start(ctx context.Context, target knative.TargetRef, candidate,
 	if err := c.awaitFinishing(ctx, target); err != nil {
 		return "", err
 	}
-	return c.Offer(ctx, StartRequest{Target: target, Offer: workflows.CandidateSignal{Revision: candidate, By: c.Identity}, Reason: reason})
+	return c.Offer(ctx, StartRequest{Target: target, Offer: api.CandidateSignal{Revision: candidate, By: c.Identity}, Reason: reason})
 }
 
 // StartRequest offers a candidate, with what the caller already knows about
@@ -76,7 +77,7 @@ func (c *Client) Start(ctx context.Context, target knative.TargetRef, candidate,
 // rollout.
 type StartRequest struct {
 	Target knative.TargetRef
-	Offer  workflows.CandidateSignal
+	Offer  api.CandidateSignal
 	Reason string
 	// Stable, if known, makes the summary read "hello: hello-00001 → hello-00002".
 	Stable string
@@ -104,15 +105,15 @@ func (c *Client) Offer(ctx context.Context, r StartRequest) (string, error) {
 		details += "\n\nPolicy: " + policy
 	}
 	opts := client.StartWorkflowOptions{
-		ID:                    workflows.WorkflowID(target),
+		ID:                    api.RolloutID(target),
 		TaskQueue:             c.TaskQueue,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		StaticSummary:         workflows.StaticSummary(target, r.Stable, candidate),
+		StaticSummary:         api.StaticSummary(target, r.Stable, candidate),
 		StaticDetails:         details,
 		TypedSearchAttributes: workflows.StartAttributes(target, candidate),
 	}
-	run, err := c.Temporal.SignalWithStartWorkflow(ctx, opts.ID, workflows.SignalCandidate, r.Offer, opts, workflows.WorkflowName,
-		workflows.Input{Target: target, Candidate: candidate, RequestedBy: c.Identity})
+	run, err := c.Temporal.SignalWithStartWorkflow(ctx, opts.ID, api.SignalCandidate, r.Offer, opts, api.RolloutWorkflow,
+		api.Input{Target: target, Candidate: candidate, RequestedBy: c.Identity})
 	if err != nil {
 		return "", fmt.Errorf("offer %s to the rollout of %s: %w", candidate, target, err)
 	}
@@ -130,7 +131,7 @@ const finishWait = 30 * time.Second
 // while the CLI reported it started. Once the run has closed, the start
 // begins a run of its own.
 func (c *Client) awaitFinishing(ctx context.Context, target knative.TargetRef) error {
-	id := workflows.WorkflowID(target)
+	id := api.RolloutID(target)
 	deadline := time.Now().Add(finishWait)
 	for {
 		d, err := c.Temporal.DescribeWorkflowExecution(ctx, id, "")
@@ -173,7 +174,7 @@ func policyText(ann map[string]string) string {
 // finished rollout too: Temporal replays it to answer.
 func (c *Client) Status(ctx context.Context, target knative.TargetRef) (workflows.Status, error) {
 	target = target.In(c.Cluster)
-	v, err := c.Temporal.QueryWorkflow(ctx, workflows.WorkflowID(target), "", workflows.QueryStatus)
+	v, err := c.Temporal.QueryWorkflow(ctx, api.RolloutID(target), "", api.QueryStatus)
 	if err != nil {
 		return workflows.Status{}, c.explain(err, target)
 	}
@@ -192,7 +193,7 @@ func (c *Client) Status(ctx context.Context, target knative.TargetRef) (workflow
 // last errors, as Temporal's describe reports them. It is best effort: a
 // status without it is still a status.
 func (c *Client) pending(ctx context.Context, target knative.TargetRef) []workflows.PendingActivity {
-	d, err := c.Temporal.DescribeWorkflowExecution(ctx, workflows.WorkflowID(target), "")
+	d, err := c.Temporal.DescribeWorkflowExecution(ctx, api.RolloutID(target), "")
 	if err != nil {
 		return nil
 	}
@@ -210,9 +211,9 @@ func (c *Client) pending(ctx context.Context, target knative.TargetRef) []workfl
 func (c *Client) Send(ctx context.Context, target knative.TargetRef, command, reason string) (string, error) {
 	target = target.In(c.Cluster)
 	h, err := c.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   workflows.WorkflowID(target),
+		WorkflowID:   api.RolloutID(target),
 		UpdateName:   command,
-		Args:         []any{workflows.Command{By: c.Identity, Reason: reason}},
+		Args:         []any{api.Command{By: c.Identity, Reason: reason}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
@@ -229,7 +230,7 @@ func (c *Client) Send(ctx context.Context, target knative.TargetRef, command, re
 // it arrives and records a rejection in its command history.
 func (c *Client) Signal(ctx context.Context, target knative.TargetRef, command, reason string) error {
 	target = target.In(c.Cluster)
-	err := c.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(target), "", command, workflows.Command{By: c.Identity, Reason: reason})
+	err := c.Temporal.SignalWorkflow(ctx, api.RolloutID(target), "", command, api.Command{By: c.Identity, Reason: reason})
 	return c.explain(err, target)
 }
 
@@ -238,17 +239,17 @@ func (c *Client) Signal(ctx context.Context, target knative.TargetRef, command, 
 // error wraps Temporal's: *serviceerror.NotFound means no rollout runs.
 func (c *Client) Tell(ctx context.Context, target knative.TargetRef, signal string, payload any) error {
 	target = target.In(c.Cluster)
-	if err := c.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(target), "", signal, payload); err != nil {
+	if err := c.Temporal.SignalWorkflow(ctx, api.RolloutID(target), "", signal, payload); err != nil {
 		return fmt.Errorf("signal %s to the rollout of %s: %w", signal, target, err)
 	}
 	return nil
 }
 
 // Wait blocks until the rollout ends (following continue-as-new) and returns its result.
-func (c *Client) Wait(ctx context.Context, target knative.TargetRef) (workflows.Result, error) {
+func (c *Client) Wait(ctx context.Context, target knative.TargetRef) (api.Result, error) {
 	target = target.In(c.Cluster)
-	var res workflows.Result
-	err := c.Temporal.GetWorkflow(ctx, workflows.WorkflowID(target), "").Get(ctx, &res)
+	var res api.Result
+	err := c.Temporal.GetWorkflow(ctx, api.RolloutID(target), "").Get(ctx, &res)
 	return res, c.explain(err, target)
 }
 
@@ -266,7 +267,7 @@ func (c *Client) explain(err error, target knative.TargetRef) error {
 		return &RejectedError{Reason: fmt.Sprintf("the rollout on %s has finished; `sluice status` shows how it ended", target)}
 	}
 	if errors.As(err, &notFound) {
-		return fmt.Errorf("%w for %s (workflow %s)", ErrNoRollout, target, workflows.WorkflowID(target))
+		return fmt.Errorf("%w for %s (workflow %s)", ErrNoRollout, target, api.RolloutID(target))
 	}
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
@@ -284,7 +285,7 @@ func (c *Client) Setup(ctx context.Context, namespace string) ([]string, error) 
 		return nil, fmt.Errorf("list search attributes of Temporal namespace %s: %w", namespace, err)
 	}
 	want := map[string]enumspb.IndexedValueType{}
-	for name, typ := range workflows.SearchAttributes() {
+	for name, typ := range api.SearchAttributes() {
 		if _, ok := have.CustomAttributes[name]; ok {
 			continue
 		}

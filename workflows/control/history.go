@@ -12,8 +12,8 @@ import (
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
-	"github.com/sluicehq/sluice/workflows"
 )
 
 // Round is one batch of measurements a rollout scheduled together: a round
@@ -57,7 +57,7 @@ type scheduled struct {
 
 // runRounds reads one run's rounds, and the run it continued, if any.
 func (c *Client) runRounds(ctx context.Context, target knative.TargetRef, runID, candidate string) ([]Round, string, error) {
-	id := workflows.WorkflowID(target)
+	id := api.RolloutID(target)
 	it := c.Temporal.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	dc := converter.GetDefaultDataConverter()
 	var (
@@ -114,7 +114,7 @@ func (c *Client) runRounds(ctx context.Context, target knative.TargetRef, runID,
 // the measurement it counts as if it fails for good.
 func measuring(dc converter.DataConverter, a *historypb.ActivityTaskScheduledEventAttributes, candidate string) (analysis.Measurement, bool, error) {
 	switch a.GetActivityType().GetName() {
-	case "MeasureCheck":
+	case api.ActivityMeasureCheck:
 		var in activities.CheckInput
 		if err := dc.FromPayloads(a.GetInput(), &in); err != nil {
 			return analysis.Measurement{}, false, err
@@ -125,7 +125,7 @@ func measuring(dc converter.DataConverter, a *historypb.ActivityTaskScheduledEve
 		}
 		return analysis.Measurement{Name: in.Check.Name, Kind: kind, Result: analysis.Error, Step: in.Step, Weight: in.Vars.Weight, DryRun: in.Check.DryRun},
 			in.Vars.Candidate == candidate, nil
-	case "CallWebhook":
+	case api.ActivityCallWebhook:
 		var in activities.WebhookInput
 		if err := dc.FromPayloads(a.GetInput(), &in); err != nil {
 			return analysis.Measurement{}, false, err

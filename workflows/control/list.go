@@ -13,8 +13,8 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
-	"github.com/sluicehq/sluice/workflows"
 )
 
 // Summary is one rollout run as the visibility store lists it.
@@ -53,15 +53,15 @@ type Filter struct {
 
 // Query is the visibility query for a filter, on sluice's search attributes.
 func (f Filter) Query() string {
-	clauses := []string{workflows.AttrTarget.GetName() + " IS NOT NULL", "WorkflowType = '" + workflows.WorkflowName + "'"}
+	clauses := []string{api.AttrTarget.GetName() + " IS NOT NULL", "WorkflowType = '" + api.RolloutWorkflow + "'"}
 	add := func(attr, v string) {
 		if v != "" {
 			clauses = append(clauses, fmt.Sprintf("%s = '%s'", attr, strings.ReplaceAll(v, "'", "")))
 		}
 	}
-	add(workflows.AttrNamespace.GetName(), f.Namespace)
-	add(workflows.AttrTarget.GetName(), f.Target)
-	add(workflows.AttrPhase.GetName(), f.Phase)
+	add(api.AttrNamespace.GetName(), f.Namespace)
+	add(api.AttrTarget.GetName(), f.Target)
+	add(api.AttrPhase.GetName(), f.Phase)
 	if f.Running {
 		clauses = append(clauses, "ExecutionStatus = 'Running'")
 	}
@@ -100,7 +100,7 @@ func (c *Client) List(ctx context.Context, f Filter) ([]Summary, error) {
 // History returns every run of a target's rollouts, newest first: one per
 // candidate (a superseded one, then the one that superseded it, ...).
 func (c *Client) History(ctx context.Context, target knative.TargetRef, limit int) ([]Summary, error) {
-	return c.List(ctx, Filter{Target: workflows.TargetAttr(target.In(c.Cluster)), Limit: limit})
+	return c.List(ctx, Filter{Target: api.TargetAttr(target.In(c.Cluster)), Limit: limit})
 }
 
 func summarize(e *workflowpb.WorkflowExecutionInfo) Summary {
@@ -124,13 +124,13 @@ func summarize(e *workflowpb.WorkflowExecutionInfo) Summary {
 		decode(fields[name], &v)
 		return v
 	}
-	s.Target = str(workflows.AttrTarget.GetName())
-	s.Candidate = str(workflows.AttrCandidate.GetName())
-	s.Stable = str(workflows.AttrStable.GetName())
-	s.Phase = str(workflows.AttrPhase.GetName())
-	s.Outcome = str(workflows.AttrOutcome.GetName())
-	s.Step = num(workflows.AttrStep.GetName())
-	s.Weight = num(workflows.AttrWeight.GetName())
+	s.Target = str(api.AttrTarget.GetName())
+	s.Candidate = str(api.AttrCandidate.GetName())
+	s.Stable = str(api.AttrStable.GetName())
+	s.Phase = str(api.AttrPhase.GetName())
+	s.Outcome = str(api.AttrOutcome.GetName())
+	s.Step = num(api.AttrStep.GetName())
+	s.Weight = num(api.AttrWeight.GetName())
 	return s
 }
 

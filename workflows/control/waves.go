@@ -8,7 +8,7 @@ import (
 
 	"go.temporal.io/api/workflowservice/v1"
 
-	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/workflows"
 )
@@ -22,9 +22,9 @@ const maxWaves = 1000
 func (c *Client) WaveID(ctx context.Context, target knative.TargetRef, release string) (string, error) {
 	shared := knative.TargetRef{Namespace: target.Namespace, Kind: target.Kind, Name: target.Name}
 	if release != "" {
-		return activities.WaveID(shared, release), nil
+		return api.WaveID(shared, release), nil
 	}
-	prefix := activities.WaveID(shared, "")
+	prefix := api.WaveID(shared, "")
 	type found struct {
 		id      string
 		started int64
@@ -33,7 +33,7 @@ func (c *Client) WaveID(ctx context.Context, target knative.TargetRef, release s
 	var token []byte
 	for len(waves) < maxWaves {
 		resp, err := c.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Query: "WorkflowType = '" + activities.WaveWorkflowName + "'", PageSize: 1000, NextPageToken: token,
+			Query: "WorkflowType = '" + api.WaveWorkflow + "'", PageSize: 1000, NextPageToken: token,
 		})
 		if err != nil {
 			return "", fmt.Errorf("list waves: %w", err)
@@ -57,7 +57,7 @@ func (c *Client) WaveID(ctx context.Context, target knative.TargetRef, release s
 // WaveStatus reads a wave's status query.
 func (c *Client) WaveStatus(ctx context.Context, id string) (workflows.WaveStatus, error) {
 	var st workflows.WaveStatus
-	v, err := c.Temporal.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+	v, err := c.Temporal.QueryWorkflow(ctx, id, "", api.QueryStatus)
 	if err != nil {
 		return st, fmt.Errorf("status of wave %s: %w", id, err)
 	}
@@ -70,7 +70,7 @@ func (c *Client) WaveStatus(ctx context.Context, id string) (workflows.WaveStatu
 // WaveCommand sends a wave a command (promote, pause, resume, abort) as a
 // signal, recorded with who sent it and why.
 func (c *Client) WaveCommand(ctx context.Context, id, command, reason string) error {
-	if err := c.Temporal.SignalWorkflow(ctx, id, "", command, workflows.Command{By: c.Identity, Reason: reason}); err != nil {
+	if err := c.Temporal.SignalWorkflow(ctx, id, "", command, api.Command{By: c.Identity, Reason: reason}); err != nil {
 		return fmt.Errorf("%s wave %s: %w", command, id, err)
 	}
 	return nil

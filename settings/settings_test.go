@@ -1,9 +1,12 @@
-package config
+package settings
 
 import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/config"
 )
 
 func lookupFrom(env map[string]string) func(string) (string, bool) {
@@ -12,11 +15,11 @@ func lookupFrom(env map[string]string) func(string) (string, bool) {
 
 func TestLoadSettings(t *testing.T) {
 	s, err := LoadSettings(lookupFrom(nil))
-	if err != nil || s.TaskQueue != DefaultTaskQueue || s.HTTPAddr != ":9090" || s.Defaults.Hold != time.Minute {
+	if err != nil || s.TaskQueue != api.DefaultTaskQueue || s.HTTPAddr != ":9090" || s.Defaults.Hold != time.Minute {
 		t.Fatalf("defaults: %+v, %v", s, err)
 	}
 	s, err = LoadSettings(lookupFrom(map[string]string{
-		EnvTaskQueue: "q", EnvSteps: "20,100", EnvHold: "30s", EnvDeadline: "1h", EnvHTTPAddr: "127.0.0.1:0",
+		EnvTaskQueue: "q", config.EnvSteps: "20,100", config.EnvHold: "30s", config.EnvDeadline: "1h", EnvHTTPAddr: "127.0.0.1:0",
 	}))
 	if err != nil || s.TaskQueue != "q" || len(s.Defaults.Steps) != 2 || s.Defaults.Hold != 30*time.Second || s.Defaults.Deadline != time.Hour {
 		t.Fatalf("from env: %+v, %v", s, err)
@@ -25,11 +28,11 @@ func TestLoadSettings(t *testing.T) {
 
 func TestLoadSettingsErrors(t *testing.T) {
 	for env, want := range map[string]string{
-		EnvSteps:            `SLUICE_DEFAULT_STEPS: weights must increase and end at 100, got "30,20"`,
-		EnvHold:             `SLUICE_DEFAULT_HOLD: is not a duration`,
-		EnvProgressDeadline: `SLUICE_DEFAULT_PROGRESS_DEADLINE: is not a duration`,
+		config.EnvSteps:            `SLUICE_DEFAULT_STEPS: weights must increase and end at 100, got "30,20"`,
+		config.EnvHold:             `SLUICE_DEFAULT_HOLD: is not a duration`,
+		config.EnvProgressDeadline: `SLUICE_DEFAULT_PROGRESS_DEADLINE: is not a duration`,
 	} {
-		value := map[string]string{EnvSteps: "30,20"}[env]
+		value := map[string]string{config.EnvSteps: "30,20"}[env]
 		if value == "" {
 			value = "soon"
 		}
@@ -38,7 +41,7 @@ func TestLoadSettingsErrors(t *testing.T) {
 			t.Errorf("%s=%s: error %v, want %q", env, value, err, want)
 		}
 	}
-	_, err := LoadSettings(lookupFrom(map[string]string{EnvHold: "1h", EnvDeadline: "2h"}))
+	_, err := LoadSettings(lookupFrom(map[string]string{config.EnvHold: "1h", config.EnvDeadline: "2h"}))
 	if err == nil || !strings.Contains(err.Error(), "sum of all holds") {
 		t.Errorf("holds longer than the deadline: %v", err)
 	}
@@ -80,5 +83,30 @@ func TestClusterSettings(t *testing.T) {
 	}
 	if _, err := LoadReceiverSettings(lookupFrom(map[string]string{EnvCluster: "-x"})); err == nil {
 		t.Fatal("the receiver took a bad cluster name")
+	}
+}
+
+func TestSettingsPrometheusURL(t *testing.T) {
+	env := map[string]string{config.EnvPrometheusURL: "http://prometheus.monitoring:9090"}
+	s, err := LoadSettings(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil || s.Defaults.PrometheusURL != env[config.EnvPrometheusURL] {
+		t.Fatalf("LoadSettings = %q, %v", s.Defaults.PrometheusURL, err)
+	}
+	env[config.EnvPrometheusURL] = "prometheus:9090"
+	if _, err := LoadSettings(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err == nil || !strings.Contains(err.Error(), config.EnvPrometheusURL) {
+		t.Fatalf("bad URL accepted: %v", err)
+	}
+}
+
+// The worker's default flavour of Knative metrics comes from its environment.
+func TestSettingsKnativeMetrics(t *testing.T) {
+	env := map[string]string{config.EnvKnativeMetrics: "opencensus"}
+	s, err := LoadSettings(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil || s.Defaults.KnativeMetrics != config.MetricsOpenCensus {
+		t.Fatalf("LoadSettings = %q, %v", s.Defaults.KnativeMetrics, err)
+	}
+	env[config.EnvKnativeMetrics] = "otel"
+	if _, err := LoadSettings(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err == nil || !strings.Contains(err.Error(), config.EnvKnativeMetrics) {
+		t.Fatalf("bad value accepted: %v", err)
 	}
 }

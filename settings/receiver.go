@@ -1,4 +1,4 @@
-package config
+package settings
 
 import (
 	"errors"
@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/config"
 )
 
 // ReceiverSettings configure `sluice receiver`, from SLUICE_RECEIVER_*.
@@ -77,17 +80,17 @@ func LoadReceiverSettings(lookup func(string) (string, bool)) (ReceiverSettings,
 	s := ReceiverSettings{
 		Addr: DefaultReceiverAddr, MaxBody: defaultReceiverMaxBodySize, AllowUnauthenticatedSource: true,
 		TokensFile: get(EnvReceiverTokensFile), OIDCIssuer: get(EnvReceiverOIDCIssuer), OIDCAudience: get(EnvReceiverOIDCAudience),
-		TaskQueue: DefaultTaskQueue, Kubeconfig: get(EnvKubeconfig), Sweep: DefaultReceiverSweep,
+		TaskQueue: api.DefaultTaskQueue, Kubeconfig: get(EnvKubeconfig), Sweep: DefaultReceiverSweep,
 	}
 	var errs []error
 	if v := get(EnvReceiverAddr); v != "" {
 		s.Addr = v
 	}
 	if v := get(EnvCluster); v != "" {
-		if err := ValidateCluster(v); err != nil {
+		if err := config.ValidateCluster(v); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", EnvCluster, err))
 		}
-		s.Cluster, s.TaskQueue = v, ClusterTaskQueue(v)
+		s.Cluster, s.TaskQueue = v, api.ClusterTaskQueue(v)
 	}
 	if v := get(EnvTaskQueue); v != "" {
 		s.TaskQueue = v
@@ -109,7 +112,7 @@ func LoadReceiverSettings(lookup func(string) (string, bool)) (ReceiverSettings,
 		}
 	}
 	if v := get(EnvReceiverNamespaces); v != "" {
-		s.Namespaces = splitList(v)
+		s.Namespaces = config.SplitList(v)
 	}
 	if v := get(EnvReceiverAllowUnauthSrc); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -120,7 +123,7 @@ func LoadReceiverSettings(lookup func(string) (string, bool)) (ReceiverSettings,
 		}
 	}
 	if s.Admission.Addr = get(EnvAdmissionAddr); s.Admission.Addr != "" {
-		s.Admission.Hosts = splitList(get(EnvAdmissionHosts))
+		s.Admission.Hosts = config.SplitList(get(EnvAdmissionHosts))
 		if len(s.Admission.Hosts) == 0 {
 			errs = append(errs, fmt.Errorf("%s: name the hosts the API server calls the webhook by (its Service's DNS name), e.g. sluice-receiver.sluice-system.svc", EnvAdmissionHosts))
 		}

@@ -1,0 +1,111 @@
+package settings
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/config"
+)
+
+// Settings are the worker's runtime settings. They come from the
+// environment (SLUICE_*), so the same binary runs from a shell, a test and a
+// Deployment. Temporal's own connection settings (TEMPORAL_ADDRESS,
+// TEMPORAL_NAMESPACE, TLS, API key) follow the Temporal SDK's environment
+// conventions and are read by the worker package.
+type Settings struct {
+	// Cluster names the cluster this process serves, when several share one
+	// Temporal namespace: it scopes the rollouts' workflow IDs, and the
+	// default task queue becomes sluice-rollouts-<cluster>.
+	Cluster string
+	// TaskQueue is the Temporal task queue rollouts run on.
+	TaskQueue string
+	// HTTPAddr serves /healthz, /readyz and /metrics.
+	HTTPAddr string
+	// Kubeconfig is a kubeconfig file; empty means in-cluster, then ~/.kube/config.
+	Kubeconfig string
+	// Defaults fill in what a target's annotations leave out.
+	Defaults config.Defaults
+	// Sizing of the Temporal worker (docs/operations.md says how to choose).
+	Sizing WorkerSizing
+}
+
+// WorkerSizing is how much work one worker process takes from Temporal at a
+// time.
+type WorkerSizing struct {
+	// WorkflowPollers and ActivityPollers are how many long polls the
+	// worker keeps open on its task queue for each kind of task: each poll
+	// brings one task at a time.
+	WorkflowPollers, ActivityPollers int
+	// MaxActivities is how many activities may run at once. A rollout
+	// holds at most two (a watch, and a progress event or a check).
+	MaxActivities int
+}
+
+// Environment variable names.
+const (
+	EnvCluster         = "SLUICE_CLUSTER"
+	EnvTaskQueue       = "SLUICE_TASK_QUEUE"
+	EnvHTTPAddr        = "SLUICE_HTTP_ADDR"
+	EnvKubeconfig      = "KUBECONFIG"
+	EnvWorkflowPollers = "SLUICE_WORKFLOW_POLLERS"
+	EnvActivityPollers = "SLUICE_ACTIVITY_POLLERS"
+	EnvMaxActivities   = "SLUICE_MAX_ACTIVITIES"
+)
+
+// DefaultSizing suits a worker running up to a few hundred rollouts at once
+// (docs/operations.md, from the measurements in docs/benchmarks.md).
+var DefaultSizing = WorkerSizing{WorkflowPollers: 8, ActivityPollers: 8, MaxActivities: 1000}
+
+// LoadSettings reads settings through lookup (os.LookupEnv in production).
+// Invalid values are errors that name the variable, never silently ignored.
+func LoadSettings(lookup func(string) (string, bool)) (Settings, error) {
+	s := Settings{TaskQueue: api.DefaultTaskQueue, HTTPAddr: ":9090", Defaults: config.BuiltinDefaults(), Sizing: DefaultSizing}
+	get := func(key string) (string, bool) {
+		v, ok := lookup(key)
+		v = strings.TrimSpace(v)
+		return v, ok && v != ""
+	}
+	if v, ok := get(EnvCluster); ok {
+		if err := config.ValidateCluster(v); err != nil {
+			return s, fmt.Errorf("%s: %w", EnvCluster, err)
+		}
+		s.Cluster, s.TaskQueue = v, api.ClusterTaskQueue(v)
+	}
+	if v, ok := get(EnvTaskQueue); ok {
+		s.TaskQueue = v
+	}
+	if v, ok := get(EnvHTTPAddr); ok {
+		s.HTTPAddr = v
+	}
+	if v, ok := get(EnvKubeconfig); ok {
+		s.Kubeconfig = v
+	}
+	d, errs := config.LoadDefaults(get)
+	s.Defaults = d
+	for _, n := range []struct {
+		key  string
+		into *int
+	}{
+		{EnvWorkflowPollers, &s.Sizing.WorkflowPollers},
+		{EnvActivityPollers, &s.Sizing.ActivityPollers},
+		{EnvMaxActivities, &s.Sizing.MaxActivities},
+	} {
+		if v, ok := get(n.key); ok {
+			i, err := strconv.Atoi(v)
+			if err != nil || i < 1 {
+				errs = append(errs, &config.FieldError{Key: n.key, Message: "must be a whole number of at least 1", Value: v})
+				continue
+			}
+			*n.into = i
+		}
+	}
+	if s.Sizing.WorkflowPollers < 2 {
+		// The SDK needs two workflow pollers: one on the sticky queue, one
+		// on the shared one.
+		errs = append(errs, &config.FieldError{Key: EnvWorkflowPollers, Message: "must be at least 2 (one for the worker's sticky queue, one for the shared queue)", Value: strconv.Itoa(s.Sizing.WorkflowPollers)})
+	}
+	return s, errors.Join(errs...)
+}
