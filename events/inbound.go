@@ -11,6 +11,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
 )
 
@@ -254,8 +255,8 @@ func mapCommand(e cloudevents.Event) (Action, error) {
 	if name, ok := strings.CutPrefix(e.Type(), "dev.sluice.wave."); ok {
 		cmd.Name, cmd.Wave = name, true
 	}
-	if cmd.Name == "promote" && cmd.Full && !cmd.Wave {
-		cmd.Name = "promote-full"
+	if cmd.Name == api.CommandPromote && cmd.Full && !cmd.Wave {
+		cmd.Name = api.CommandPromoteFull
 	}
 	switch {
 	case cmd.Target == "":
@@ -264,7 +265,7 @@ func mapCommand(e cloudevents.Event) (Action, error) {
 		return Action{}, invalid("%s: data.namespace is required", e.Type())
 	case cmd.Name == "request" && cmd.Revision == "":
 		return Action{}, invalid("%s: data.revision is required: the Revision to roll out", e.Type())
-	case cmd.Name == "abort" && cmd.Reason == "":
+	case cmd.Name == api.CommandAbort && cmd.Reason == "":
 		return Action{}, invalid("%s: data.reason is required: it is kept in the rollout's history", e.Type())
 	case cmd.Wave && cmd.Full:
 		return Action{}, invalid("%s: data.full is for a rollout's promote; a wave's promote ends its soak", e.Type())

@@ -180,7 +180,7 @@ func TestRenderStatusShowsServedTrafficAndRetries(t *testing.T) {
 		HoldLeftAt: time.Minute}
 	st.At(now)
 	st.Serving = []servingv1.TrafficTarget{{RevisionName: "hello-00001", Percent: p(70)}, {RevisionName: "hello-00002", Percent: p(30)}}
-	st.Pending = []workflows.PendingActivity{{Activity: "ApplyTraffic", Attempt: 4, LastError: "failed calling webhook"}}
+	st.Pending = []workflows.PendingActivity{{Activity: api.ActivityApplyTraffic, Attempt: 4, LastError: "failed calling webhook"}}
 	var b strings.Builder
 	renderStatus(&b, st)
 	for _, want := range []string{

@@ -10,6 +10,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/test/stack"
 )
 
@@ -74,10 +75,10 @@ func stepBreakdown(hists []history, ready *readyLog) StepBreakdown {
 				told = at
 			case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 				name := ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName()
-				if name == "AwaitRevision" {
+				if name == api.ActivityAwaitRevision {
 					awaits[ev.GetEventId()] = true
 				}
-				if name != "ApplyTraffic" {
+				if name != api.ActivityApplyTraffic {
 					continue
 				}
 				a := &act{scheduled: at}

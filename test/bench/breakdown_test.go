@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/api"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
@@ -23,7 +24,7 @@ func TestStepBreakdownSplitsTheGap(t *testing.T) {
 	}
 	scheduled := func(id int64, ms int) *historypb.HistoryEvent {
 		e := ev(id, ms, enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
-		e.Attributes = &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{ActivityTaskScheduledEventAttributes: &historypb.ActivityTaskScheduledEventAttributes{ActivityType: &commonpb.ActivityType{Name: "ApplyTraffic"}}}
+		e.Attributes = &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{ActivityTaskScheduledEventAttributes: &historypb.ActivityTaskScheduledEventAttributes{ActivityType: &commonpb.ActivityType{Name: api.ActivityApplyTraffic}}}
 		return e
 	}
 	started := func(id int64, ms int, of int64) *historypb.HistoryEvent {

@@ -79,7 +79,7 @@ func TestStatusShowsARetriedWrite(t *testing.T) {
 		st, err = s.ctl.Status(ctx, hello)
 		return err == nil && len(st.Pending) > 0 && st.Pending[0].Attempt > 1
 	})
-	if p := st.Pending[0]; p.Activity != "ApplyTraffic" || !strings.Contains(p.LastError, "failed calling webhook") {
+	if p := st.Pending[0]; p.Activity != api.ActivityApplyTraffic || !strings.Contains(p.LastError, "failed calling webhook") {
 		t.Fatalf("pending %+v", st.Pending)
 	}
 	if out, code := s.cli("status", "hello"); code != 0 || !strings.Contains(out, "Retrying:") || !strings.Contains(out, "failed calling webhook") {
