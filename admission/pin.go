@@ -16,6 +16,7 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/knative"
 )
 
 // Pin is what the webhook changes in a Service write: its new traffic list
@@ -45,21 +46,7 @@ func PinFor(ctx context.Context, old, updated *servingv1.Service) (Pin, bool) {
 	if equality.Semantic.DeepEqual(before.Spec.Template, after.Spec.Template) {
 		return Pin{}, false
 	}
-	traffic := cloneTraffic(updated.Spec.Traffic)
-	if len(traffic) == 0 {
-		// Knative's defaulting turns no traffic into all of it on the latest
-		// Revision.
-		traffic = []servingv1.TrafficTarget{{LatestRevision: ptr(true), Percent: ptr(int64(100))}}
-	}
-	pinned := 0
-	for i := range traffic {
-		t := &traffic[i]
-		if t.LatestRevision == nil || !*t.LatestRevision || t.Percent == nil || *t.Percent == 0 {
-			continue
-		}
-		t.LatestRevision, t.RevisionName, t.ConfigurationName = ptr(false), serving, ""
-		pinned++
-	}
+	traffic, pinned := knative.PinLatest(knative.DefaultTraffic(updated.Spec.Traffic), nil, serving)
 	if pinned == 0 {
 		return Pin{}, false
 	}
@@ -67,14 +54,3 @@ func PinFor(ctx context.Context, old, updated *servingv1.Service) (Pin, bool) {
 		"sluice pinned %d latestRevision traffic target(s) of Service %s/%s to %s, the Revision serving them now, so the new Revision's rollout starts from 0%%",
 		pinned, updated.Namespace, updated.Name, serving)}, true
 }
-
-func cloneTraffic(in []servingv1.TrafficTarget) []servingv1.TrafficTarget {
-	out := make([]servingv1.TrafficTarget, len(in))
-	for i := range in {
-		in[i].DeepCopyInto(&out[i])
-		out[i].URL = nil
-	}
-	return out
-}
-
-func ptr[T any](v T) *T { return &v }

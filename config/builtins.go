@@ -45,8 +45,6 @@ type builtin struct {
 	compare analysis.Comparison
 }
 
-func ptr(f float64) *float64 { return &f }
-
 // flavour is how one set of metric names is queried for the candidate.
 type flavour struct {
 	// metric names the request series in messages; count, sum and bucket
@@ -121,7 +119,7 @@ func builtinFor(metrics, name string) (builtin, bool) {
 	// stable's; of success rate, on a fall of more than half a point.
 	slower := analysis.Comparison{Direction: analysis.Increase, Effect: analysis.Effect{Value: 10, Relative: true}}
 	latency := func(q string) builtin {
-		b.query, b.max = f.toMillis+`histogram_quantile(`+q+`, `+f.scoped("sum by (le)", bucket, "")+`)`, ptr(500)
+		b.query, b.max = f.toMillis+`histogram_quantile(`+q+`, `+f.scoped("sum by (le)", bucket, "")+`)`, new(500.0)
 		b.compare = slower
 		return b
 	}
@@ -131,13 +129,13 @@ func builtinFor(metrics, name string) (builtin, bool) {
 		// 5xx. No 5xx series at all means none failed (vector(0)); no
 		// requests at all is no data.
 		b.query = `1 - ((` + f.scoped("sum", count, f.serverError) + ` or vector(0)) / (` + f.scoped("sum", count, "") + `))`
-		b.min = ptr(0.99)
+		b.min = new(0.99)
 		b.compare = analysis.Comparison{Direction: analysis.Decrease, Effect: analysis.Effect{Value: 0.005}}
 		return b, true
 	case BuiltinLatencyMean:
 		// Time spent over requests served; no requests is 0/0, no data.
 		// Each side in parentheses: "or" binds more loosely than "/".
-		b.query, b.max = f.toMillis+`((`+f.scoped("sum", f.sum, "")+`) / (`+f.scoped("sum", count, "")+`))`, ptr(500)
+		b.query, b.max = f.toMillis+`((`+f.scoped("sum", f.sum, "")+`) / (`+f.scoped("sum", count, "")+`))`, new(500.0)
 		b.compare = slower
 		return b, true
 	case BuiltinLatencyP50:

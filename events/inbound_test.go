@@ -12,6 +12,7 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/sluicehq/sluice/knative"
 )
 
 // fixture is one HTTP POST recorded from Knative's ApiServerSource adapter.
@@ -61,12 +62,12 @@ func TestMapRecordedEvents(t *testing.T) {
 	}{
 		{"resource/01-service-add.json", Action{Kind: KindIgnore, Namespace: "default", ObjectKind: "Service", Name: "hello"}},
 		{"resource/02-revision-add.json", Action{Kind: KindRevision, Namespace: "default", ObjectKind: "Revision", Name: "hello-00002", Configuration: "hello", Service: "hello", Generation: 2}},
-		{"resource/03-revision-update-ready-unknown.json", Action{Kind: KindRevision, Namespace: "default", ObjectKind: "Revision", Name: "hello-00002", Configuration: "hello", Service: "hello", Generation: 2, Ready: "Unknown", ReadyReason: "Deploying"}},
-		{"resource/04-revision-update-ready-true.json", Action{Kind: KindRevision, Namespace: "default", ObjectKind: "Revision", Name: "hello-00002", Configuration: "hello", Service: "hello", Generation: 2, Ready: "True"}},
+		{"resource/03-revision-update-ready-unknown.json", Action{Kind: KindRevision, Namespace: "default", ObjectKind: "Revision", Name: "hello-00002", Configuration: "hello", Service: "hello", Generation: 2, ReadyReason: "Deploying"}},
+		{"resource/04-revision-update-ready-true.json", Action{Kind: KindRevision, Namespace: "default", ObjectKind: "Revision", Name: "hello-00002", Configuration: "hello", Service: "hello", Generation: 2, Ready: knative.RevisionReady}},
 		{"resource/05-route-add.json", Action{Kind: KindIgnore, Namespace: "default", ObjectKind: "Route", Name: "hello-route"}},
 		{"resource/06-route-update-status.json", Action{Kind: KindIgnore, Namespace: "default", ObjectKind: "Route", Name: "hello-route"}},
-		{"resource/07-revision-update-ready-false.json", Action{Kind: KindRevision, Namespace: "default", ObjectKind: "Revision", Name: "hello-00002", Configuration: "hello", Service: "hello", Generation: 2, Ready: "False", ReadyReason: "ExitCode1", ReadyMessage: "Container failed with: panic"}},
-		{"resource/08-revision-delete.json", Action{Kind: KindRevision, Namespace: "default", ObjectKind: "Revision", Name: "hello-00002", Configuration: "hello", Service: "hello", Generation: 2, Ready: "False", ReadyReason: "ExitCode1", ReadyMessage: "Container failed with: panic", Deleted: true}},
+		{"resource/07-revision-update-ready-false.json", Action{Kind: KindRevision, Namespace: "default", ObjectKind: "Revision", Name: "hello-00002", Configuration: "hello", Service: "hello", Generation: 2, Ready: knative.RevisionFailed, ReadyReason: "ExitCode1", ReadyMessage: "Container failed with: panic"}},
+		{"resource/08-revision-delete.json", Action{Kind: KindRevision, Namespace: "default", ObjectKind: "Revision", Name: "hello-00002", Configuration: "hello", Service: "hello", Generation: 2, Ready: knative.RevisionDeleted, ReadyReason: "ExitCode1", ReadyMessage: "Container failed with: panic", Deleted: true}},
 		{"reference/01-revision-add.json", Action{Kind: KindRevision, Namespace: "default", ObjectKind: "Revision", Name: "hello-00003", NeedsRead: true}},
 		{"reference/02-revision-update.json", Action{Kind: KindRevision, Namespace: "default", ObjectKind: "Revision", Name: "hello-00003", NeedsRead: true}},
 		{"reference/03-revision-delete.json", Action{Kind: KindRevision, Namespace: "default", ObjectKind: "Revision", Name: "hello-00003", Deleted: true}},

@@ -82,7 +82,7 @@ func (c Client) ReadTraffic(ctx context.Context, o ObjectRef) (Live, error) {
 func (c Client) PatchTraffic(ctx context.Context, o ObjectRef, resourceVersion string, traffic []servingv1.TrafficTarget) (Live, error) {
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"resourceVersion": resourceVersion},
-		"spec":     map[string]any{"traffic": stripStatus(traffic)},
+		"spec":     map[string]any{"traffic": CloneTraffic(traffic)},
 	})
 	if err != nil {
 		return Live{}, fmt.Errorf("encode traffic patch: %w", err)
@@ -174,7 +174,7 @@ func (c Client) readObject(ctx context.Context, o ObjectRef) (runtime.Object, er
 func liveFromObject(obj runtime.Object) (Live, bool) {
 	switch o := obj.(type) {
 	case *servingv1.Service:
-		l := Live{Name: o.Name, Annotations: o.Annotations, Spec: serviceTraffic(o), Status: o.Status.Traffic, ResourceVersion: o.ResourceVersion,
+		l := Live{Name: o.Name, Annotations: o.Annotations, Spec: DefaultTraffic(o.Spec.Traffic), Status: o.Status.Traffic, ResourceVersion: o.ResourceVersion,
 			Generation: o.Generation, ObservedGeneration: o.Status.ObservedGeneration}
 		l.Ready, l.NotReady = conditionTrue(o.Status.GetCondition(servingv1.ServiceConditionRoutesReady), "RoutesReady")
 		return l, true
@@ -190,17 +190,6 @@ func liveFromObject(obj runtime.Object) (Live, bool) {
 	return Live{}, false
 }
 
-// serviceTraffic is a Service's spec.traffic as Knative reads it: a Service
-// that gives none (created where Knative's defaulting webhook did not run)
-// sends all traffic to its latest Ready Revision.
-func serviceTraffic(svc *servingv1.Service) []servingv1.TrafficTarget {
-	if len(svc.Spec.Traffic) > 0 {
-		return svc.Spec.Traffic
-	}
-	latest, all := true, int64(100)
-	return []servingv1.TrafficTarget{{LatestRevision: &latest, Percent: &all}}
-}
-
 func conditionTrue(c *apis.Condition, name string) (bool, string) {
 	if c == nil {
 		return false, name + " not reported yet"
@@ -209,14 +198,4 @@ func conditionTrue(c *apis.Condition, name string) (bool, string) {
 		return true, ""
 	}
 	return false, fmt.Sprintf("%s=%s %s %s", name, c.Status, c.Reason, c.Message)
-}
-
-// stripStatus drops the status-only URL so a list copied from status can be written to spec.
-func stripStatus(traffic []servingv1.TrafficTarget) []servingv1.TrafficTarget {
-	out := make([]servingv1.TrafficTarget, len(traffic))
-	for i, t := range traffic {
-		t.URL = nil
-		out[i] = t
-	}
-	return out
 }

@@ -16,7 +16,7 @@ func Stable(traffic []servingv1.TrafficTarget, candidate string, revs map[string
 	share := map[string]int64{}
 	for _, t := range traffic {
 		name := t.RevisionName
-		if t.LatestRevision != nil && *t.LatestRevision {
+		if IsLatest(t) {
 			name = newestReadyBefore(revs, candidate)
 		}
 		if name != "" && name != candidate {

@@ -69,6 +69,63 @@ func StatusShows(desired, status []servingv1.TrafficTarget) bool {
 // IsLatest reports whether a target follows the latest Ready Revision.
 func IsLatest(t servingv1.TrafficTarget) bool { return t.LatestRevision != nil && *t.LatestRevision }
 
+// CloneTraffic copies a traffic list deeply, without the status-only URL,
+// so a list read from an object or its status can be changed and written
+// to a spec. nil stays nil.
+func CloneTraffic(in []servingv1.TrafficTarget) []servingv1.TrafficTarget {
+	if in == nil {
+		return nil
+	}
+	out := make([]servingv1.TrafficTarget, len(in))
+	for i := range in {
+		in[i].DeepCopyInto(&out[i])
+		out[i].URL = nil
+	}
+	return out
+}
+
+// DefaultTraffic is a Service's spec.traffic as Knative reads it: a Service
+// that gives none (written where Knative's defaulting webhook did not run)
+// sends all of it to its latest Ready Revision, as Knative's own defaulting
+// of a Service's route says.
+func DefaultTraffic(traffic []servingv1.TrafficTarget) []servingv1.TrafficTarget {
+	if len(traffic) > 0 {
+		return traffic
+	}
+	var spec servingv1.RouteSpec
+	spec.SetDefaults(servingv1.WithDefaultConfigurationName(context.Background()))
+	return spec.Traffic
+}
+
+// PinLatest returns a copy of traffic in which each latestRevision target
+// that carries a share is pinned to the Revision it resolves to now, by
+// name: while such a target is live, Knative would send its whole share to
+// a new Revision the moment it is Ready. A latestRevision target at 0% stays
+// as it is (its tag keeps following the latest Ready Revision): it routes
+// nothing, and Knative only ever resolves it to a Ready Revision.
+//
+// resolved names the Revision each target resolves to (status.traffic), ""
+// where it is not known; to is used where it is not. pinned counts the
+// targets pinned.
+func PinLatest(traffic []servingv1.TrafficTarget, resolved []string, to string) (out []servingv1.TrafficTarget, pinned int) {
+	out = CloneTraffic(traffic)
+	for i := range out {
+		if !IsLatest(out[i]) || Percent(out[i]) == 0 {
+			continue
+		}
+		name := to
+		if i < len(resolved) && resolved[i] != "" {
+			name = resolved[i]
+		}
+		if name == "" {
+			continue
+		}
+		out[i].LatestRevision, out[i].RevisionName, out[i].ConfigurationName = new(false), name, ""
+		pinned++
+	}
+	return out, pinned
+}
+
 // Percent is a target's percent, 0 when unset.
 func Percent(t servingv1.TrafficTarget) int64 {
 	if t.Percent == nil {

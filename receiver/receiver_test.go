@@ -268,7 +268,7 @@ func TestNoSecondRolloutOfAHandledRevision(t *testing.T) {
 	// that succeeded, or of one under way).
 	e = newEnv(t, helloObjects()...)
 	svc, _ := e.k.ServingV1().Services("default").Get(context.Background(), "hello", metav1.GetOptions{})
-	svc.Spec.Traffic = []servingv1.TrafficTarget{{RevisionName: "hello-00002", Percent: ptr(int64(100))}}
+	svc.Spec.Traffic = []servingv1.TrafficTarget{{RevisionName: "hello-00002", Percent: new(int64(100))}}
 	_, _ = e.k.ServingV1().Services("default").Update(context.Background(), svc, metav1.UpdateOptions{})
 	code, msg = e.replay("resource/04-revision-update-ready-true.json", func(h map[string]string) { h["Ce-Id"] = "serving" })
 	if code != http.StatusOK || !strings.Contains(msg, "hello-00002 already serves traffic on default/service/hello") {
@@ -461,8 +461,6 @@ func TestRevisionStatesToldOnce(t *testing.T) {
 		}
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func binaryMessage(ev cloudevents.Event) binding.Message { return binding.ToMessage(&ev) }
 

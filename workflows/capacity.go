@@ -334,7 +334,7 @@ func (r *rollout) releaseCandidate(ctx workflow.Context) {
 // as they would without sluice.
 func followsLatest(traffic []servingTraffic) bool {
 	for _, t := range traffic {
-		if t.LatestRevision != nil && *t.LatestRevision {
+		if knative.IsLatest(t) {
 			return true
 		}
 	}

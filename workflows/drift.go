@@ -120,9 +120,9 @@ func (r *rollout) rebase(ctx workflow.Context) {
 		resolveTo = r.st.Candidate // Knative routes latestRevision targets to it now
 	}
 	base := pinLatest(live.Spec, live.Routed, resolveTo)
-	r.st.Live = cloneTraffic(live.Spec)
+	r.st.Live = knative.CloneTraffic(live.Spec)
 	r.st.Baseline = trafficAt(base, r.st.Stable, r.st.Candidate, 0)
-	r.st.Original = cloneTraffic(r.st.Baseline)
+	r.st.Original = knative.CloneTraffic(r.st.Baseline)
 	r.st.PromoteRequested = false
 	r.st.HoldUntil = time.Time{}
 	for i := range r.st.StepRuns {

@@ -6,35 +6,6 @@ import (
 	"github.com/sluicehq/sluice/knative"
 )
 
-// pinLatest replaces every latestRevision target that carries traffic with
-// the Revision it resolves to now, by name: while such a target is live,
-// Knative would send its whole share to the candidate the moment it is
-// Ready, ahead of every step. A latestRevision target at 0% stays as it is
-// (its tag keeps following the latest Ready Revision): it routes nothing,
-// and Knative only ever resolves it to a Ready Revision.
-//
-// resolved names the Revision each target resolves to (status.traffic), ""
-// where it is not known; to is used where it is not.
-func pinLatest(traffic []servingv1.TrafficTarget, resolved []string, to string) []servingv1.TrafficTarget {
-	out := cloneTraffic(traffic)
-	for i := range out {
-		if !knative.IsLatest(out[i]) || knative.Percent(out[i]) == 0 {
-			continue
-		}
-		name := to
-		if i < len(resolved) && resolved[i] != "" {
-			name = resolved[i]
-		}
-		if name == "" {
-			continue
-		}
-		out[i].LatestRevision = ptr(false)
-		out[i].RevisionName = name
-		out[i].ConfigurationName = ""
-	}
-	return out
-}
-
 // candidateShare is the candidate's share, in percent, of the traffic the
 // stable and candidate Revisions hold together in a list: the weight a
 // rollout stands at on that list.
@@ -87,7 +58,7 @@ func trafficAt(base []servingv1.TrafficTarget, stable, candidate string, weight 
 	// share still sends the candidate some traffic.
 	move := min((pool*weight+50)/100, pool) - cand
 	if move < 0 && stable == "" {
-		return cloneTraffic(base) // no stable Revision to give the share back to
+		return knative.CloneTraffic(base) // no stable Revision to give the share back to
 	}
 	from, to, receiver := isStable, func(t servingv1.TrafficTarget) bool { return t.RevisionName == candidate }, candidate
 	if move < 0 {
@@ -95,11 +66,10 @@ func trafficAt(base []servingv1.TrafficTarget, stable, candidate string, weight 
 	}
 	out := make([]servingv1.TrafficTarget, 0, len(base)+1)
 	left := move
-	for _, t := range base {
-		t = copyTarget(t)
+	for _, t := range knative.CloneTraffic(base) {
 		if from(t) && left > 0 && knative.Percent(t) > 0 {
 			take := min(left, knative.Percent(t))
-			t.Percent = ptr(knative.Percent(t) - take)
+			t.Percent = new(knative.Percent(t) - take)
 			left -= take
 			if knative.Percent(t) == 0 && t.Tag == "" {
 				continue // an untagged target at 0% routes nothing
@@ -114,11 +84,11 @@ func trafficAt(base []servingv1.TrafficTarget, stable, candidate string, weight 
 	// or to a new one at the end.
 	for i := range out {
 		if to(out[i]) && out[i].Tag == "" && !(stable == "" && knative.IsLatest(out[i])) {
-			out[i].Percent = ptr(knative.Percent(out[i]) + move)
+			out[i].Percent = new(knative.Percent(out[i]) + move)
 			return out
 		}
 	}
-	return append(out, servingv1.TrafficTarget{RevisionName: receiver, LatestRevision: ptr(false), Percent: ptr(move)})
+	return append(out, servingv1.TrafficTarget{RevisionName: receiver, LatestRevision: new(false), Percent: new(move)})
 }
 
 // rollbackTraffic is the traffic to restore: exactly the list from before the
@@ -131,7 +101,7 @@ func rollbackTraffic(st *state) []servingv1.TrafficTarget {
 	if st.CandidateReady {
 		return pinLatest(st.Original, nil, st.Stable)
 	}
-	return cloneTraffic(st.Original)
+	return knative.CloneTraffic(st.Original)
 }
 
 // pinsLatest reports whether restoring list pins a latestRevision target of
@@ -145,26 +115,9 @@ func pinsLatest(original, restored []servingv1.TrafficTarget) bool {
 	return false
 }
 
-func cloneTraffic(in []servingv1.TrafficTarget) []servingv1.TrafficTarget {
-	if in == nil {
-		return nil
-	}
-	out := make([]servingv1.TrafficTarget, len(in))
-	for i, t := range in {
-		out[i] = copyTarget(t)
-	}
+// pinLatest is the traffic with its live latestRevision targets pinned
+// (knative.PinLatest).
+func pinLatest(traffic []servingv1.TrafficTarget, resolved []string, to string) []servingv1.TrafficTarget {
+	out, _ := knative.PinLatest(traffic, resolved, to)
 	return out
 }
-
-func copyTarget(t servingv1.TrafficTarget) servingv1.TrafficTarget {
-	if t.Percent != nil {
-		t.Percent = ptr(*t.Percent)
-	}
-	if t.LatestRevision != nil {
-		t.LatestRevision = ptr(*t.LatestRevision)
-	}
-	t.URL = nil
-	return t
-}
-
-func ptr[T any](v T) *T { return &v }

@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
+	"github.com/sluicehq/sluice/knative"
 )
 
 // a is the nil receiver the workflow names activities by.
@@ -156,12 +157,12 @@ func (r *rollout) resolve(ctx workflow.Context) {
 	if r.st.Original == nil {
 		// The first candidate of this rollout: what is live now is the
 		// pre-rollout traffic. A superseding candidate keeps the first one's.
-		r.st.Original = cloneTraffic(res.Traffic)
+		r.st.Original = knative.CloneTraffic(res.Traffic)
 		r.st.Stable = res.Stable
 		// Pinned to what each target routes to now: if Knative has already
 		// sent a latestRevision share to the candidate, it keeps it.
 		r.st.Baseline = pinLatest(res.Traffic, res.Routed, res.Stable)
-		r.st.Live = cloneTraffic(res.Traffic)
+		r.st.Live = knative.CloneTraffic(res.Traffic)
 	}
 	if r.st.Stable == "" {
 		// The target's first Revision: there is no traffic to shift from.

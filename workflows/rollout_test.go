@@ -403,7 +403,7 @@ func TestRollbackPinsLatestRevision(t *testing.T) {
 	}
 	// latestRevision would now resolve to the Ready candidate: the rollback
 	// pins it to the stable Revision instead.
-	wantTraffic(t, h.traffic("hello"), servingv1.TrafficTarget{RevisionName: "hello-00001", Percent: ptr(int64(100))})
+	wantTraffic(t, h.traffic("hello"), servingv1.TrafficTarget{RevisionName: "hello-00001", Percent: new(int64(100))})
 }
 
 func TestGateWaitsForPromote(t *testing.T) {
@@ -711,7 +711,7 @@ func TestRouteModeRollsOutOnTheRoute(t *testing.T) {
 	route := &servingv1.Route{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api-route", Generation: 1},
 		Spec: servingv1.RouteSpec{Traffic: []servingv1.TrafficTarget{
-			{ConfigurationName: "api", LatestRevision: ptr(true), Percent: ptr(int64(100))},
+			{ConfigurationName: "api", LatestRevision: new(true), Percent: new(int64(100))},
 			tgt("api-00001", 0, "pinned"),
 		}},
 	}

@@ -151,7 +151,7 @@ func (r *rollout) writeTraffic(ctx workflow.Context, desired []servingTraffic, s
 		}
 		return false
 	}
-	r.st.Live = cloneTraffic(desired)
+	r.st.Live = knative.CloneTraffic(desired)
 	if applied.Visible {
 		return true
 	}

@@ -31,7 +31,7 @@ type taggedTarget struct {
 }
 
 func tagged(mode string) taggedTarget {
-	latest := servingv1.TrafficTarget{LatestRevision: ptr(true), Percent: ptr(int64(0)), Tag: "latest"}
+	latest := servingv1.TrafficTarget{LatestRevision: new(true), Percent: new(int64(0)), Tag: "latest"}
 	ann := map[string]string{config.AnnotationSteps: "50,100", config.AnnotationHold: "1m", config.AnnotationVerifyTimeout: "30s"}
 	if mode == knative.KindService {
 		return taggedTarget{
@@ -79,7 +79,7 @@ func TestTagsThroughEveryEnding(t *testing.T) {
 				tt := tagged(mode)
 				h := newHarness(t, tt.objects...)
 				stable, cand := tt.rev(1), tt.rev(2)
-				original := cloneTraffic(h.objectTraffic(tt.target.Kind, tt.object))
+				original := knative.CloneTraffic(h.objectTraffic(tt.target.Kind, tt.object))
 				latest := original[1]
 				var mid []servingv1.TrafficTarget
 				h.at(5*time.Second, func() { _ = h.k.SetRevisionReady(ns, cand, "True", "", "") })
@@ -124,7 +124,7 @@ func TestTagsThroughEveryEnding(t *testing.T) {
 // The target's first Revision: a tagged latestRevision target keeps its tag.
 func TestFirstRolloutKeepsTaggedLatestTargets(t *testing.T) {
 	latest := func(pct int64, tag string) servingv1.TrafficTarget {
-		return servingv1.TrafficTarget{LatestRevision: ptr(true), Percent: ptr(pct), Tag: tag}
+		return servingv1.TrafficTarget{LatestRevision: new(true), Percent: new(pct), Tag: tag}
 	}
 	h := newHarness(t, knativefake.Service(ns, "s", nil, latest(100, ""), latest(0, "latest")), knativefake.Revision(ns, "s", 1, false))
 	h.at(5*time.Second, func() { _ = h.k.SetRevisionReady(ns, "s-00001", "True", "", "") })
@@ -138,7 +138,7 @@ func TestFirstRolloutKeepsTaggedLatestTargets(t *testing.T) {
 // Knative sent a latestRevision share to the candidate before sluice pinned
 // it: sluice never takes it back, and at 100% there is nothing to do.
 func TestKnativeGotThereFirst(t *testing.T) {
-	latest := servingv1.TrafficTarget{LatestRevision: ptr(true), Percent: ptr(int64(100))}
+	latest := servingv1.TrafficTarget{LatestRevision: new(true), Percent: new(int64(100))}
 	h := newHarness(t, knativefake.Service(ns, "hello", nil, latest), knativefake.Revision(ns, "hello", 1, true), knativefake.Revision(ns, "hello", 2, true))
 	h.run("hello-00002")
 	if res := h.result(); res.Outcome != api.OutcomeSucceeded || !strings.Contains(res.Reason, "Knative had already sent hello-00002 100% of the traffic") {
@@ -148,7 +148,7 @@ func TestKnativeGotThereFirst(t *testing.T) {
 }
 
 func TestKnativeGotPartWayFirst(t *testing.T) {
-	latest := servingv1.TrafficTarget{LatestRevision: ptr(true), Percent: ptr(int64(60))}
+	latest := servingv1.TrafficTarget{LatestRevision: new(true), Percent: new(int64(60))}
 	h := newHarness(t, knativefake.Service(ns, "hello", nil, latest, tgt("hello-00001", 40, "")),
 		knativefake.Revision(ns, "hello", 1, true), knativefake.Revision(ns, "hello", 2, true))
 	h.run("hello-00002")

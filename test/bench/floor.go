@@ -128,9 +128,9 @@ type servicesLister interface {
 }
 
 func floorStep(ctx context.Context, client servicesClient, lister servicesLister, wake <-chan struct{}, name string, weight int64) error {
-	desired := []servingv1.TrafficTarget{{RevisionName: name + "-00002", Percent: ptr(weight)}}
+	desired := []servingv1.TrafficTarget{{RevisionName: name + "-00002", Percent: new(weight)}}
 	if weight < 100 {
-		desired = append([]servingv1.TrafficTarget{{RevisionName: name + "-00001", Percent: ptr(100 - weight)}}, desired...)
+		desired = append([]servingv1.TrafficTarget{{RevisionName: name + "-00001", Percent: new(100 - weight)}}, desired...)
 	}
 	// A conflict (Knative wrote the object's status between the read and
 	// the patch) is read again and retried, as any client-go loop does.
@@ -166,5 +166,3 @@ func floorStep(ctx context.Context, client servicesClient, lister servicesLister
 		}
 	}
 }
-
-func ptr(v int64) *int64 { return &v }

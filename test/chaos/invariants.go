@@ -132,9 +132,9 @@ func checkFinalTraffic(expects []*expect, ev evidence) []violation {
 		if e.Got == api.OutcomeSucceeded {
 			live = e.Candidate
 		}
-		want := []servingv1.TrafficTarget{{RevisionName: live, Percent: ptr(int64(100))}}
+		want := []servingv1.TrafficTarget{{RevisionName: live, Percent: new(int64(100))}}
 		if e.Plan != planFirst {
-			want = append(want, servingv1.TrafficTarget{RevisionName: name + "-00001", Percent: ptr(int64(0)), Tag: "base"})
+			want = append(want, servingv1.TrafficTarget{RevisionName: name + "-00001", Percent: new(int64(0)), Tag: "base"})
 		}
 		if got, w := sortedTraffic(ev.Traffic[name]), sortedTraffic(want); got != w {
 			out = append(out, violation{"the final traffic is what the outcome promises", e.Candidate,

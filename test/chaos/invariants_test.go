@@ -23,7 +23,7 @@ func at(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 func traffic(pairs ...any) []servingv1.TrafficTarget {
 	var out []servingv1.TrafficTarget
 	for i := 0; i < len(pairs); i += 2 {
-		out = append(out, servingv1.TrafficTarget{RevisionName: pairs[i].(string), Percent: ptr(int64(pairs[i+1].(int)))})
+		out = append(out, servingv1.TrafficTarget{RevisionName: pairs[i].(string), Percent: new(int64(pairs[i+1].(int)))})
 	}
 	return out
 }
@@ -45,7 +45,7 @@ func progressEvent(t *testing.T, id, candidate string, seq int, typ string) clou
 func good(t *testing.T) ([]*expect, evidence) {
 	e := &expect{Service: "s", Candidate: "s-00002", Stable: "s-00001", Plan: planSteps, Steps: []int64{20, 50, 100},
 		Outcome: api.OutcomeSucceeded, Exact: true, Deployed: at(0), Ended: at(20), Got: api.OutcomeSucceeded, GotReason: "all steps passed"}
-	base := servingv1.TrafficTarget{RevisionName: "s-00001", Percent: ptr(int64(0)), Tag: "base"}
+	base := servingv1.TrafficTarget{RevisionName: "s-00001", Percent: new(int64(0)), Tag: "base"}
 	w := func(s int, tr []servingv1.TrafficTarget) write {
 		return write{Service: "s", At: at(s), AuditID: "a" + at(s).Format("05"), Traffic: append(tr, base), HasTraffic: true}
 	}
@@ -57,7 +57,7 @@ func good(t *testing.T) ([]*expect, evidence) {
 		},
 		Ready:   map[string]time.Time{"s-00001": at(-60), "s-00002": at(4)},
 		Runs:    []run{{Service: "s", Start: at(1), Close: at(17)}},
-		Traffic: map[string][]servingv1.TrafficTarget{"s": append(traffic("s-00002", 100), base), "by": {{LatestRevision: ptr(true), Percent: ptr(int64(100))}}},
+		Traffic: map[string][]servingv1.TrafficTarget{"s": append(traffic("s-00002", 100), base), "by": {{LatestRevision: new(true), Percent: new(int64(100))}}},
 		Progress: []cloudevents.Event{
 			progressEvent(t, "r-1", "s-00002", 1, "started"), progressEvent(t, "r-2", "s-00002", 2, "step"),
 			progressEvent(t, "r-2", "s-00002", 2, "step"), progressEvent(t, "r-3", "s-00002", 3, "succeeded"),

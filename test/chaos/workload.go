@@ -178,8 +178,8 @@ func (w *workload) drive(ctx context.Context, name string, rng *rand.Rand) error
 		return nil
 	}
 	// A tagged target every later rollout must leave alone.
-	base := servingv1.TrafficTarget{RevisionName: name + "-00001", Percent: ptr(int64(0)), Tag: "base"}
-	if err := w.patchTraffic(ctx, name, []servingv1.TrafficTarget{{RevisionName: name + "-00001", Percent: ptr(int64(100))}, base}); err != nil {
+	base := servingv1.TrafficTarget{RevisionName: name + "-00001", Percent: new(int64(0)), Tag: "base"}
+	if err := w.patchTraffic(ctx, name, []servingv1.TrafficTarget{{RevisionName: name + "-00001", Percent: new(int64(100))}, base}); err != nil {
 		return err
 	}
 	stable, gen := first.Candidate, 1
@@ -413,7 +413,7 @@ func (w *workload) drift(ctx context.Context, e *expect, stable string, base ser
 	}) {
 		return
 	}
-	edited := []servingv1.TrafficTarget{{RevisionName: stable, Percent: ptr(int64(55))}, {RevisionName: e.Candidate, Percent: ptr(int64(45))}, base}
+	edited := []servingv1.TrafficTarget{{RevisionName: stable, Percent: new(int64(55))}, {RevisionName: e.Candidate, Percent: new(int64(45))}, base}
 	if err := w.patchTraffic(ctx, e.Service, edited); err != nil {
 		e.Notes = append(e.Notes, "the hand edit failed: "+err.Error())
 		return
@@ -493,5 +493,3 @@ func (w *workload) touch(ctx context.Context, names []string, rng *rand.Rand) in
 	}
 	return n
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -69,7 +69,7 @@ func TestWriteRefusedOutsideTrafficPauses(t *testing.T) {
 	svc := &servingv1.Service{ObjectMeta: metav1.ObjectMeta{Name: "s15", Namespace: ns, Annotations: map[string]string{
 		"sluice.dev/rollout": "enabled", "sluice.dev/steps": "20,60,100", "sluice.dev/hold": "5s"}}}
 	svc.Spec.Template.Spec.Containers = containers("example.com/s15:v1")
-	svc.Spec.Template.Spec.TimeoutSeconds = ptrTo(int64(500))
+	svc.Spec.Template.Spec.TimeoutSeconds = new(int64(500))
 	if _, err := stk.Serving.ServingV1().Services(ns).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -161,8 +161,8 @@ func TestTagsFollowTheirTargets(t *testing.T) {
 	c := ctl(t)
 	firstRollout(t, c, "s17", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "2s"})
 	patchTraffic(t, "s17", []servingv1.TrafficTarget{
-		{RevisionName: "s17-00001", Percent: pct(100), Tag: "prod"},
-		{LatestRevision: ptrTo(true), Percent: pct(0), Tag: "latest"},
+		{RevisionName: "s17-00001", Percent: new(int64(100)), Tag: "prod"},
+		{LatestRevision: new(true), Percent: new(int64(0)), Tag: "latest"},
 	})
 	deploy(t, "s17", "example.com/s17:v2", nil, nil)
 	waitStatus(t, c, svcTarget("s17"), 60*time.Second, "the 50% hold", func(s workflows.Status) bool {
@@ -191,7 +191,7 @@ func TestTagsFollowTheirTargets(t *testing.T) {
 func TestAbortSaysLatestRevisionIsPinned(t *testing.T) {
 	c := ctl(t)
 	firstRollout(t, c, "s18", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "10m"})
-	patchTraffic(t, "s18", []servingv1.TrafficTarget{{LatestRevision: ptrTo(true), Percent: pct(100)}})
+	patchTraffic(t, "s18", []servingv1.TrafficTarget{{LatestRevision: new(true), Percent: new(int64(100))}})
 	// The receiver, and with it the admission webhook (test 20), is down
 	// during the deploy: the template change goes through unpinned, and the
 	// rollout is started by hand. The Revision is Ready only after sluice
@@ -236,8 +236,8 @@ func TestHandEditDuringHoldThenResumeKeepsIt(t *testing.T) {
 		return s.Candidate == "s19-00002" && s.Phase == workflows.PhaseHolding && s.Weight == 30
 	})
 	edited := []servingv1.TrafficTarget{
-		{RevisionName: "s19-00001", Percent: pct(55)}, {RevisionName: "s19-00002", Percent: pct(45)},
-		{RevisionName: "s19-00001", Percent: pct(0), Tag: "debug"},
+		{RevisionName: "s19-00001", Percent: new(int64(55))}, {RevisionName: "s19-00002", Percent: new(int64(45))},
+		{RevisionName: "s19-00001", Percent: new(int64(0)), Tag: "debug"},
 	}
 	patchTraffic(t, "s19", edited)
 	edit := time.Now()
@@ -276,8 +276,6 @@ func TestHandEditDuringHoldThenResumeKeepsIt(t *testing.T) {
 	}
 }
 
-func ptrTo[T any](v T) *T { return &v }
-
 // 20. The race of test 16 closed: a template change of an opted-in Service
 // whose traffic follows the latest Revision is pinned in the same write by
 // sluice's admission webhook, so Knative never routes the new Revision —
@@ -286,7 +284,7 @@ func ptrTo[T any](v T) *T { return &v }
 func TestAdmissionPinsLatestTrafficInTheWrite(t *testing.T) {
 	c := ctl(t)
 	firstRollout(t, c, "s20", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "1s"})
-	patchTraffic(t, "s20", []servingv1.TrafficTarget{{LatestRevision: ptrTo(true), Percent: pct(100)}, {LatestRevision: ptrTo(true), Percent: pct(0), Tag: "latest"}})
+	patchTraffic(t, "s20", []servingv1.TrafficTarget{{LatestRevision: new(true), Percent: new(int64(100))}, {LatestRevision: new(true), Percent: new(int64(0)), Tag: "latest"}})
 	stk.KillWorker()
 	restarted := false
 	defer func() {
@@ -332,8 +330,8 @@ func TestAdmissionPinsLatestTrafficInTheWrite(t *testing.T) {
 func TestFirstRolloutKeepsTaggedLatestTarget(t *testing.T) {
 	c := ctl(t)
 	deploy(t, "s21", "example.com/s21:v1", map[string]string{"sluice.dev/rollout": "enabled"}, nil,
-		servingv1.TrafficTarget{LatestRevision: ptrTo(true), Percent: pct(100)},
-		servingv1.TrafficTarget{LatestRevision: ptrTo(true), Percent: pct(0), Tag: "latest"})
+		servingv1.TrafficTarget{LatestRevision: new(true), Percent: new(int64(100))},
+		servingv1.TrafficTarget{LatestRevision: new(true), Percent: new(int64(0)), Tag: "latest"})
 	st := waitOutcome(t, c, svcTarget("s21"), "s21-00001", 60*time.Second)
 	if st.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)

@@ -20,8 +20,6 @@ import (
 	"github.com/sluicehq/sluice/workflows"
 )
 
-func pct(n int64) *int64 { return &n }
-
 var fast = map[string]string{"sluice.dev/steps": "25,50,100", "sluice.dev/hold": "1s"}
 
 // 1. Service mode: a new Revision rolls out through every step to 100%.
@@ -107,8 +105,8 @@ func TestAbortRestoresTaggedTraffic(t *testing.T) {
 	c := ctl(t)
 	firstRollout(t, c, "s4", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "10m"})
 	before := []servingv1.TrafficTarget{
-		{RevisionName: "s4-00001", Percent: pct(100)},
-		{RevisionName: "s4-00001", Percent: pct(0), Tag: "stable"},
+		{RevisionName: "s4-00001", Percent: new(int64(100))},
+		{RevisionName: "s4-00001", Percent: new(int64(0)), Tag: "stable"},
 	}
 	patchTraffic(t, "s4", before)
 	deploy(t, "s4", "example.com/s4:v2", nil, nil)
@@ -297,7 +295,7 @@ func TestHandEditPausesRollout(t *testing.T) {
 	waitStatus(t, c, svcTarget("s9"), 60*time.Second, "the first hold", func(s workflows.Status) bool {
 		return s.Candidate == "s9-00002" && s.Phase == workflows.PhaseHolding && s.Weight == 30
 	})
-	edited := []servingv1.TrafficTarget{{RevisionName: "s9-00001", Percent: pct(80)}, {RevisionName: "s9-00002", Percent: pct(20)}}
+	edited := []servingv1.TrafficTarget{{RevisionName: "s9-00001", Percent: new(int64(80))}, {RevisionName: "s9-00002", Percent: new(int64(20))}}
 	patchTraffic(t, "s9", edited)
 	st := waitStatus(t, c, svcTarget("s9"), 30*time.Second, "the pause", func(s workflows.Status) bool { return s.Paused })
 	if !strings.Contains(st.PauseReason, "changed outside sluice") || !strings.Contains(st.PauseReason, "s9-00002=20%") {
@@ -340,9 +338,9 @@ func TestRouteModeRollout(t *testing.T) {
 	// The Route first, so the Configuration's first Revision is already
 	// routed when its event arrives, and starts no rollout.
 	route := &servingv1.Route{ObjectMeta: metav1.ObjectMeta{Name: "api-route", Namespace: ns},
-		Spec: servingv1.RouteSpec{Traffic: []servingv1.TrafficTarget{{RevisionName: "api-00001", Percent: pct(100), Tag: "prod"},
+		Spec: servingv1.RouteSpec{Traffic: []servingv1.TrafficTarget{{RevisionName: "api-00001", Percent: new(int64(100)), Tag: "prod"},
 			// Stays latestRevision: true throughout, its URL following the new Revision.
-			{ConfigurationName: "api", LatestRevision: ptrTo(true), Percent: pct(0), Tag: "latest"}}}}
+			{ConfigurationName: "api", LatestRevision: new(true), Percent: new(int64(0)), Tag: "latest"}}}}
 	if _, err := stk.Serving.ServingV1().Routes(ns).Create(ctx, route, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

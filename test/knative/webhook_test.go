@@ -17,15 +17,13 @@ import (
 	"github.com/sluicehq/sluice/knative"
 )
 
-func pct(n int64) *int64 { return &n }
-
 func latest(p int64, tag string) servingv1.TrafficTarget {
 	t := true
-	return servingv1.TrafficTarget{LatestRevision: &t, Percent: pct(p), Tag: tag}
+	return servingv1.TrafficTarget{LatestRevision: &t, Percent: new(int64(p)), Tag: tag}
 }
 
 func named(rev string, p int64, tag string) servingv1.TrafficTarget {
-	return servingv1.TrafficTarget{RevisionName: rev, Percent: pct(p), Tag: tag}
+	return servingv1.TrafficTarget{RevisionName: rev, Percent: new(int64(p)), Tag: tag}
 }
 
 func traffic(ts ...servingv1.TrafficTarget) []servingv1.TrafficTarget { return ts }
@@ -65,10 +63,10 @@ func TestSluiceAndKnativeAgreeOnTrafficLists(t *testing.T) {
 		{"a negative percent", traffic(named("hello-00001", 110, ""), named("hello-00002", -10, ""))},
 		{"a duplicate tag", traffic(named("hello-00001", 50, "a"), named("hello-00002", 50, "a"))},
 		{"a tag that is no DNS label", traffic(named("hello-00001", 100, "Not_A_Label"))},
-		{"latestRevision with a revisionName", traffic(servingv1.TrafficTarget{LatestRevision: ptrTo(true), RevisionName: "hello-00001", Percent: pct(100)})},
-		{"latestRevision false without a revisionName", traffic(servingv1.TrafficTarget{LatestRevision: ptrTo(false), Percent: pct(100)})},
-		{"a configurationName in a Service", traffic(servingv1.TrafficTarget{ConfigurationName: "hello", Percent: pct(100)})},
-		{"a target that names nothing", traffic(servingv1.TrafficTarget{Percent: pct(100)})},
+		{"latestRevision with a revisionName", traffic(servingv1.TrafficTarget{LatestRevision: new(true), RevisionName: "hello-00001", Percent: new(int64(100))})},
+		{"latestRevision false without a revisionName", traffic(servingv1.TrafficTarget{LatestRevision: new(false), Percent: new(int64(100))})},
+		{"a configurationName in a Service", traffic(servingv1.TrafficTarget{ConfigurationName: "hello", Percent: new(int64(100))})},
+		{"a target that names nothing", traffic(servingv1.TrafficTarget{Percent: new(int64(100))})},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -83,8 +81,6 @@ func TestSluiceAndKnativeAgreeOnTrafficLists(t *testing.T) {
 		})
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // A Service created with no traffic: Knative's defaulting gives it all to
 // the latest Revision, which is what sluice assumes of a Service whose
@@ -108,7 +104,7 @@ func TestTemplateRefusalIsNotATrafficRefusal(t *testing.T) {
 	ctx := context.Background()
 	svc := service("limited", traffic(latest(100, "")))
 	svc.Annotations = map[string]string{"sluice.dev/rollout": "enabled"}
-	svc.Spec.Template.Spec.TimeoutSeconds = ptrTo(int64(500))
+	svc.Spec.Template.Spec.TimeoutSeconds = new(int64(500))
 	if _, err := kn.ServingV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
