@@ -11,11 +11,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
+	"github.com/sluicehq/sluice/measure"
 )
 
 // Activities reads and writes Knative objects. The workflow refers to its
@@ -31,8 +31,8 @@ type Activities struct {
 	// watch cannot, set it short.
 	WatchLimit time.Duration
 	// Prometheus and Webhooks run analysis checks and hooks.
-	Prometheus analysis.Prometheus
-	Webhooks   analysis.Webhooks
+	// Measure takes the measurements of analysis.
+	Measure measure.Measurer
 	// Cluster is the cluster this worker's Knative client reaches (empty
 	// when only one cluster uses the Temporal namespace).
 	Cluster string

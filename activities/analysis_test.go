@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/measure"
 )
 
 func TestMeasureCheckRendersQueriesAndJudges(t *testing.T) {
@@ -26,9 +27,9 @@ func TestMeasureCheckRendersQueriesAndJudges(t *testing.T) {
 		fmt.Fprint(w, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"612.5"]}]}}`)
 	}))
 	defer srv.Close()
-	a := &Activities{Prometheus: analysis.Prometheus{HTTP: srv.Client()}}
+	a := &Activities{Measure: measure.Measurer{Prometheus: measure.Prometheus{HTTP: srv.Client()}}}
 	max := 500.0
-	in := CheckInput{
+	in := measure.CheckInput{
 		Check:      config.Check{Name: "p99", Query: `histogram_quantile(0.99, rate(x{rev="{{.Candidate}}"}[{{.Window}}]))`, Max: &max, Window: 2 * time.Minute},
 		Prometheus: srv.URL, Vars: config.TemplateVars{Candidate: "hello-00002", Weight: 25}, Step: 1,
 	}
@@ -59,9 +60,9 @@ func TestCallWebhookHeartbeats(t *testing.T) {
 	env := s.NewTestActivityEnvironment()
 	var beats atomic.Int32
 	env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) { beats.Add(1) })
-	acts := &Activities{Webhooks: analysis.Webhooks{HTTP: srv.Client()}}
+	acts := &Activities{Measure: measure.Measurer{Webhooks: measure.Webhooks{HTTP: srv.Client()}}}
 	env.RegisterActivity(acts)
-	v, err := env.ExecuteActivity(acts.CallWebhook, WebhookInput{
+	v, err := env.ExecuteActivity(acts.CallWebhook, measure.WebhookInput{
 		Hook:    config.Webhook{Name: "slow", At: config.MomentHold, URL: srv.URL, Timeout: 10 * time.Second},
 		Payload: analysis.Payload{Name: "slow", Moment: "hold"},
 	})
@@ -96,8 +97,8 @@ func TestMeasureCheckExplainsNoData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Activities{Prometheus: analysis.Prometheus{HTTP: srv.Client()}}
-	in := CheckInput{Check: pol.Analysis.Checks[0], Prometheus: srv.URL, Vars: config.TemplateVars{Namespace: "shop", Candidate: "cart-00002"}}
+	a := &Activities{Measure: measure.Measurer{Prometheus: measure.Prometheus{HTTP: srv.Client()}}}
+	in := measure.CheckInput{Check: pol.Analysis.Checks[0], Prometheus: srv.URL, Vars: config.TemplateVars{Namespace: "shop", Candidate: "cart-00002"}}
 	m, err := a.MeasureCheck(context.Background(), in)
 	if err != nil || m.Result != analysis.Inconclusive ||
 		!strings.Contains(m.Message, "no series of kn_serving_invocation_duration_seconds for revision cart-00002 in namespace shop") ||
@@ -130,10 +131,10 @@ func TestMeasureCheckComparesCandidateWithStable(t *testing.T) {
 		fmt.Fprintf(w, `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[%s]}]}}`, strings.Join(vals, ","))
 	}))
 	defer srv.Close()
-	a := &Activities{Prometheus: analysis.Prometheus{HTTP: srv.Client()}}
+	a := &Activities{Measure: measure.Measurer{Prometheus: measure.Prometheus{HTTP: srv.Client()}}}
 	c := config.Check{Name: "latency", Query: `avg(x{rev="{{.Revision}}"}[{{.Window}}])`, Window: 90 * time.Second, Step: 10 * time.Second,
 		Compare: &analysis.Comparison{Direction: analysis.Increase, Effect: analysis.Effect{Value: 10, Relative: true}, Confidence: 0.95, MinSamples: 8}}
-	in := CheckInput{Check: c, Prometheus: srv.URL, Vars: config.TemplateVars{Namespace: "shop", Candidate: "cart-00002", Stable: "cart-00001", Weight: 20}, Step: 2}
+	in := measure.CheckInput{Check: c, Prometheus: srv.URL, Vars: config.TemplateVars{Namespace: "shop", Candidate: "cart-00002", Stable: "cart-00001", Weight: 20}, Step: 2}
 	m, err := a.MeasureCheck(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)

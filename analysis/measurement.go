@@ -1,7 +1,8 @@
-// Package analysis judges a candidate Revision: it measures Prometheus checks
-// and calls webhooks (the activities run these), and it keeps the tallies the
-// workflow decides on. The tallies are plain values with no clock and no
-// I/O, so the workflow can use them deterministically.
+// Package analysis judges a candidate Revision: measurements and their
+// results, comparisons of candidate and stable, the round's score, and the
+// tallies the workflow decides on. It does no I/O (package measure takes
+// the measurements) and reads no clock, so the workflow can use it
+// deterministically.
 package analysis
 
 import (

@@ -7,12 +7,12 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
+	"github.com/sluicehq/sluice/measure"
 )
 
 // AnalysisState is what a rollout has measured of its candidate and what the
@@ -122,7 +122,7 @@ func (r *rollout) analyze(ctx workflow.Context, final bool) bool {
 	for _, c := range pol.Checks {
 		ps = append(ps, pending{
 			future: workflow.ExecuteActivity(checkOptions(ctx, "measure "+c.Name), a.MeasureCheck,
-				activities.CheckInput{Check: c, Prometheus: pol.Prometheus, Vars: vars, Step: r.st.Step + 1}),
+				measure.CheckInput{Check: c, Prometheus: pol.Prometheus, Vars: vars, Step: r.st.Step + 1}),
 			lost: analysis.Measurement{Name: c.Name, Kind: checkKind(c), Result: analysis.Error, Step: r.st.Step + 1, Weight: r.st.Weight, DryRun: c.DryRun},
 		})
 	}
@@ -212,7 +212,7 @@ func (r *rollout) callHook(ctx workflow.Context, h config.Webhook) pending {
 	}
 	return pending{
 		future: workflow.ExecuteActivity(webhookOptions(ctx, h, "webhook "+h.Name+" ("+string(h.At)+")"), a.CallWebhook,
-			activities.WebhookInput{Hook: h, Payload: p}),
+			measure.WebhookInput{Hook: h, Payload: p}),
 		lost: analysis.Measurement{Name: h.Name, Kind: analysis.KindWebhook, Moment: string(h.At), Result: analysis.Failed, Step: step, Weight: v.Weight},
 	}
 }

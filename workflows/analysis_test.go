@@ -9,30 +9,30 @@ import (
 
 	"github.com/stretchr/testify/mock"
 
-	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/measure"
 	"github.com/sluicehq/sluice/test/knativefake"
 )
 
 // analysisHarness runs a rollout of hello-00002 over steps 25,50,100 with a
-// 1m hold and the given analysis document; measure and hook script what the
+// 1m hold and the given analysis document; measured and hook script what the
 // check and the webhooks answer, call by call.
-func analysisHarness(t *testing.T, doc string, measure func(n int, in activities.CheckInput) analysis.Measurement,
-	hook func(n int, in activities.WebhookInput) analysis.Measurement) *harness {
+func analysisHarness(t *testing.T, doc string, measured func(n int, in measure.CheckInput) analysis.Measurement,
+	hook func(n int, in measure.WebhookInput) analysis.Measurement) *harness {
 	t.Helper()
-	return withAnalysis(newHarness(t, helloObjects(map[string]string{config.AnnotationAnalysis: doc}, true)...), measure, hook)
+	return withAnalysis(newHarness(t, helloObjects(map[string]string{config.AnnotationAnalysis: doc}, true)...), measured, hook)
 }
 
 // withAnalysis scripts a harness's check and webhook activities.
-func withAnalysis(h *harness, measure func(n int, in activities.CheckInput) analysis.Measurement,
-	hook func(n int, in activities.WebhookInput) analysis.Measurement) *harness {
+func withAnalysis(h *harness, measured func(n int, in measure.CheckInput) analysis.Measurement,
+	hook func(n int, in measure.WebhookInput) analysis.Measurement) *harness {
 	checks, hooks := 0, 0
 	h.env.OnActivity(a.MeasureCheck, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.CheckInput) (analysis.Measurement, error) {
+		func(_ context.Context, in measure.CheckInput) (analysis.Measurement, error) {
 			checks++
-			m := measure(checks, in)
+			m := measured(checks, in)
 			m.Name, m.Kind, m.Step, m.Min, m.Max, m.DryRun = in.Check.Name, checkKind(in.Check), in.Step, in.Check.Min, in.Check.Max, in.Check.DryRun
 			if m.Result == "" {
 				m.Result = analysis.Evaluate(m.Value, in.Check.Min, in.Check.Max)
@@ -40,7 +40,7 @@ func withAnalysis(h *harness, measure func(n int, in activities.CheckInput) anal
 			return m, nil
 		})
 	h.env.OnActivity(a.CallWebhook, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.WebhookInput) (analysis.Measurement, error) {
+		func(_ context.Context, in measure.WebhookInput) (analysis.Measurement, error) {
 			hooks++
 			m := hook(hooks, in)
 			if m.Result == lost {
@@ -58,8 +58,8 @@ const lost analysis.Result = "test: lost"
 func value(v float64) analysis.Measurement { return analysis.Measurement{Value: &v} }
 
 // badAt measures a healthy 0.999 but at the k-th measurement, bad.
-func badAt(k int, bad float64) func(int, activities.CheckInput) analysis.Measurement {
-	return func(n int, _ activities.CheckInput) analysis.Measurement {
+func badAt(k int, bad float64) func(int, measure.CheckInput) analysis.Measurement {
+	return func(n int, _ measure.CheckInput) analysis.Measurement {
 		if n == k {
 			return value(bad)
 		}
@@ -67,7 +67,7 @@ func badAt(k int, bad float64) func(int, activities.CheckInput) analysis.Measure
 	}
 }
 
-func ok200(int, activities.WebhookInput) analysis.Measurement {
+func ok200(int, measure.WebhookInput) analysis.Measurement {
 	return analysis.Measurement{Result: analysis.Passed, StatusCode: 200}
 }
 
@@ -80,8 +80,8 @@ checks:
 `
 
 func TestAnalysisPromotesAGoodCandidate(t *testing.T) {
-	var seen []activities.CheckInput
-	h := analysisHarness(t, successDoc, func(n int, in activities.CheckInput) analysis.Measurement {
+	var seen []measure.CheckInput
+	h := analysisHarness(t, successDoc, func(n int, in measure.CheckInput) analysis.Measurement {
 		seen = append(seen, in)
 		return value(0.999)
 	}, ok200)
@@ -120,7 +120,7 @@ func TestAnalysisFailureRollsBackAtFirstStep(t *testing.T) {
 
 func TestAnalysisFailureLimitTolerates(t *testing.T) {
 	doc := successDoc + "    failureLimit: 1\n"
-	h := analysisHarness(t, doc, func(n int, _ activities.CheckInput) analysis.Measurement {
+	h := analysisHarness(t, doc, func(n int, _ measure.CheckInput) analysis.Measurement {
 		if n == 2 {
 			return value(0.5)
 		}
@@ -138,7 +138,7 @@ func TestAnalysisFailureLimitTolerates(t *testing.T) {
 func TestAnalysisToleratesARoundWithoutData(t *testing.T) {
 	// The first round of each step has no data yet (by default one such
 	// round in a row is tolerated).
-	h := analysisHarness(t, successDoc, func(n int, _ activities.CheckInput) analysis.Measurement {
+	h := analysisHarness(t, successDoc, func(n int, _ measure.CheckInput) analysis.Measurement {
 		if n == 1 || n == 4 {
 			return analysis.Measurement{Message: "no data: sum(...)"}
 		}
@@ -155,7 +155,7 @@ func TestAnalysisToleratesARoundWithoutData(t *testing.T) {
 
 func TestAnalysisErrorsPauseUntilResumed(t *testing.T) {
 	doc := successDoc + "    consecutiveErrorLimit: 2\n"
-	h := analysisHarness(t, doc, func(n int, _ activities.CheckInput) analysis.Measurement {
+	h := analysisHarness(t, doc, func(n int, _ measure.CheckInput) analysis.Measurement {
 		if n <= 3 {
 			return analysis.Measurement{Result: analysis.Error, Message: "query Prometheus at http://prometheus:9090: connection refused"}
 		}
@@ -181,7 +181,7 @@ func TestAnalysisErrorsPauseUntilResumed(t *testing.T) {
 }
 
 func TestAnalysisNoDataPauses(t *testing.T) {
-	h := analysisHarness(t, successDoc+"    inconclusiveLimit: 0\n", func(int, activities.CheckInput) analysis.Measurement {
+	h := analysisHarness(t, successDoc+"    inconclusiveLimit: 0\n", func(int, measure.CheckInput) analysis.Measurement {
 		return analysis.Measurement{Message: "no data: sum(...)"}
 	}, ok200)
 	var st Status
@@ -220,8 +220,8 @@ webhooks:
 
 func TestGateWebhookHoldsPromotionUntil2xx(t *testing.T) {
 	gateCalls := 0
-	var payloads []activities.WebhookInput
-	h := analysisHarness(t, hooksDoc, nil, func(n int, in activities.WebhookInput) analysis.Measurement {
+	var payloads []measure.WebhookInput
+	h := analysisHarness(t, hooksDoc, nil, func(n int, in measure.WebhookInput) analysis.Measurement {
 		payloads = append(payloads, in)
 		if in.Hook.At == config.MomentGate {
 			gateCalls++
@@ -263,7 +263,7 @@ func TestGateWebhookHoldsPromotionUntil2xx(t *testing.T) {
 }
 
 func TestPromoteConfirmsInPlaceOfAGateWebhook(t *testing.T) {
-	h := analysisHarness(t, hooksDoc, nil, func(n int, in activities.WebhookInput) analysis.Measurement {
+	h := analysisHarness(t, hooksDoc, nil, func(n int, in measure.WebhookInput) analysis.Measurement {
 		if in.Hook.At == config.MomentGate {
 			return analysis.Measurement{Result: analysis.Failed, StatusCode: 503, Message: "HTTP 503: approvals down"}
 		}
@@ -288,7 +288,7 @@ func TestPromoteConfirmsInPlaceOfAGateWebhook(t *testing.T) {
 
 func TestHoldWebhookFailureRollsBack(t *testing.T) {
 	var moments []string
-	h := analysisHarness(t, hooksDoc, nil, func(n int, in activities.WebhookInput) analysis.Measurement {
+	h := analysisHarness(t, hooksDoc, nil, func(n int, in measure.WebhookInput) analysis.Measurement {
 		moments = append(moments, string(in.Hook.At))
 		if in.Hook.At == config.MomentHold {
 			return analysis.Measurement{Result: analysis.Failed, StatusCode: 500, Message: "HTTP 500: smoke test failed"}
@@ -308,7 +308,7 @@ func TestHoldWebhookFailureRollsBack(t *testing.T) {
 // A hold webhook whose activity fails on every attempt counts as a failed
 // call, like a webhook that does not answer: the rollout rolls back.
 func TestLostHoldWebhookCountsAsFailed(t *testing.T) {
-	h := analysisHarness(t, hooksDoc, nil, func(n int, in activities.WebhookInput) analysis.Measurement {
+	h := analysisHarness(t, hooksDoc, nil, func(n int, in measure.WebhookInput) analysis.Measurement {
 		if in.Hook.At == config.MomentHold {
 			return analysis.Measurement{Result: lost}
 		}
@@ -326,7 +326,7 @@ func TestLostHoldWebhookCountsAsFailed(t *testing.T) {
 }
 
 func TestBeforeStartWebhookFailureRollsBack(t *testing.T) {
-	h := analysisHarness(t, hooksDoc, nil, func(n int, in activities.WebhookInput) analysis.Measurement {
+	h := analysisHarness(t, hooksDoc, nil, func(n int, in measure.WebhookInput) analysis.Measurement {
 		if in.Hook.At == config.MomentBeforeStart {
 			return analysis.Measurement{Result: analysis.Failed, Message: "call http://before/: connection refused"}
 		}

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/measure"
 	"github.com/sluicehq/sluice/test/knativefake"
 )
 
@@ -30,9 +30,9 @@ checks:
 `
 
 // verdicts scripts each comparison by name; a name missing passes.
-func verdicts(script func(n int, name string) analysis.Result) func(int, activities.CheckInput) analysis.Measurement {
+func verdicts(script func(n int, name string) analysis.Result) func(int, measure.CheckInput) analysis.Measurement {
 	calls := map[string]int{}
-	return func(_ int, in activities.CheckInput) analysis.Measurement {
+	return func(_ int, in measure.CheckInput) analysis.Measurement {
 		calls[in.Check.Name]++
 		r := script(calls[in.Check.Name], in.Check.Name)
 		if r == "" {
@@ -43,8 +43,8 @@ func verdicts(script func(n int, name string) analysis.Result) func(int, activit
 }
 
 func TestComparisonsPromoteACandidateLikeTheStable(t *testing.T) {
-	var seen []activities.CheckInput
-	h := analysisHarness(t, compareDoc, func(n int, in activities.CheckInput) analysis.Measurement {
+	var seen []measure.CheckInput
+	h := analysisHarness(t, compareDoc, func(n int, in measure.CheckInput) analysis.Measurement {
 		seen = append(seen, in)
 		// The dry-run comparison fails every round: it must not act.
 		if in.Check.Name == "p99" {

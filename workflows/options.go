@@ -10,8 +10,8 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/activities"
-	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/measure"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -100,7 +100,7 @@ const heartbeatTimeout = 5 * activities.HeartbeatEvery
 func checkOptions(ctx workflow.Context, summary string) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		Summary:             summary,
-		StartToCloseTimeout: activities.QueryTimeout + 15*time.Second,
+		StartToCloseTimeout: measure.QueryTimeout + 15*time.Second,
 		HeartbeatTimeout:    heartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
 	})
@@ -110,7 +110,7 @@ func checkOptions(ctx workflow.Context, summary string) workflow.Context {
 func webhookOptions(ctx workflow.Context, h config.Webhook, summary string) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		Summary:             summary,
-		StartToCloseTimeout: time.Duration(h.Retries+1)*(h.Timeout+analysis.MaxBackoff) + 15*time.Second,
+		StartToCloseTimeout: time.Duration(h.Retries+1)*(h.Timeout+measure.MaxBackoff) + 15*time.Second,
 		HeartbeatTimeout:    heartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
 	})

@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
+	"github.com/sluicehq/sluice/measure"
 )
 
 var updateSchema = flag.Bool("update-schema", false, "rewrite testdata/schema from the current types (a deliberate change of carried state)")
@@ -43,8 +44,8 @@ func carried() map[string]any {
 		"act-resolve-input":    activities.ResolveInput{},
 		"act-resolved":         activities.Resolved{},
 		"act-progress":         events.Progress{},
-		"act-check-input":      activities.CheckInput{},
-		"act-webhook-input":    activities.WebhookInput{},
+		"act-check-input":      measure.CheckInput{},
+		"act-webhook-input":    measure.WebhookInput{},
 		"act-measurement":      analysis.Measurement{},
 		"act-verify-input":     activities.VerifyInput{},
 		"act-apply-input":      activities.ApplyTrafficInput{},

@@ -19,9 +19,9 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/measure"
 	"github.com/sluicehq/sluice/settings"
 	"github.com/sluicehq/sluice/worker"
 )
@@ -352,10 +352,10 @@ func measureChecks(ctx context.Context, w io.Writer, svc *servingv1.Service, rev
 		return fmt.Errorf("service %s/%s has no Revision yet: name one with --revision", svc.Namespace, svc.Name)
 	}
 	fmt.Fprintf(w, "Measuring %s (%d%% of traffic) once, at %s:\n", vars.Candidate, vars.Weight, p.Analysis.Prometheus)
-	a := &activities.Activities{}
+	var ms measure.Measurer
 	failed := 0
 	for _, c := range p.Analysis.Checks {
-		m, _ := a.MeasureCheck(ctx, activities.CheckInput{Check: c, Prometheus: p.Analysis.Prometheus, Vars: vars})
+		m := ms.Check(ctx, measure.CheckInput{Check: c, Prometheus: p.Analysis.Prometheus, Vars: vars})
 		fmt.Fprintf(w, "  %s\n", m.Summary())
 		if m.Result != analysis.Passed {
 			failed++

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/measure"
 )
 
 // exposition writes one histogram in Prometheus' text format: perSecond
@@ -116,7 +116,7 @@ func TestBuiltinChecksOnRealPrometheus(t *testing.T) {
 			t.Logf("Prometheus' log:\n%s", logs.String())
 		}
 	})
-	prom, base := analysis.Prometheus{}, "http://"+addr
+	prom, base := measure.Prometheus{}, "http://"+addr
 	for ready := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		resp, err := http.Get(base + "/-/ready")
 		if err == nil {
@@ -199,7 +199,7 @@ checks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &activities.Activities{Prometheus: analysis.Prometheus{}}
+	ms := measure.Measurer{}
 	for _, tt := range []struct {
 		check, candidate, stable string
 		want                     analysis.Result
@@ -213,11 +213,11 @@ checks:
 		if tt.check == "latency" {
 			c = p.Analysis.Checks[1]
 		}
-		in := activities.CheckInput{Check: c, Prometheus: base, Vars: config.TemplateVars{Namespace: "default", Candidate: tt.candidate, Stable: tt.stable}}
+		in := measure.CheckInput{Check: c, Prometheus: base, Vars: config.TemplateVars{Namespace: "default", Candidate: tt.candidate, Stable: tt.stable}}
 		var m analysis.Measurement
 		// Until Prometheus holds enough samples of both.
 		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
-			if m, _ = a.MeasureCheck(context.Background(), in); m.Result != analysis.Inconclusive {
+			if m = ms.Check(context.Background(), in); m.Result != analysis.Inconclusive {
 				break
 			}
 		}

@@ -10,10 +10,10 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
+	"github.com/sluicehq/sluice/measure"
 )
 
 // Round is one batch of measurements a rollout scheduled together: a round
@@ -115,7 +115,7 @@ func (c *Client) runRounds(ctx context.Context, target knative.TargetRef, runID,
 func measuring(dc converter.DataConverter, a *historypb.ActivityTaskScheduledEventAttributes, candidate string) (analysis.Measurement, bool, error) {
 	switch a.GetActivityType().GetName() {
 	case api.ActivityMeasureCheck:
-		var in activities.CheckInput
+		var in measure.CheckInput
 		if err := dc.FromPayloads(a.GetInput(), &in); err != nil {
 			return analysis.Measurement{}, false, err
 		}
@@ -126,7 +126,7 @@ func measuring(dc converter.DataConverter, a *historypb.ActivityTaskScheduledEve
 		return analysis.Measurement{Name: in.Check.Name, Kind: kind, Result: analysis.Error, Step: in.Step, Weight: in.Vars.Weight, DryRun: in.Check.DryRun},
 			in.Vars.Candidate == candidate, nil
 	case api.ActivityCallWebhook:
-		var in activities.WebhookInput
+		var in measure.WebhookInput
 		if err := dc.FromPayloads(a.GetInput(), &in); err != nil {
 			return analysis.Measurement{}, false, err
 		}
