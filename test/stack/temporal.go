@@ -1,0 +1,72 @@
+package stack
+
+// Temporal: the dev server the rollouts run on.
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"time"
+)
+
+func (s *Stack) startTemporal(ctx context.Context) error {
+	if s.opts.Temporal != "" {
+		s.TemporalAddr, s.sluiceTemporal = s.opts.Temporal, s.opts.Temporal
+		return nil
+	}
+	port := s.opts.TemporalPort
+	if port == 0 {
+		p, err := freePort()
+		if err != nil {
+			return err
+		}
+		port = p
+	}
+	args := []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", fmt.Sprint(port), "--log-level", "warn"}
+	if !s.opts.TemporalInMemory {
+		args = append(args, "--db-filename", filepath.Join(s.opts.Dir, "temporal.db"))
+	}
+	if s.opts.UI && s.opts.UIPort == 0 {
+		p, err := freePort()
+		if err != nil {
+			return err
+		}
+		s.opts.UIPort = p
+	}
+	if s.opts.UIPort != 0 {
+		args = append(args, "--ui-port", fmt.Sprint(s.opts.UIPort))
+		s.UIURL = fmt.Sprintf("http://127.0.0.1:%d", s.opts.UIPort)
+	} else {
+		args = append(args, "--headless")
+	}
+	s.TemporalAddr = fmt.Sprintf("127.0.0.1:%d", port)
+	s.sluiceTemporal = s.TemporalAddr
+	if s.opts.Via != nil {
+		var err error
+		if s.sluiceTemporal, err = s.opts.Via("temporal", s.TemporalAddr); err != nil {
+			return err
+		}
+	}
+	var err error
+	s.temporal, err = startProc(s.opts.Dir, "temporal", nil, s.opts.Tools.Temporal, args...)
+	if err != nil {
+		return err
+	}
+	return s.temporalReady(ctx)
+}
+
+// temporalReady waits for the dev server to answer; `sluice setup` is both
+// the readiness check and the search attributes' registration.
+func (s *Stack) temporalReady(ctx context.Context) error {
+	return waitFor(ctx, s.temporal, "Temporal dev server", 60*time.Second, func() error {
+		out, err := exec.CommandContext(ctx, s.opts.Tools.Sluice, "setup", "--address", s.TemporalAddr).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("sluice setup: %v: %s", err, out)
+		}
+		return nil
+	})
+}
+
+// TemporalPid is the Temporal dev server's process ID.
+func (s *Stack) TemporalPid() int { return s.temporal.cmd.Process.Pid }
