@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -119,7 +118,7 @@ func post(t *testing.T, h http.Handler, body []byte) (int, admissionv1.Admission
 }
 
 func TestHandlerPatchesTheWrite(t *testing.T) {
-	h := &Handler{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	h := &Handler{Log: slog.New(slog.DiscardHandler)}
 	updated := svc("v2", true, latest(100, ""), latest(0, "latest"))
 	in, _ := json.Marshal(review(t, svc("v1", true, latest(100, ""), latest(0, "latest")), updated))
 	code, out := post(t, h, in)

@@ -3,7 +3,6 @@ package admission
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -95,7 +94,7 @@ func TestBoundFor(t *testing.T) {
 
 func TestHandlerBoundsANewRevision(t *testing.T) {
 	k := knative.Client{Serving: servingfake.NewSimpleClientset(capacitySvc(map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/capacity": "resource"}))}
-	h := &Handler{Knative: k, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	h := &Handler{Knative: k, Log: slog.New(slog.DiscardHandler)}
 	rev := newRevision("hello-00002", map[string]string{"autoscaling.knative.dev/min-scale": "8"})
 	raw, _ := json.Marshal(rev)
 	in, _ := json.Marshal(admissionv1.AdmissionReview{

@@ -3,7 +3,6 @@ package admission
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -22,7 +21,7 @@ import (
 // webhook, as the API server would, and returns the answer.
 func reviewPolicy(t *testing.T, path string, op admissionv1.Operation, old, updated *servingv1.Service) *admissionv1.AdmissionResponse {
 	t.Helper()
-	h := &Handler{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Defaults: config.BuiltinDefaults()}
+	h := &Handler{Log: slog.New(slog.DiscardHandler), Defaults: config.BuiltinDefaults()}
 	raw := func(s *servingv1.Service) runtime.RawExtension {
 		if s == nil {
 			return runtime.RawExtension{}
@@ -112,7 +111,7 @@ func TestPolicyWebhookWarnsAndStrictRefuses(t *testing.T) {
 // that copy is judged on the Service, never refused as a Configuration
 // without its Route — in a strict namespace too.
 func TestPolicyWebhookLeavesAServicesConfigurationAlone(t *testing.T) {
-	h := &Handler{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Defaults: config.BuiltinDefaults()}
+	h := &Handler{Log: slog.New(slog.DiscardHandler), Defaults: config.BuiltinDefaults()}
 	cfg := servingv1.Configuration{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "hello",
 		Labels:      map[string]string{"serving.knative.dev/service": "hello"},
 		Annotations: map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/steps": "10,100"}}}

@@ -76,7 +76,7 @@ func newEnv(t *testing.T, objs ...runtime.Object) *env {
 		AllowUnauthenticatedSource: true,
 		Namespaces:                 map[string]bool{"default": true, "shop": true},
 		MaxBody:                    DefaultMaxBody,
-		Log:                        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Log:                        slog.New(slog.DiscardHandler),
 		Metrics:                    NewMetrics(reg),
 		Seen:                       NewSeen(1000, time.Minute),
 	}

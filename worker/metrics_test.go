@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -16,7 +15,7 @@ import (
 
 func TestPromMetricsFitsTagsToLabels(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := newPromMetrics(reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m := newPromMetrics(reg, slog.New(slog.DiscardHandler))
 	h := m.WithTags(map[string]string{"namespace": "default", "task_queue": "q"})
 	h.Counter("temporal_request").Inc(2)
 	// Same name, a tag missing and an extra one: fitted, not dropped.

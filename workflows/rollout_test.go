@@ -3,15 +3,12 @@ package workflows
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
@@ -25,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/knativefake"
+	"github.com/sluicehq/sluice/test/testkit"
 )
 
 const ns = "default"
@@ -54,7 +52,7 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 func newHarnessIn(t *testing.T, cluster string, objs ...runtime.Object) *harness {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
-	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	s.SetLogger(testkit.TemporalLogger())
 	env := s.NewTestWorkflowEnvironment()
 	env.SetTestTimeout(30 * time.Second)
 	// These tests share two cores with the end-to-end stack in CI, where a

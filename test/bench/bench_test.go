@@ -3,6 +3,8 @@ package main
 import (
 	"testing"
 	"time"
+
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 )
 
 func TestStatsByNearestRank(t *testing.T) {
@@ -47,8 +49,7 @@ func auditPatch(user, svc string, at time.Time, candidate int64) auditEvent {
 	e.ObjectRef.Resource, e.ObjectRef.Name = "services", svc
 	e.ResponseStatus.Code = 200
 	stable := 100 - candidate
-	e.RequestObject = &auditPatchBody{}
-	e.RequestObject.Spec.Traffic = []auditTarget{{RevisionName: svc + "-00001", Percent: &stable}, {RevisionName: svc + "-00002", Percent: &candidate}}
+	e.Traffic = []servingv1.TrafficTarget{{RevisionName: svc + "-00001", Percent: &stable}, {RevisionName: svc + "-00002", Percent: &candidate}}
 	return e
 }
 
@@ -84,23 +85,22 @@ func TestStepOverheadFromAudit(t *testing.T) {
 // follows its latest Revision are not steps.
 func TestFlaggerWritesAreSteps(t *testing.T) {
 	yes, hundred, ten, ninety, zero := true, int64(100), int64(10), int64(90), int64(0)
-	write := func(targets ...auditTarget) auditEvent {
+	write := func(targets ...servingv1.TrafficTarget) auditEvent {
 		e := auditEvent{Verb: "update"}
 		e.ObjectRef.Name = "g-0000"
-		e.RequestObject = &auditPatchBody{}
-		e.RequestObject.Spec.Traffic = targets
+		e.Traffic = targets
 		return e
 	}
 	for _, tc := range []struct {
 		e    auditEvent
 		want int64
 	}{
-		{write(auditTarget{LatestRevision: &yes, Percent: &hundred}), 0},
-		{write(auditTarget{LatestRevision: &yes, Percent: &ten}, auditTarget{RevisionName: "g-0000-00001", Percent: &ninety}), 10},
-		{write(auditTarget{LatestRevision: &yes, Percent: &zero}, auditTarget{RevisionName: "g-0000-00002", Percent: &hundred}), 100},
+		{write(servingv1.TrafficTarget{LatestRevision: &yes, Percent: &hundred}), 0},
+		{write(servingv1.TrafficTarget{LatestRevision: &yes, Percent: &ten}, servingv1.TrafficTarget{RevisionName: "g-0000-00001", Percent: &ninety}), 10},
+		{write(servingv1.TrafficTarget{LatestRevision: &yes, Percent: &zero}, servingv1.TrafficTarget{RevisionName: "g-0000-00002", Percent: &hundred}), 100},
 	} {
 		if got, _ := candidatePercent(tc.e); got != tc.want {
-			t.Errorf("%+v: %d%%, want %d%%", tc.e.RequestObject.Spec.Traffic, got, tc.want)
+			t.Errorf("%+v: %d%%, want %d%%", tc.e.Traffic, got, tc.want)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -13,13 +12,17 @@ import (
 	"strings"
 	"time"
 
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/stack"
+	"github.com/sluicehq/sluice/test/testkit"
 )
 
 // Footprint is a process's share of the run: CPU time spent during the
@@ -309,40 +312,29 @@ type auditEvent struct {
 	ResponseStatus struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
-	RequestObject *auditPatchBody `json:"requestObject"`
-	Received      time.Time       `json:"requestReceivedTimestamp"`
-}
-
-// auditPatchBody is the traffic a patch sent.
-type auditPatchBody struct {
-	Spec struct {
-		Traffic []auditTarget `json:"traffic"`
-	} `json:"spec"`
-}
-
-type auditTarget struct {
-	RevisionName   string `json:"revisionName"`
-	LatestRevision *bool  `json:"latestRevision"`
-	Percent        *int64 `json:"percent"`
+	// Traffic is what a write of traffic sent.
+	Traffic  []servingv1.TrafficTarget
+	Received time.Time
 }
 
 func readAudit(path string) ([]auditEvent, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("the API server's audit log: %w", err)
-	}
-	defer f.Close()
 	var out []auditEvent
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 4<<20), 4<<20)
-	for sc.Scan() {
-		var e auditEvent
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return nil, fmt.Errorf("audit log line: %w", err)
+	err := testkit.ScanAudit(path, func(e *auditv1.Event) error {
+		a := auditEvent{Verb: e.Verb, Received: e.RequestReceivedTimestamp.Time}
+		a.User.Username = e.User.Username
+		if r := e.ObjectRef; r != nil {
+			a.ObjectRef.Resource, a.ObjectRef.Subresource, a.ObjectRef.Name = r.Resource, r.Subresource, r.Name
 		}
-		out = append(out, e)
-	}
-	return out, sc.Err()
+		if e.ResponseStatus != nil {
+			a.ResponseStatus.Code = int(e.ResponseStatus.Code)
+		}
+		if traffic, ok := testkit.TrafficOf(e); ok {
+			a.Traffic = traffic
+		}
+		out = append(out, a)
+		return nil
+	})
+	return out, err
 }
 
 // candidatePercent is the share a traffic write gives the Service's second
@@ -351,12 +343,12 @@ func readAudit(path string) ([]auditEvent, error) {
 // latestRevision beside its primary, named, and once it has promoted it
 // names the new primary.
 func candidatePercent(e auditEvent) (int64, bool) {
-	if e.RequestObject == nil || len(e.RequestObject.Spec.Traffic) == 0 {
+	if len(e.Traffic) == 0 {
 		return 0, false
 	}
 	var latest *int64
 	named := false
-	for _, t := range e.RequestObject.Spec.Traffic {
+	for _, t := range e.Traffic {
 		if t.RevisionName == e.ObjectRef.Name+"-00002" && t.Percent != nil {
 			return *t.Percent, true
 		}

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	tlog "go.temporal.io/sdk/log"
+
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -93,7 +95,7 @@ func measure(ctx context.Context, r Run, e env) (res Result, err error) {
 		}
 		stk.Stop()
 	}()
-	tc, err := client.Dial(client.Options{HostPort: stk.TemporalAddr, Logger: nopLogger{}})
+	tc, err := client.Dial(client.Options{HostPort: stk.TemporalAddr, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	if err != nil {
 		return res, err
 	}
@@ -366,11 +368,3 @@ type unfinishedError struct {
 func (e *unfinishedError) Error() string {
 	return fmt.Sprintf("%d of %d rollouts still running after %s", e.n, e.of, e.after)
 }
-
-// nopLogger keeps the Temporal client quiet.
-type nopLogger struct{}
-
-func (nopLogger) Debug(string, ...any) {}
-func (nopLogger) Info(string, ...any)  {}
-func (nopLogger) Warn(string, ...any)  {}
-func (nopLogger) Error(string, ...any) {}

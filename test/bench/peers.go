@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	tlog "go.temporal.io/sdk/log"
 
 	"go.temporal.io/sdk/client"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -97,7 +100,7 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 	if err != nil {
 		return nil, err
 	}
-	tc, err := client.Dial(client.Options{HostPort: stk.TemporalAddr, Logger: nopLogger{}})
+	tc, err := client.Dial(client.Options{HostPort: stk.TemporalAddr, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	if err != nil {
 		return nil, err
 	}

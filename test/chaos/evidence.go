@@ -1,12 +1,10 @@
 package chaos
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -22,6 +20,7 @@ import (
 	servingclient "knative.dev/serving/pkg/client/clientset/versioned"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/test/testkit"
 )
 
 // workerUser is who sluice's worker is to the API server: the
@@ -51,37 +50,25 @@ type podCount struct {
 // readAudit reads the API server's audit log.
 func readAudit(path string) (audit, error) {
 	a := audit{Ready: map[string]time.Time{}, Pods: map[string][]podCount{}, Bounded: map[string]bool{}}
-	f, err := os.Open(path)
-	if err != nil {
-		return a, fmt.Errorf("the API server's audit log: %w", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 8<<20), 8<<20)
-	for line := 1; sc.Scan(); line++ {
-		var e auditv1.Event
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			// A line the API server was killed in the middle of writing.
-			continue
-		}
+	err := testkit.ScanAudit(path, func(e *auditv1.Event) error {
 		// A 504 to sluice's write is the API server giving up on waiting
 		// for etcd: the write may well have been committed (sluice's next
 		// read finds out), so it counts as written.
 		timedOut := e.ResponseStatus != nil && e.ResponseStatus.Code == http.StatusGatewayTimeout &&
 			e.ObjectRef != nil && e.ObjectRef.Resource == "services" && e.User.Username == workerUser
-		if e.Stage != auditv1.StageResponseComplete || e.ObjectRef == nil || e.ResponseStatus == nil ||
-			(e.ResponseStatus.Code >= 300 && !timedOut) || e.RequestObject == nil {
-			continue
+		if e.ObjectRef == nil || e.ResponseStatus == nil || (e.ResponseStatus.Code >= 300 && !timedOut) || e.RequestObject == nil {
+			return nil
 		}
-		if err := a.add(&e); err != nil {
-			return a, fmt.Errorf("audit log line %d: %w", line, err)
-		}
+		return a.add(e)
+	})
+	if err != nil {
+		return a, err
 	}
 	sort.SliceStable(a.Writes, func(i, j int) bool { return a.Writes[i].At.Before(a.Writes[j].At) })
 	for _, counts := range a.Pods {
 		sort.SliceStable(counts, func(i, j int) bool { return counts[i].At.Before(counts[j].At) })
 	}
-	return a, sc.Err()
+	return a, nil
 }
 
 func (a *audit) add(e *auditv1.Event) error {

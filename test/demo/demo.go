@@ -66,7 +66,7 @@ func Run(ctx context.Context, o Options) error {
 	s, err := stack.Start(ctx, stack.Options{
 		Dir: o.Dir, Tools: o.Tools, Root: o.Root, CRDDirs: crds, Adapter: true, ProgressSink: sink.URL,
 		TemporalPort: o.TemporalPort, UIPort: o.UIPort, Prometheus: true,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Log: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		return err
@@ -76,7 +76,7 @@ func Run(ctx context.Context, o Options) error {
 	if s.UIURL != "" {
 		say("Temporal UI: %s/namespaces/default/workflows", s.UIURL)
 	}
-	tc, err := client.Dial(client.Options{HostPort: s.TemporalAddr, Logger: tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
+	tc, err := client.Dial(client.Options{HostPort: s.TemporalAddr, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	if err != nil {
 		return err
 	}

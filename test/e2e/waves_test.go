@@ -1,10 +1,7 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/test/requestsim"
 	"github.com/sluicehq/sluice/test/stack"
+	"github.com/sluicehq/sluice/test/testkit"
 	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
@@ -25,36 +23,17 @@ func trafficWrites(t *testing.T, auditLog, name, candidate string) []struct {
 	Percent int64
 } {
 	t.Helper()
-	f, err := os.Open(auditLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var out []struct {
 		At      time.Time
 		Percent int64
 	}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 8<<20), 8<<20)
-	for sc.Scan() {
-		var e auditv1.Event
-		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Stage != auditv1.StageResponseComplete || e.ObjectRef == nil ||
-			e.ObjectRef.Resource != "services" || e.ObjectRef.Name != name || e.ObjectRef.Subresource != "" ||
-			e.ResponseStatus == nil || e.ResponseStatus.Code >= 300 || e.RequestObject == nil {
-			continue
+	err := testkit.ScanAudit(auditLog, func(e *auditv1.Event) error {
+		if e.ObjectRef == nil || e.ObjectRef.Resource != "services" || e.ObjectRef.Name != name || e.ObjectRef.Subresource != "" ||
+			e.ResponseStatus == nil || e.ResponseStatus.Code >= 300 {
+			return nil
 		}
-		var body struct {
-			Spec struct {
-				Traffic []struct {
-					RevisionName string `json:"revisionName"`
-					Percent      *int64 `json:"percent"`
-				} `json:"traffic"`
-			} `json:"spec"`
-		}
-		if json.Unmarshal(e.RequestObject.Raw, &body) != nil {
-			continue
-		}
-		for _, tt := range body.Spec.Traffic {
+		traffic, _ := testkit.TrafficOf(e)
+		for _, tt := range traffic {
 			if tt.RevisionName == candidate && tt.Percent != nil && *tt.Percent > 0 {
 				out = append(out, struct {
 					At      time.Time
@@ -62,8 +41,9 @@ func trafficWrites(t *testing.T, auditLog, name, candidate string) []struct {
 				}{e.StageTimestamp.Time, *tt.Percent})
 			}
 		}
-	}
-	if err := sc.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return out

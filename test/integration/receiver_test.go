@@ -57,7 +57,7 @@ func (s *stack) serveReceiver(t testing.TB, targets *knative.TargetCache) string
 	tokens.Add("pipeline", commandToken)
 	rcv := &receiver.Receiver{
 		Control: s.ctl, Knative: knative.Client{Serving: s.k}, Targets: targets, Auth: tokens, AllowUnauthenticatedSource: true,
-		MaxBody: receiver.DefaultMaxBody, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		MaxBody: receiver.DefaultMaxBody, Log: slog.New(slog.DiscardHandler),
 		Metrics: receiver.NewMetrics(s.receiverMetrics), Seen: receiver.NewSeen(10000, time.Minute),
 	}
 	srv := httptest.NewServer(rcv)
@@ -251,7 +251,7 @@ func TestReceiverAnswersAtOnceWhenTemporalIsDown(t *testing.T) {
 	serve := func(gate *receiver.Gate) string {
 		rcv := &receiver.Receiver{
 			Control: &control.Client{Temporal: tc, TaskQueue: "q", Identity: "sluice-receiver"}, Knative: knative.Client{Serving: k},
-			AllowUnauthenticatedSource: true, MaxBody: receiver.DefaultMaxBody, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			AllowUnauthenticatedSource: true, MaxBody: receiver.DefaultMaxBody, Log: slog.New(slog.DiscardHandler),
 			Metrics: receiver.NewMetrics(prometheus.NewRegistry()), Seen: receiver.NewSeen(100, time.Minute), Gate: gate,
 		}
 		srv := httptest.NewServer(rcv)

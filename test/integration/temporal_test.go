@@ -7,15 +7,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/test/testkit"
 	"go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 )
 
@@ -66,7 +65,7 @@ func temporalServer(t testing.TB) client.Options {
 		LogLevel:      "warn",
 		Stdout:        &serverLog,
 		Stderr:        &serverLog,
-		ClientOptions: &client.Options{Namespace: "default", Logger: quietLogger()},
+		ClientOptions: &client.Options{Namespace: "default", Logger: testkit.TemporalLogger()},
 	})
 	if err != nil {
 		t.Fatalf("start Temporal dev server %s: %v", bin, err)
@@ -80,10 +79,6 @@ func temporalServer(t testing.TB) client.Options {
 		}
 	})
 	return client.Options{HostPort: srv.FrontendHostPort(), Namespace: "default"}
-}
-
-func quietLogger() tlog.Logger {
-	return tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 }
 
 func tail(s string, n int) string {

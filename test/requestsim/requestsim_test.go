@@ -1,7 +1,6 @@
 package requestsim
 
 import (
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -20,7 +19,7 @@ func TestRecordSplitsRequestsByRouteStatus(t *testing.T) {
 	bad.Annotations = map[string]string{AnnotationLatency: "800ms"}
 	route := &servingv1.Route{ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: "default"}}
 	route.Status.Traffic = []servingv1.TrafficTarget{knativefake.Target(good.Name, 75, ""), knativefake.Target(bad.Name, 25, "")}
-	s := New(nil, "default", 40, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := New(nil, "default", 40, nil, slog.New(slog.DiscardHandler))
 	// Only the candidate runs real queue-proxies, two pods of it.
 	s.SetTargets(bad.Name, []string{"10.244.0.7:8012", "10.244.0.8:8012"})
 	// 40 rps at 25% for 10 ticks of 0.15 s: 15 requests, the fractions
