@@ -11,7 +11,9 @@ export SLUICE_ARTIFACTS=${SLUICE_ARTIFACTS:-$PWD/test-artifacts}
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
-go test -count=1 -timeout 30m -v ./... >"$log" 2>&1
+# Four parallel tests at a time: the e2e scenarios that share nothing run
+# together on the stack (test/e2e/main_test.go says which).
+go test -count=1 -timeout 30m -parallel 4 -v ./... >"$log" 2>&1
 status=$?
 grep -E '^(ok|FAIL|panic:)' "$log" || true
 passed=$(grep -cE '^\s*--- PASS' "$log")

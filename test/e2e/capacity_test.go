@@ -343,6 +343,7 @@ func TestCapacityStageWithoutRoomPausesThenAbortRestoresStableFirst(t *testing.T
 // then the candidate's bounds — on Knative's real autoscaler and real
 // queue-proxies, the candidate answering 20% of its requests with errors.
 func TestCapacityAnalysisFailureRollsBackInCapacityOrder(t *testing.T) {
+	t.Parallel()
 	c := ctl(t)
 	const name = "capan32"
 	stableAtEight(t, c, name, map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/capacity": "availability",
@@ -366,6 +367,7 @@ func TestCapacityAnalysisFailureRollsBackInCapacityOrder(t *testing.T) {
 // overwritten: the next stage pauses and says what it found; resume writes
 // the stage's bounds over it and the rollout ends with the template's.
 func TestCapacityScaleDriftPausesThenResumeGoesOn(t *testing.T) {
+	t.Parallel()
 	c := ctl(t)
 	const name = "capdrift33"
 	ann := map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/capacity": "availability", "sluice.dev/capacity-surge": "1", "sluice.dev/hold": "4s"}

@@ -36,6 +36,7 @@ func sluiceCode(t *testing.T, bin string, args ...string) (string, int) {
 // Every CLI verb against the stack: list, status (text, yaml, json, --watch),
 // abort, retry, history, promote --full through the kn plugin, lint, version.
 func TestCLIVerbs(t *testing.T) {
+	t.Parallel()
 	c := ctl(t)
 	bin := os.Getenv("SLUICE_BIN")
 	kn := filepath.Join(filepath.Dir(bin), "kn-sluice")
@@ -45,18 +46,35 @@ func TestCLIVerbs(t *testing.T) {
 		return s.Candidate == "cli-00002" && s.Phase == workflows.PhaseGate
 	})
 
-	// list, filtered by phase, as JSON (the visibility store may lag a moment).
+	// list, filtered by phase, as JSON (the visibility store may lag a
+	// moment). Other tests' rollouts may be at a gate too: every row must be
+	// at one, and this rollout's row must be there once.
 	var listed []control.Summary
+	mine := func() (n int, row control.Summary) {
+		for _, l := range listed {
+			if l.Target == "default/service/cli" {
+				n, row = n+1, l
+			}
+		}
+		return n, row
+	}
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
 		out, code := sluiceCode(t, bin, "list", "--phase", "AwaitingPromotion", "-o", "json")
-		if code == 0 && json.Unmarshal([]byte(out), &listed) == nil && len(listed) == 1 && listed[0].Candidate == "cli-00002" {
-			break
+		if code == 0 && json.Unmarshal([]byte(out), &listed) == nil {
+			if n, row := mine(); n == 1 && row.Candidate == "cli-00002" {
+				break
+			}
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	if len(listed) != 1 || listed[0].Target != "default/service/cli" || listed[0].Weight != 50 {
+	if n, row := mine(); n != 1 || row.Weight != 50 {
 		t.Fatalf("sluice list --phase AwaitingPromotion: %+v", listed)
+	}
+	for _, l := range listed {
+		if l.Phase != string(workflows.PhaseGate) {
+			t.Fatalf("sluice list --phase AwaitingPromotion listed a rollout in phase %s: %+v", l.Phase, l)
+		}
 	}
 	if out, code := sluiceCode(t, bin, "list"); code != 0 || !strings.Contains(out, "default/service/cli") || !strings.Contains(out, "AwaitingPromotion") {
 		t.Fatalf("sluice list: %d\n%s", code, out)
@@ -153,6 +171,7 @@ func TestCLIVerbs(t *testing.T) {
 // A command whose rollout no worker polls for says so within --timeout
 // (exit 9) instead of waiting forever; so does status.
 func TestCLISaysWhenNoWorkerPolls(t *testing.T) {
+	t.Parallel()
 	c := ctl(t)
 	bin := os.Getenv("SLUICE_BIN")
 	queue := "sluice-nobody-polls"

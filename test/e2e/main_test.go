@@ -5,6 +5,13 @@
 // webhook and autoscaler over kwok's pods. Each
 // scenario checks what a user would: the traffic the API server returns,
 // the rollout's outcome, and the progress events received.
+//
+// Scenarios share the stack. Those that change what others rely on — kill
+// or stop sluice's processes or Knative's webhook, cordon the node, patch
+// Knative's ConfigMaps, apply sluice's manifests, start other clusters —
+// run alone, first; every other scenario works on objects of its own and
+// calls t.Parallel, so they run together afterwards (`make test` runs
+// four at a time), and the suite grows without the run growing with it.
 package e2e
 
 import (
@@ -24,6 +31,7 @@ import (
 	"github.com/sluicehq/sluice/test/eventsink"
 	"github.com/sluicehq/sluice/test/historycheck"
 	"github.com/sluicehq/sluice/test/stack"
+	"github.com/sluicehq/sluice/test/testkit"
 )
 
 var (
@@ -86,7 +94,7 @@ func run(m *testing.M) int {
 	fmt.Fprintln(os.Stderr, "e2e: the stack's peak memory:", stk.PeakRSS())
 	fmt.Fprintln(os.Stderr, "e2e: the data plane:", stk.QueueProxyUsage())
 	// The same invariant over every rollout of the suite, scenario or not.
-	if c, err := client.Dial(client.Options{HostPort: stk.TemporalAddr, Logger: quiet{}}); err == nil {
+	if c, err := client.Dial(client.Options{HostPort: stk.TemporalAddr, Logger: testkit.TemporalLogger()}); err == nil {
 		sweep, stop := context.WithTimeout(context.Background(), 2*time.Minute)
 		failures, err := historycheck.WorkflowTaskFailures(sweep, c, "")
 		stop()

@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/historycheck"
 	"github.com/sluicehq/sluice/test/stack"
+	"github.com/sluicehq/sluice/test/testkit"
 	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
@@ -32,7 +33,7 @@ const ns = stack.Namespace
 // invariant that no rollout started during it failed a workflow task.
 func ctl(t *testing.T) *control.Client {
 	t.Helper()
-	c, err := client.Dial(client.Options{HostPort: stk.TemporalAddr, Logger: quiet{}})
+	c, err := client.Dial(client.Options{HostPort: stk.TemporalAddr, Logger: testkit.TemporalLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,10 +224,3 @@ func waitClosed(t *testing.T, c *control.Client, name string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
-
-type quiet struct{}
-
-func (quiet) Debug(string, ...any) {}
-func (quiet) Info(string, ...any)  {}
-func (quiet) Warn(string, ...any)  {}
-func (quiet) Error(string, ...any) {}

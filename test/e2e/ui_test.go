@@ -19,6 +19,7 @@ import (
 // details show the step table and the analysis. It saves a screenshot as a test artifact
 // (SLUICE_ARTIFACTS, or the test's temporary directory).
 func TestTemporalUIShowsRollout(t *testing.T) {
+	t.Parallel()
 	chromium := os.Getenv("SLUICE_CHROMIUM_BIN")
 	if chromium == "" {
 		if os.Getenv("CI") != "" {
