@@ -19,13 +19,12 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
-	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
 // Input is what a report shows.
 type Input struct {
-	Status workflows.Status
+	Status api.Status
 	Rounds []control.Round
 	// Generated is when the report was made: a running rollout's charts
 	// end there.
@@ -153,7 +152,7 @@ func scored(rounds []control.Round, an *config.Analysis) []control.Round {
 
 // trafficChart is the candidate's share over time: each step's weight from
 // when it began, and where the rollout left it.
-func trafficChart(st workflows.Status, from, to time.Time) template.HTML {
+func trafficChart(st api.Status, from, to time.Time) template.HTML {
 	c := newChart(from, to, 0, 100)
 	ps := []point{{t: from, v: 0}}
 	for i, s := range st.Steps {

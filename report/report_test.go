@@ -11,7 +11,6 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
-	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -41,14 +40,14 @@ checks:
 		}}
 	}
 	return Input{
-		Status: workflows.Status{
+		Status: api.Status{
 			Target: knative.TargetRef{Namespace: "shop", Kind: knative.KindService, Name: "cart"}, Policy: p,
-			Phase: workflows.PhaseRolledBack, Shown: workflows.PhaseRolledBack, Outcome: api.OutcomeRolledBack,
+			Phase: api.PhaseRolledBack, Shown: api.PhaseRolledBack, Outcome: api.OutcomeRolledBack,
 			Reason:    "analysis: the comparison score failed: score 50 Failed",
 			Candidate: "cart-00002", Stable: "cart-00001", Runs: 1,
-			Steps:     []workflows.StepStatus{{Weight: 30, Hold: time.Minute, StartedAt: at.Add(5 * time.Second)}, {Weight: 100}},
+			Steps:     []api.StepStatus{{Weight: 30, Hold: api.Duration(time.Minute), StartedAt: at.Add(5 * time.Second)}, {Weight: 100}},
 			StartedAt: at, EndedAt: at.Add(95 * time.Second),
-			Commands: []workflows.CommandRecord{{Name: "pause", By: "ann", Via: "update", At: at.Add(20 * time.Second), Reason: `checking <script>alert(1)</script>`}},
+			Commands: []api.CommandRecord{{Name: "pause", By: "ann", Via: "update", At: at.Add(20 * time.Second), Reason: `checking <script>alert(1)</script>`}},
 		},
 		Rounds:    []control.Round{round(0, analysis.Passed), round(1, analysis.Passed), round(2, analysis.Failed)},
 		Generated: at.Add(2 * time.Minute),
@@ -101,7 +100,7 @@ func TestReportIsSelfContainedAndComplete(t *testing.T) {
 func TestReportOfARunningRolloutWithoutAnalysis(t *testing.T) {
 	in := sample(t)
 	in.Status.Policy.Analysis, in.Rounds = nil, nil
-	in.Status.Outcome, in.Status.EndedAt, in.Status.Shown = "", time.Time{}, workflows.PhaseHolding
+	in.Status.Outcome, in.Status.EndedAt, in.Status.Shown = "", time.Time{}, api.PhaseHolding
 	in.UILink = "http://localhost:8233/namespaces/default/workflows/x"
 	var b bytes.Buffer
 	if err := Render(&b, in); err != nil {

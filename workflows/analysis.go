@@ -15,33 +15,11 @@ import (
 	"github.com/sluicehq/sluice/measure"
 )
 
-// AnalysisState is what a rollout has measured of its candidate and what the
-// analysis has decided so far. It is part of the rollout's state, so the status query and
-// continue-as-new carry it.
-type AnalysisState struct {
-	// Tallies are the checks, then the hold webhooks, in policy order, then
-	// the rounds' score if the policy has comparison checks.
-	Tallies []analysis.Tally `json:"tallies"`
-	// Recent are the latest measurements, newest last (at most maxRecent);
-	// every one is also an activity result in the history.
-	Recent []analysis.Measurement `json:"recent,omitempty"`
-	Rounds int                    `json:"rounds"`
-	// NextAt is when the hold's next round is due.
-	NextAt time.Time `json:"nextAt,omitzero"`
-	// FinalStep is the step (from 1) whose closing round passed.
-	FinalStep  int  `json:"finalStep,omitempty"`
-	Started    bool `json:"started,omitempty"`
-	GatePassed bool `json:"gatePassed,omitempty"`
-	Ended      bool `json:"ended,omitempty"`
-	// Calls numbers webhook calls, for their payload IDs.
-	Calls int `json:"calls,omitempty"`
-}
-
 // maxRecent bounds the measurements kept in the state; the history keeps all.
 const maxRecent = 40
 
-func newAnalysisState(an *config.Analysis) *AnalysisState {
-	st := &AnalysisState{}
+func newAnalysisState(an *config.Analysis) *api.AnalysisState {
+	st := &api.AnalysisState{}
 	for _, c := range an.Checks {
 		st.Tallies = append(st.Tallies, analysis.Tally{Name: c.Name, Kind: checkKind(c), DryRun: c.DryRun,
 			Limits: analysis.Limits{Failure: c.FailureLimit, ConsecutiveError: c.ConsecutiveErrorLimit, Inconclusive: c.InconclusiveLimit}})
@@ -262,7 +240,7 @@ func (r *rollout) gateHooks(ctx workflow.Context) bool {
 // has already ended.
 func (r *rollout) endHooks(ctx workflow.Context) {
 	r.st.Analysis.Ended = true
-	if r.st.Phase == PhaseRolledBack || r.st.Phase == PhaseAborted {
+	if r.st.Phase == api.PhaseRolledBack || r.st.Phase == api.PhaseAborted {
 		r.callHooks(ctx, config.MomentRollback)
 	}
 	r.callHooks(ctx, config.MomentAfterEnd)
@@ -270,7 +248,7 @@ func (r *rollout) endHooks(ctx workflow.Context) {
 
 // forgive is called when a person resumes a pause the analysis made: its
 // cause is accepted, and after a step's closing round the step may end.
-func (an *AnalysisState) forgive(now time.Time, interval time.Duration, step int, final bool) {
+func forgive(an *api.AnalysisState, now time.Time, interval time.Duration, step int, final bool) {
 	for i := range an.Tallies {
 		an.Tallies[i].Forgive()
 	}

@@ -161,12 +161,12 @@ func TestAnalysisErrorsPauseUntilResumed(t *testing.T) {
 		}
 		return value(1)
 	}, ok200)
-	var paused Status
+	var paused api.Status
 	// Rounds at 20s and 40s err; the closing round at 60s errs a third time.
 	h.at(90*time.Second, func() { paused = h.status() })
 	h.at(2*time.Minute, func() { h.update(api.CommandResume, api.Command{By: "oncall", Reason: "prometheus fixed"}) })
 	h.run("hello-00002")
-	if !paused.Paused || paused.Phase == PhaseRollingBack || paused.Weight != 25 ||
+	if !paused.Paused || paused.Phase == api.PhaseRollingBack || paused.Weight != 25 ||
 		!strings.Contains(paused.PauseReason, "success-rate could not be measured 3 times in a row (consecutive error limit 2): query Prometheus at http://prometheus:9090: connection refused") {
 		t.Fatalf("at 90s: paused=%v phase %s weight %d reason %q", paused.Paused, paused.Phase, paused.Weight, paused.PauseReason)
 	}
@@ -184,7 +184,7 @@ func TestAnalysisNoDataPauses(t *testing.T) {
 	h := analysisHarness(t, successDoc+"    inconclusiveLimit: 0\n", func(int, measure.CheckInput) analysis.Measurement {
 		return analysis.Measurement{Message: "no data: sum(...)"}
 	}, ok200)
-	var st Status
+	var st api.Status
 	h.at(30*time.Second, func() {
 		st = h.status()
 		h.update(api.CommandAbort, api.Command{By: "oncall", Reason: "no traffic to judge"})
@@ -231,14 +231,14 @@ func TestGateWebhookHoldsPromotionUntil2xx(t *testing.T) {
 		}
 		return analysis.Measurement{Result: analysis.Passed, StatusCode: 200}
 	})
-	var atGate Status
+	var atGate api.Status
 	// Holds end at 1m and 2m; the gate is asked at 2m, 2m20s, 2m40s, 3m.
 	h.at(2*time.Minute+50*time.Second, func() { atGate = h.status() })
 	h.run("hello-00002")
 	if res := h.result(); res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
 	}
-	if atGate.Phase != PhaseGate || atGate.Weight != 50 {
+	if atGate.Phase != api.PhaseGate || atGate.Weight != 50 {
 		t.Fatalf("at 2m50s: phase %s weight %d", atGate.Phase, atGate.Weight)
 	}
 	if gateCalls != 4 {

@@ -129,7 +129,7 @@ func (r *rollout) awaitPods(ctx workflow.Context, revision string, want int32, a
 	actx, cancel := workflow.WithCancel(ctx)
 	defer cancel()
 	fut := workflow.ExecuteActivity(watchOptions(actx, p.StageTimeout, podsSummary(revision, want, atMost)), a.AwaitPods, in)
-	if r.st.Phase != PhaseRollingBack {
+	if r.st.Phase != api.PhaseRollingBack {
 		// An abort, a pause or a newer candidate does not wait for the
 		// pods: the main loop acts on it, and the stage runs again later.
 		r.publish(ctx)
@@ -163,7 +163,7 @@ func (r *rollout) awaitPods(ctx workflow.Context, revision string, want int32, a
 	case st.Message != "":
 		why += fmt.Sprintf(" (Knative: %s)", st.Message)
 	}
-	if r.st.Phase == PhaseRollingBack {
+	if r.st.Phase == api.PhaseRollingBack {
 		// The rollback goes on: the stable without all its pods is still
 		// better than a candidate being rolled back. Say so.
 		r.st.Reason += "; " + why

@@ -61,7 +61,7 @@ func checkPods(t *testing.T, h *harness, limit int32, shares bool) (peak int32) 
 func TestCapacityAvailabilityStagesPodsWithTraffic(t *testing.T) {
 	h := newHarness(t, capacityObjects(map[string]string{config.AnnotationCapacity: "availability"})...)
 	sink := h.withSink(t)
-	var mid Status
+	var mid api.Status
 	h.at(150*time.Second, func() { mid = h.status() })
 	h.run("hello-00002")
 	if res := h.result(); res.Outcome != api.OutcomeSucceeded {
@@ -124,7 +124,7 @@ func TestCapacityStageWithoutPodsPausesAndAbortRestoresTheStableFirst(t *testing
 	h := newHarness(t, capacityObjects(map[string]string{config.AnnotationCapacity: "availability",
 		config.AnnotationCapacityTimeout: "2m"})...)
 	h.k.SetPodCap("hello-00002", 2)
-	var paused Status
+	var paused api.Status
 	h.at(10*time.Minute, func() { paused = h.status() })
 	// The pods come after all, just before the abort: the candidate's
 	// third pod, bounded for the stage that never moved traffic, serves
@@ -182,7 +182,7 @@ func TestCapacityScaleDriftPausesAndResumeGoesOn(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	var paused Status
+	var paused api.Status
 	h.at(10*time.Minute, func() { paused = h.status() })
 	h.at(11*time.Minute, func() { h.update(api.CommandResume, api.Command{By: "ops", Reason: "mine was a mistake"}) })
 	h.run("hello-00002")

@@ -14,7 +14,7 @@ import (
 // setup registers the status query, the command updates (with validators)
 // and the goroutine that applies signals.
 func (r *rollout) setup(ctx workflow.Context) error {
-	if err := workflow.SetQueryHandler(ctx, api.QueryStatus, func() (Status, error) { return r.status(ctx), nil }); err != nil {
+	if err := workflow.SetQueryHandler(ctx, api.QueryStatus, func() (api.Status, error) { return r.status(ctx), nil }); err != nil {
 		return fmt.Errorf("register status query: %w", err)
 	}
 	for _, name := range []string{api.CommandPromote, api.CommandPromoteFull, api.CommandPause, api.CommandResume, api.CommandAbort} {
@@ -137,7 +137,7 @@ func (r *rollout) noteCandidate(ctx workflow.Context, s api.CandidateSignal) {
 
 func (r *rollout) applySignal(ctx workflow.Context, name string, cmd api.Command) {
 	if err := r.validate(name, cmd); err != nil {
-		r.st.Commands = append(r.st.Commands, CommandRecord{Name: name, By: cmd.By, Reason: cmd.Reason,
+		r.st.Commands = append(r.st.Commands, api.CommandRecord{Name: name, By: cmd.By, Reason: cmd.Reason,
 			At: workflow.Now(ctx), Via: "signal", Rejected: err.Error()})
 		return
 	}
@@ -154,7 +154,7 @@ func (r *rollout) validate(name string, cmd api.Command) error {
 	if st.Phase.Done() {
 		return fmt.Errorf("%s rejected: the rollout of %s has finished (%s: %s)", name, st.Candidate, st.Outcome, st.Reason)
 	}
-	if st.Phase == PhaseRollingBack && !(name == api.CommandResume && st.paused()) {
+	if st.Phase == api.PhaseRollingBack && !(name == api.CommandResume && st.paused()) {
 		if st.paused() {
 			return fmt.Errorf("%s rejected: the rollback is paused (%s); resume it once that is fixed", name, st.Pause.Reason)
 		}
@@ -165,7 +165,7 @@ func (r *rollout) validate(name string, cmd api.Command) error {
 		switch {
 		case st.paused():
 			return fmt.Errorf("promote rejected: the rollout is paused (%s); resume it first", st.Pause.Reason)
-		case st.Phase == PhaseResolving || st.Phase == PhaseWaitingReady:
+		case st.Phase == api.PhaseResolving || st.Phase == api.PhaseWaitingReady:
 			return fmt.Errorf("promote rejected: candidate %s is not Ready yet; promote --full to go to 100%% once it is, or abort", st.Candidate)
 		case st.PromoteRequested:
 			return fmt.Errorf("promote rejected: a promote is already pending")
@@ -198,12 +198,12 @@ func (r *rollout) validate(name string, cmd api.Command) error {
 func (r *rollout) apply(ctx workflow.Context, name string, cmd api.Command, via string) string {
 	st := &r.st
 	now := workflow.Now(ctx)
-	st.Commands = append(st.Commands, CommandRecord{Name: name, By: cmd.By, Reason: cmd.Reason, At: now, Via: via})
+	st.Commands = append(st.Commands, api.CommandRecord{Name: name, By: cmd.By, Reason: cmd.Reason, At: now, Via: via})
 	switch name {
 	case api.CommandPromote:
 		st.PromoteRequested = true
 		r.emit(ctx, events.ProgressPromoted, cmd.Reason, cmd.By)
-		if st.Phase == PhaseGate {
+		if st.Phase == api.PhaseGate {
 			return fmt.Sprintf("promoted %s: passed the gate before step %d of %d (%d%%)", st.Candidate, st.Step+1, len(st.Policy.Steps), st.Policy.Steps[st.Step].Weight)
 		}
 		return fmt.Sprintf("promoted %s: ended the hold of step %d of %d (%d%%)", st.Candidate, st.Step+1, len(st.Policy.Steps), st.Weight)
@@ -242,12 +242,12 @@ func (r *rollout) resume(now time.Time) {
 	if p == nil {
 		return
 	}
-	if st.Phase == PhaseHolding {
+	if st.Phase == api.PhaseHolding {
 		st.HoldUntil = now.Add(p.HoldLeft)
 	}
 	analysed := p.Cause == pausedByAnalysis || p.Cause == pausedByFinalRound
 	if analysed && st.Analysis != nil && st.Policy.Analysis != nil {
-		st.Analysis.forgive(now, st.Policy.Analysis.Interval, st.Step+1, p.Cause == pausedByFinalRound)
+		forgive(st.Analysis, now, st.Policy.Analysis.Interval, st.Step+1, p.Cause == pausedByFinalRound)
 	}
 	st.Rebase = st.Rebase || p.Cause == pausedByDrift
 	st.Pause = nil

@@ -99,7 +99,7 @@ score: {pass: 90, marginal: 60}
 		}
 		return ""
 	}), ok200)
-	var paused Status
+	var paused api.Status
 	h.at(30*time.Second, func() { paused = h.status() })
 	h.at(time.Minute, func() { h.update(api.CommandResume, api.Command{By: "oncall", Reason: "errors were a blip"}) })
 	h.run("hello-00002")
@@ -118,7 +118,7 @@ func TestComparisonsWithoutDataPauseAtTheStepsEnd(t *testing.T) {
 		}
 		return ""
 	}), ok200)
-	var mid, end Status
+	var mid, end api.Status
 	h.at(50*time.Second, func() { mid = h.status() })
 	h.at(80*time.Second, func() {
 		end = h.status()

@@ -64,7 +64,7 @@ func (r *rollout) settleWatch(ctx workflow.Context) {
 		return
 	}
 	if !w.fut.IsReady() {
-		if r.st.Phase != PhaseHolding || r.st.paused() || r.interrupted() {
+		if r.st.Phase != api.PhaseHolding || r.st.paused() || r.interrupted() {
 			w.cancel()
 			r.watch = nil
 		}
@@ -81,7 +81,7 @@ func (r *rollout) settleWatch(ctx workflow.Context) {
 	case err != nil:
 		workflow.GetLogger(ctx).Warn("traffic watch failed; it starts again later", "error", err)
 		r.watchAfter = now.Add(driftRetry)
-	case change.Changed && r.st.Phase == PhaseHolding && !r.st.paused():
+	case change.Changed && r.st.Phase == api.PhaseHolding && !r.st.paused():
 		r.pauseForDrift(ctx, fmt.Sprintf(
 			"traffic on %s was changed outside sluice during the hold: expected %s, found %s; resume to take the live traffic as the new starting point, or abort to roll back",
 			r.st.Object, knative.FormatTraffic(r.st.Live), knative.FormatTraffic(change.Found)))
@@ -128,12 +128,12 @@ func (r *rollout) rebase(ctx workflow.Context) {
 	for i := range r.st.StepRuns {
 		r.st.StepRuns[i].Skipped = false
 	}
-	r.st.Phase = PhaseStepping
+	r.st.Phase = api.PhaseStepping
 	r.st.Step = 0
 	r.startFrom(ctx, candidateShare(base, r.st.Stable, r.st.Candidate),
 		"the traffic an operator left gives "+r.st.Candidate+" all of it")
 	if !r.st.CandidateReady && !r.st.Phase.Done() {
-		r.st.Phase = PhaseWaitingReady
+		r.st.Phase = api.PhaseWaitingReady
 	}
 }
 

@@ -28,7 +28,7 @@ func (r *rollout) markCandidate(ctx workflow.Context) {
 // restores the pre-rollout traffic.
 func (r *rollout) startRollback(outcome api.Outcome, reason string) {
 	r.st.Ending, r.st.Reason = outcome, reason
-	r.st.Phase = PhaseRollingBack
+	r.st.Phase = api.PhaseRollingBack
 	r.st.Pause = nil
 }
 
@@ -52,12 +52,12 @@ func (r *rollout) rollback(ctx workflow.Context) {
 	}
 	r.st.Outcome = r.st.Ending
 	r.markCandidate(ctx)
-	phase := PhaseRolledBack
+	phase := api.PhaseRolledBack
 	switch r.st.Outcome {
 	case api.OutcomeAborted:
-		phase = PhaseAborted
+		phase = api.PhaseAborted
 	case api.OutcomeFailed:
-		phase = PhaseFailed
+		phase = api.PhaseFailed
 	}
 	r.end(ctx, phase)
 }
@@ -85,20 +85,20 @@ func (r *rollout) supersede(ctx workflow.Context) error {
 		workflow.GetLogger(ctx).Info("ignoring candidate that is not newer", "candidate", next, "current", r.st.Candidate)
 		return nil
 	}
-	if r.st.Phase != PhaseResolving && r.capacityOn() {
+	if r.st.Phase != api.PhaseResolving && r.capacityOn() {
 		r.capacityBack(ctx)
 		if r.st.paused() {
 			return nil
 		}
 	}
-	if r.st.Phase != PhaseResolving && !r.writeTraffic(ctx, r.st.Baseline, "return "+r.st.Candidate+"'s traffic to "+r.st.Stable) {
+	if r.st.Phase != api.PhaseResolving && !r.writeTraffic(ctx, r.st.Baseline, "return "+r.st.Candidate+"'s traffic to "+r.st.Stable) {
 		return nil
 	}
 	if r.capacityOn() {
 		r.releaseCandidate(ctx)
 	}
 	r.st.Outcome, r.st.Reason = api.OutcomeSuperseded, "superseded by "+next
-	r.end(ctx, PhaseSuperseded)
+	r.end(ctx, api.PhaseSuperseded)
 	r.publish(ctx)
 	r.flushEvents(ctx)
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
@@ -106,7 +106,7 @@ func (r *rollout) supersede(ctx workflow.Context) error {
 	}
 	r.drainSignals(ctx)
 	carry := state{
-		Target: r.st.Target, Candidate: next, Phase: PhaseResolving, StartedAt: workflow.Now(ctx),
+		Target: r.st.Target, Candidate: next, Phase: api.PhaseResolving, StartedAt: workflow.Now(ctx),
 		Original: r.st.Original, Baseline: r.st.Baseline, Live: r.st.Live, Stable: r.st.Stable,
 		Commands: r.st.Commands, Superseded: append(r.st.Superseded, r.st.Candidate), Runs: r.st.Runs,
 		EventsEnabled: r.st.EventsEnabled, Capacity: carriedCapacity(r.st.Capacity),
@@ -116,14 +116,14 @@ func (r *rollout) supersede(ctx workflow.Context) error {
 
 func (r *rollout) finish(ctx workflow.Context, outcome api.Outcome, reason string) {
 	r.st.Outcome, r.st.Reason = outcome, reason
-	phase := PhaseSucceeded
+	phase := api.PhaseSucceeded
 	if outcome == api.OutcomeFailed {
-		phase = PhaseFailed
+		phase = api.PhaseFailed
 	}
 	r.end(ctx, phase)
 }
 
-func (r *rollout) end(ctx workflow.Context, phase Phase) {
+func (r *rollout) end(ctx workflow.Context, phase api.Phase) {
 	r.st.Phase = phase
 	r.st.Pause = nil
 	r.st.EndedAt = workflow.Now(ctx)

@@ -8,27 +8,6 @@ package workflows
 
 import "github.com/sluicehq/sluice/api"
 
-// Where a rollout learnt its candidate's readiness (Status.ReadinessFrom).
-const (
-	ReadinessFromEvent = "event"
-	ReadinessFromWatch = "watch"
-)
-
-// ReadinessSource says in words who told the rollout its candidate's state,
-// for the status and the UI; "" before anything did.
-func (s *Status) ReadinessSource() string {
-	switch s.ReadinessFrom {
-	case ReadinessFromEvent:
-		if s.Told != nil && s.Told.By != "" {
-			return "told by its Revision's CloudEvent (from " + s.Told.By + ")"
-		}
-		return "told by its Revision's CloudEvent"
-	case ReadinessFromWatch:
-		return "seen by sluice's own read of the Revision"
-	}
-	return ""
-}
-
 // RunInput is what a run of the Rollout workflow takes: the Input a caller
 // starts it with and, when it continues as new, the state it resumes from.
 // Embedding keeps one JSON object, as callers send it.

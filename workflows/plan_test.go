@@ -7,6 +7,7 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
 )
@@ -108,7 +109,7 @@ func TestDetailsMarkdown(t *testing.T) {
 	now := time.Date(2026, 11, 29, 10, 0, 30, 0, time.UTC)
 	p := func(n int64) *int64 { return &n }
 	r := &rollout{st: state{
-		Target: knative.TargetRef{Namespace: "default", Kind: "Service", Name: "hello"}, Phase: PhaseHolding,
+		Target: knative.TargetRef{Namespace: "default", Kind: "Service", Name: "hello"}, Phase: api.PhaseHolding,
 		Stable: "hello-00001", Candidate: "hello-00002", Step: 0, HoldUntil: now.Add(90 * time.Second),
 		Live:     []servingv1.TrafficTarget{{RevisionName: "hello-00001", Percent: p(75)}, {RevisionName: "hello-00002", Percent: p(25)}},
 		Policy:   config.Policy{Steps: []config.Step{{Weight: 25, Hold: 2 * time.Minute}, {Weight: 100, Gate: true}}},
@@ -123,7 +124,7 @@ func TestDetailsMarkdown(t *testing.T) {
 	}
 	// With analysis, one line of checks comes before the steps.
 	v, lo := 0.8, 0.99
-	r.st.Analysis = &AnalysisState{Tallies: []analysis.Tally{
+	r.st.Analysis = &api.AnalysisState{Tallies: []analysis.Tally{
 		{Name: "success-rate", Kind: analysis.KindCheck, Passed: 2, Failures: 1,
 			Last: &analysis.Measurement{Result: analysis.Failed, Value: &v, Min: &lo}},
 		{Name: "smoke", Kind: analysis.KindWebhook, Passed: 3, Last: &analysis.Measurement{Result: analysis.Passed, StatusCode: 204}},
@@ -138,7 +139,7 @@ func TestDetailsMarkdown(t *testing.T) {
 	}
 	// A comparison shows its shift from the stable; the score its band.
 	shift, score, low := 30.0, 50.0, 29.0
-	r.st.Analysis = &AnalysisState{Tallies: []analysis.Tally{
+	r.st.Analysis = &api.AnalysisState{Tallies: []analysis.Tally{
 		{Name: "latency", Kind: analysis.KindCompare, Failures: 1, Last: &analysis.Measurement{Result: analysis.Failed, Value: &shift,
 			Compare: &analysis.CompareResult{Direction: analysis.Increase, Shift: shift, Low: &low, Allowed: 10}}},
 		{Name: "p99", Kind: analysis.KindCompare, DryRun: true, Last: &analysis.Measurement{Result: analysis.Inconclusive}},

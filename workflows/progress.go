@@ -71,15 +71,15 @@ func (r *rollout) flushEvents(ctx workflow.Context) {
 }
 
 // endEvent is the progress event type of a final phase.
-func endEvent(p Phase) string {
+func endEvent(p api.Phase) string {
 	switch p {
-	case PhaseSucceeded:
+	case api.PhaseSucceeded:
 		return events.ProgressSucceeded
-	case PhaseAborted:
+	case api.PhaseAborted:
 		return events.ProgressAborted
-	case PhaseRolledBack:
+	case api.PhaseRolledBack:
 		return events.ProgressRolledBack
-	case PhaseSuperseded:
+	case api.PhaseSuperseded:
 		return events.ProgressSuperseded
 	}
 	return events.ProgressFailed

@@ -26,7 +26,7 @@ func (r *rollout) waitReady(ctx workflow.Context) {
 	)
 	ref := knative.RevisionRef{Namespace: r.st.Target.Namespace, Name: r.st.Candidate}
 	asked := workflow.Now(ctx)
-	from := ReadinessFromEvent
+	from := api.ReadinessFromEvent
 	if told := r.st.Told; told != nil {
 		rev = told.RevisionState()
 	} else {
@@ -34,7 +34,7 @@ func (r *rollout) waitReady(ctx workflow.Context) {
 		if rev, err, ok = r.awaitRevision(ctx, ref); !ok {
 			return // interrupted, or told by an event: the main loop decides what next
 		}
-		from = ReadinessFromWatch
+		from = api.ReadinessFromWatch
 	}
 	switch {
 	case err != nil:
@@ -49,7 +49,7 @@ func (r *rollout) waitReady(ctx workflow.Context) {
 		if r.analysing() && !r.st.Analysis.Started && !r.beforeStart(ctx) {
 			return
 		}
-		r.st.Phase = PhaseStepping
+		r.st.Phase = api.PhaseStepping
 		return
 	case rev.Failed:
 		r.st.ReadinessFrom = from

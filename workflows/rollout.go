@@ -31,9 +31,9 @@ func Rollout(ctx workflow.Context, in RunInput) (api.Result, error) {
 		r.st = *in.Carry
 		r.st.Runs++
 	} else {
-		r.st = state{Target: in.Target, Candidate: in.Candidate, Phase: PhaseResolving, StartedAt: workflow.Now(ctx), Runs: 1}
+		r.st = state{Target: in.Target, Candidate: in.Candidate, Phase: api.PhaseResolving, StartedAt: workflow.Now(ctx), Runs: 1}
 		if in.RequestedBy != "" {
-			r.st.Commands = append(r.st.Commands, CommandRecord{Name: "start", By: in.RequestedBy, At: workflow.Now(ctx), Via: "start"})
+			r.st.Commands = append(r.st.Commands, api.CommandRecord{Name: "start", By: in.RequestedBy, At: workflow.Now(ctx), Via: "start"})
 		}
 	}
 	if r.st.RolloutID == "" {
@@ -60,7 +60,7 @@ func (r *rollout) run(ctx workflow.Context) (api.Result, error) {
 	for !r.st.Phase.Done() {
 		// Stepping passes in one activity, and a hold publishes when it
 		// starts to wait (the last step's never does: it ends the rollout).
-		if r.st.Phase != PhaseStepping && r.st.Phase != PhaseHolding {
+		if r.st.Phase != api.PhaseStepping && r.st.Phase != api.PhaseHolding {
 			r.publish(ctx)
 		}
 		if err := r.continueAsNewIfSuggested(ctx); err != nil {
@@ -69,11 +69,11 @@ func (r *rollout) run(ctx workflow.Context) (api.Result, error) {
 		r.settleWatch(ctx)
 		now := workflow.Now(ctx)
 		switch {
-		case r.st.Phase == PhaseRollingBack && r.st.paused():
+		case r.st.Phase == api.PhaseRollingBack && r.st.paused():
 			// A rollback write refused for a reason outside the traffic
 			// list: the operator fixes the object and resumes.
 			_ = workflow.Await(ctx, func() bool { return !r.st.paused() })
-		case r.st.Phase == PhaseRollingBack:
+		case r.st.Phase == api.PhaseRollingBack:
 			r.rollback(ctx)
 		case r.st.Abort != nil:
 			r.startRollback(api.OutcomeAborted, fmt.Sprintf("aborted by %s: %s", r.st.Abort.By, r.st.Abort.Reason))
@@ -86,7 +86,7 @@ func (r *rollout) run(ctx workflow.Context) (api.Result, error) {
 			if err := r.supersede(ctx); err != nil {
 				return api.Result{}, err
 			}
-		case r.st.Phase != PhaseResolving && r.st.Phase != PhaseWaitingWave && r.st.Phase != PhaseWaveHold && r.st.Deadline.Sub(now) < minTimeout:
+		case r.st.Phase != api.PhaseResolving && r.st.Phase != api.PhaseWaitingWave && r.st.Phase != api.PhaseWaveHold && r.st.Deadline.Sub(now) < minTimeout:
 			r.startRollback(api.OutcomeRolledBack, fmt.Sprintf("rollout deadline of %s passed before the candidate reached 100%%", r.st.Policy.Deadline))
 		case r.st.paused():
 			r.awaitInterrupt(ctx, func() bool { return !r.st.paused() }, "paused")
@@ -94,21 +94,21 @@ func (r *rollout) run(ctx workflow.Context) (api.Result, error) {
 			r.rebase(ctx)
 		default:
 			switch r.st.Phase {
-			case PhaseResolving:
+			case api.PhaseResolving:
 				r.resolve(ctx)
-			case PhaseWaitingReady:
+			case api.PhaseWaitingReady:
 				r.waitReady(ctx)
-			case PhaseStepping, PhaseGate:
+			case api.PhaseStepping, api.PhaseGate:
 				if r.st.Wave != nil && !r.st.Wave.Released {
 					r.awaitRelease(ctx)
 				} else {
 					r.applyStep(ctx)
 				}
-			case PhaseWaitingWave:
+			case api.PhaseWaitingWave:
 				r.awaitRelease(ctx)
-			case PhaseWaveHold:
+			case api.PhaseWaveHold:
 				r.awaitWaveEnd(ctx)
-			case PhaseHolding:
+			case api.PhaseHolding:
 				r.hold(ctx)
 			}
 		}
@@ -123,7 +123,7 @@ func (r *rollout) run(ctx workflow.Context) (api.Result, error) {
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return api.Result{}, err
 	}
-	if next := r.drainSignals(ctx); next != "" && r.st.Phase != PhaseSuperseded && r.newer(ctx, next) {
+	if next := r.drainSignals(ctx); next != "" && r.st.Phase != api.PhaseSuperseded && r.newer(ctx, next) {
 		// A newer Revision arrived as this rollout ended: roll it out next
 		// rather than lose it.
 		return api.Result{}, workflow.NewContinueAsNewError(ctx, api.RolloutWorkflow, api.Input{Target: r.st.Target, Candidate: next, RequestedBy: "sluice (arrived while finishing)"})
@@ -148,7 +148,7 @@ func (r *rollout) resolve(ctx workflow.Context) {
 			r.st.Object = refused.Mark
 			r.markCandidate(ctx)
 		}
-		r.end(ctx, PhaseFailed)
+		r.end(ctx, api.PhaseFailed)
 		return
 	}
 	now := workflow.Now(ctx)
@@ -185,7 +185,7 @@ func (r *rollout) resolve(ctx workflow.Context) {
 	if !r.writeTraffic(ctx, r.st.Baseline, "pin traffic to "+r.st.Stable) {
 		return
 	}
-	r.st.Phase = PhaseWaitingReady
+	r.st.Phase = api.PhaseWaitingReady
 	r.emit(ctx, events.ProgressStarted, "", "")
 	if w := candidateShare(r.st.Baseline, r.st.Stable, r.st.Candidate); w > 0 && r.st.Stable != "" {
 		// Knative routed a latestRevision share to the candidate before
@@ -222,13 +222,13 @@ const minTimeout = time.Second
 // interrupted reports whether something outside the current phase needs the
 // main loop's attention.
 func (r *rollout) interrupted() bool {
-	return r.st.Abort != nil || r.st.PendingCandidate != "" || r.st.Phase == PhaseRollingBack || r.st.DeleteHints != r.st.DeleteChecked || r.waveRollback()
+	return r.st.Abort != nil || r.st.PendingCandidate != "" || r.st.Phase == api.PhaseRollingBack || r.st.DeleteHints != r.st.DeleteChecked || r.waveRollback()
 }
 
 // awaitInterrupt waits, bounded by the overall deadline, until cond holds or
 // the rollout is interrupted.
 func (r *rollout) awaitInterrupt(ctx workflow.Context, cond func() bool, why string) {
-	if r.st.Deadline.IsZero() || r.st.Phase == PhaseWaitingWave || r.st.Phase == PhaseWaveHold {
+	if r.st.Deadline.IsZero() || r.st.Phase == api.PhaseWaitingWave || r.st.Phase == api.PhaseWaveHold {
 		// No deadline yet, or none while the wave plan holds the rollout:
 		// wait for cond alone.
 		r.awaitFor(ctx, 0, why, cond)

@@ -105,13 +105,13 @@ func (h *harness) result() api.Result {
 	return res
 }
 
-func (h *harness) status() Status {
+func (h *harness) status() api.Status {
 	h.t.Helper()
 	v, err := h.env.QueryWorkflow(api.QueryStatus)
 	if err != nil {
 		h.t.Fatalf("status query: %v", err)
 	}
-	var st Status
+	var st api.Status
 	if err := v.Get(&st); err != nil {
 		h.t.Fatalf("decode status: %v", err)
 	}
@@ -203,7 +203,7 @@ func TestHappyPathWalksEveryStep(t *testing.T) {
 		t.Fatalf("traffic over time:\n%s\nwant\n%s", strings.Join(seen, "\n"), strings.Join(want, "\n"))
 	}
 	st := h.status()
-	if st.Phase != PhaseSucceeded || st.StepCount != 3 || st.Weight != 100 {
+	if st.Phase != api.PhaseSucceeded || st.StepCount != 3 || st.Weight != 100 {
 		t.Fatalf("status = phase %s steps %d weight %d", st.Phase, st.StepCount, st.Weight)
 	}
 	for i, s := range st.Steps {
@@ -238,8 +238,8 @@ func TestReadinessToldByEvent(t *testing.T) {
 	if h.result().Outcome != api.OutcomeSucceeded {
 		t.Fatalf("outcome %s: %s", st.Outcome, st.Reason)
 	}
-	if st.ReadinessFrom != ReadinessFromEvent {
-		t.Errorf("readiness told by %q, want %q", st.ReadinessFrom, ReadinessFromEvent)
+	if st.ReadinessFrom != api.ReadinessFromEvent {
+		t.Errorf("readiness told by %q, want %q", st.ReadinessFrom, api.ReadinessFromEvent)
 	}
 	if got := h.endedMark("hello", "hello-00002"); got != "" {
 		t.Errorf("a candidate that succeeded is marked %s: %q", config.AnnotationEnded, got)
@@ -262,7 +262,7 @@ func TestToldReadyButNotReadyAtTheWriteWaitsAgain(t *testing.T) {
 	if res := h.result(); res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
 	}
-	if st.ReadinessFrom != ReadinessFromWatch {
+	if st.ReadinessFrom != api.ReadinessFromWatch {
 		t.Errorf("readiness from %q, want the watch that saw it Ready after the refused write", st.ReadinessFrom)
 	}
 	if wait := st.Steps[0].StartedAt.Sub(st.StartedAt); wait < 20*time.Second {
@@ -292,8 +292,8 @@ func TestFailureToldByEventRollsBack(t *testing.T) {
 	if res.Outcome != api.OutcomeRolledBack || !strings.Contains(res.Reason, "boom") {
 		t.Fatalf("result = %+v, want rolled back naming the Revision's message", res)
 	}
-	if st := h.status(); st.ReadinessFrom != ReadinessFromEvent {
-		t.Errorf("readiness told by %q, want %q", st.ReadinessFrom, ReadinessFromEvent)
+	if st := h.status(); st.ReadinessFrom != api.ReadinessFromEvent {
+		t.Errorf("readiness told by %q, want %q", st.ReadinessFrom, api.ReadinessFromEvent)
 	}
 	wantTraffic(t, h.traffic("hello"),
 		knativefake.Target("hello-00001", 90, ""),
@@ -312,8 +312,8 @@ func TestReadinessByReRead(t *testing.T) {
 	if wait := st.Steps[0].StartedAt.Sub(st.StartedAt); wait < 25*time.Second || wait > 25*time.Second+ReadinessPoll {
 		t.Fatalf("first step started %s after start, want within one poll of 25s", wait)
 	}
-	if st.ReadinessFrom != ReadinessFromWatch {
-		t.Errorf("readiness told by %q, want %q", st.ReadinessFrom, ReadinessFromWatch)
+	if st.ReadinessFrom != api.ReadinessFromWatch {
+		t.Errorf("readiness told by %q, want %q", st.ReadinessFrom, api.ReadinessFromWatch)
 	}
 }
 
@@ -406,7 +406,7 @@ func TestRollbackPinsLatestRevision(t *testing.T) {
 
 func TestGateWaitsForPromote(t *testing.T) {
 	h := newHarness(t, helloObjects(map[string]string{config.AnnotationGates: "50"}, true)...)
-	var atGate Status
+	var atGate api.Status
 	var phaseAttr any
 	var resume, promote *updateResult
 	h.at(10*time.Minute, func() {
@@ -416,11 +416,11 @@ func TestGateWaitsForPromote(t *testing.T) {
 		promote = h.update(api.CommandPromote, api.Command{By: "carol", Reason: "dashboards look good"})
 	})
 	h.run("hello-00002")
-	if atGate.Phase != PhaseGate || atGate.Weight != 25 {
+	if atGate.Phase != api.PhaseGate || atGate.Weight != 25 {
 		t.Fatalf("at 10m: phase %s weight %d, want waiting at the gate with 25%%", atGate.Phase, atGate.Weight)
 	}
-	if got := phaseAttr; got != string(PhaseGate) {
-		t.Fatalf("search attribute %s at the gate = %q, want %q", api.AttrPhase.GetName(), got, PhaseGate)
+	if got := phaseAttr; got != string(api.PhaseGate) {
+		t.Fatalf("search attribute %s at the gate = %q, want %q", api.AttrPhase.GetName(), got, api.PhaseGate)
 	}
 	if !resume.rejectedWith("not paused") {
 		t.Errorf("resume when not paused: %+v", resume)
@@ -454,7 +454,7 @@ func TestPromoteRejectedBeforeReadyAndAfterEnd(t *testing.T) {
 
 func TestPauseFreezesHoldAndResumeContinues(t *testing.T) {
 	h := newHarness(t, helloObjects(nil, true)...)
-	var paused Status
+	var paused api.Status
 	var pause, promote, resume *updateResult
 	h.at(40*time.Second, func() { pause = h.update(api.CommandPause, api.Command{By: "erin", Reason: "checking logs"}) })
 	h.at(5*time.Minute, func() {
@@ -466,7 +466,7 @@ func TestPauseFreezesHoldAndResumeContinues(t *testing.T) {
 	if !pause.accepted || !promote.rejectedWith("paused") || !resume.accepted {
 		t.Fatalf("pause %+v, promote while paused %+v, resume %+v", pause, promote, resume)
 	}
-	if paused.Shown != PhasePaused || paused.Weight != 25 || paused.HoldLeftAt < 15*time.Second || paused.HoldLeftAt > 25*time.Second {
+	if paused.Shown != api.PhasePaused || paused.Weight != 25 || time.Duration(paused.HoldLeftAt) < 15*time.Second || time.Duration(paused.HoldLeftAt) > 25*time.Second {
 		t.Fatalf("while paused: shown %s weight %d hold left %s (want ~20s kept)", paused.Shown, paused.Weight, paused.HoldLeftAt)
 	}
 	st := h.status()
@@ -513,7 +513,7 @@ var operatorEdit = []servingv1.TrafficTarget{
 
 func TestDriftDuringHoldPausesThenResumeGoesOnFromLiveTraffic(t *testing.T) {
 	h := newHarness(t, helloObjects(map[string]string{config.AnnotationHold: "10m"}, true)...)
-	var paused, resumed Status
+	var paused, resumed api.Status
 	var mid []servingv1.TrafficTarget
 	h.at(2*time.Minute, func() { h.handEdit(operatorEdit...) })
 	h.at(4*time.Minute, func() {
@@ -523,7 +523,7 @@ func TestDriftDuringHoldPausesThenResumeGoesOnFromLiveTraffic(t *testing.T) {
 	h.at(5*time.Minute, func() { resumed, mid = h.status(), h.traffic("hello") })
 	h.run("hello-00002")
 	// Noticed during the hold, not at the next write ten minutes later.
-	if paused.Shown != PhasePaused || !strings.Contains(paused.PauseReason, "changed outside sluice during the hold") || !strings.Contains(paused.PauseReason, "debug") {
+	if paused.Shown != api.PhasePaused || !strings.Contains(paused.PauseReason, "changed outside sluice during the hold") || !strings.Contains(paused.PauseReason, "debug") {
 		t.Fatalf("after drift: shown %s reason %q", paused.Shown, paused.PauseReason)
 	}
 	// 30 of the 90 the two Revisions hold is 33%: the next step is 50%, the
@@ -556,7 +556,7 @@ func TestRollbackAfterResumedDriftRestoresTheOperatorsList(t *testing.T) {
 
 func TestDriftAtAWriteStillPauses(t *testing.T) {
 	h := newHarness(t, helloObjects(nil, true)...)
-	var paused Status
+	var paused api.Status
 	// Between the watch's looks (the test's watches end at once and look
 	// again every driftRetry) and the next step's write.
 	h.at(59*time.Second, func() { h.handEdit(operatorEdit...) })
@@ -565,7 +565,7 @@ func TestDriftAtAWriteStillPauses(t *testing.T) {
 		h.update(api.CommandResume, api.Command{By: "gina"})
 	})
 	h.run("hello-00002")
-	if paused.Shown != PhasePaused || !strings.Contains(paused.PauseReason, "changed outside sluice") {
+	if paused.Shown != api.PhasePaused || !strings.Contains(paused.PauseReason, "changed outside sluice") {
 		t.Fatalf("after drift: shown %s reason %q", paused.Shown, paused.PauseReason)
 	}
 	if res := h.result(); res.Outcome != api.OutcomeSucceeded {
@@ -677,7 +677,7 @@ func TestSignalledCommandsAreValidatedAndRecorded(t *testing.T) {
 	})
 	h.run("hello-00002")
 	st := h.status()
-	var resume, promote *CommandRecord
+	var resume, promote *api.CommandRecord
 	for i := range st.Commands {
 		switch st.Commands[i].Name {
 		case api.CommandResume:

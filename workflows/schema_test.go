@@ -32,8 +32,8 @@ var updateSchema = flag.Bool("update-schema", false, "rewrite testdata/schema fr
 func carried() map[string]any {
 	return map[string]any{
 		"carry":                RunInput{},
-		"status":               Status{},
-		"wave-status":          WaveStatus{},
+		"status":               api.Status{},
+		"wave-status":          api.WaveStatus{},
 		"api-command":          api.Command{},
 		"api-candidate-signal": api.CandidateSignal{},
 		"api-object-hint":      api.ObjectHint{},
@@ -165,9 +165,10 @@ func (f *filler) at(path string) {
 }
 
 var (
-	timeType     = reflect.TypeFor[time.Time]()
-	durationType = reflect.TypeFor[time.Duration]()
-	marshaler    = reflect.TypeFor[json.Marshaler]()
+	timeType        = reflect.TypeFor[time.Time]()
+	durationType    = reflect.TypeFor[time.Duration]()
+	apiDurationType = reflect.TypeFor[api.Duration]()
+	marshaler       = reflect.TypeFor[json.Marshaler]()
 )
 
 func fill(v reflect.Value, path string, f *filler) {
@@ -176,7 +177,7 @@ func fill(v reflect.Value, path string, f *filler) {
 	case v.Type() == timeType:
 		v.Set(reflect.ValueOf(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).Add(time.Duration(f.n) * time.Second)))
 		return
-	case v.Type() == durationType:
+	case v.Type() == durationType || v.Type() == apiDurationType:
 		v.SetInt(int64(f.n) * int64(time.Second))
 		return
 	case v.Kind() != reflect.Pointer && reflect.PointerTo(v.Type()).Implements(marshaler) && v.Type().PkgPath() != "" && !strings.HasPrefix(v.Type().PkgPath(), "github.com/sluicehq/"):

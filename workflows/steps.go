@@ -25,7 +25,7 @@ func (r *rollout) applyStep(ctx workflow.Context) {
 		len(r.st.Policy.Analysis.Hooks(config.MomentGate)) > 0 {
 		// A person's promote confirms as well as the gate hooks do.
 		if !r.st.PromoteRequested && !r.gateHooks(ctx) {
-			r.st.Phase = PhaseGate
+			r.st.Phase = api.PhaseGate
 			r.awaitFor(ctx, r.st.Policy.Analysis.Interval, fmt.Sprintf("gate webhooks before %d%%", step.Weight),
 				func() bool { return r.st.PromoteRequested || r.st.PromoteFull })
 			return
@@ -33,7 +33,7 @@ func (r *rollout) applyStep(ctx workflow.Context) {
 		r.st.Analysis.GatePassed = true
 	}
 	if step.Gate && !run.GatePassed && !r.st.PromoteFull {
-		r.st.Phase = PhaseGate
+		r.st.Phase = api.PhaseGate
 		if !r.st.PromoteRequested {
 			r.awaitInterrupt(ctx, func() bool { return r.st.PromoteRequested || r.st.PromoteFull }, fmt.Sprintf("gate before %d%%", step.Weight))
 			return
@@ -41,7 +41,7 @@ func (r *rollout) applyStep(ctx workflow.Context) {
 		r.st.PromoteRequested = false
 		run.GatePassed = true
 	}
-	r.st.Phase = PhaseStepping
+	r.st.Phase = api.PhaseStepping
 	desired := trafficAt(r.st.Baseline, r.st.Stable, r.st.Candidate, step.Weight)
 	run.StartedAt = workflow.Now(ctx)
 	if r.capacityOn() && !r.stageUp(ctx, i) {
@@ -54,7 +54,7 @@ func (r *rollout) applyStep(ctx workflow.Context) {
 		return
 	}
 	r.st.Weight = step.Weight
-	r.st.Phase = PhaseHolding
+	r.st.Phase = api.PhaseHolding
 	r.st.HoldUntil = workflow.Now(ctx).Add(step.Hold)
 	if r.analysing() {
 		r.st.Analysis.NextAt = workflow.Now(ctx).Add(r.st.Policy.Analysis.Interval)
@@ -105,7 +105,7 @@ func (r *rollout) hold(ctx workflow.Context) {
 		return
 	}
 	r.st.Step++
-	r.st.Phase = PhaseStepping
+	r.st.Phase = api.PhaseStepping
 }
 
 // writeTraffic sets and verifies a traffic list. It reports whether the list
@@ -116,7 +116,7 @@ func (r *rollout) writeTraffic(ctx workflow.Context, desired []servingTraffic, s
 		return true
 	}
 	set := activities.SetTrafficInput{
-		Object: r.st.Object, Expected: r.st.Live, Desired: desired, Force: r.st.Phase == PhaseRollingBack,
+		Object: r.st.Object, Expected: r.st.Live, Desired: desired, Force: r.st.Phase == api.PhaseRollingBack,
 	}
 	verifyFor := min(r.st.Policy.VerifyTimeout, applyWatch)
 	var applied activities.ApplyTrafficResult
@@ -128,13 +128,13 @@ func (r *rollout) writeTraffic(ctx workflow.Context, desired []servingTraffic, s
 		switch {
 		case appErr != nil && appErr.Type() == activities.ErrDrift:
 			r.pauseForDrift(ctx, errorMessage(err))
-		case appErr != nil && appErr.Type() == activities.ErrRevisionNotReady && r.st.Phase != PhaseRollingBack && notReady(appErr) == r.st.Candidate:
+		case appErr != nil && appErr.Type() == activities.ErrRevisionNotReady && r.st.Phase != api.PhaseRollingBack && notReady(appErr) == r.st.Candidate:
 			// Told Ready (by its event or the watch), the candidate is not
 			// Ready when its traffic is written: Knative re-evaluated it.
 			// Wait for it again rather than roll back a Revision that may
 			// well come back.
 			workflow.GetLogger(ctx).Warn("candidate not Ready at the traffic write; waiting for it again", "candidate", r.st.Candidate, "error", err)
-			r.st.Told, r.st.CandidateReady, r.st.ReadinessFrom, r.st.Phase = nil, false, "", PhaseWaitingReady
+			r.st.Told, r.st.CandidateReady, r.st.ReadinessFrom, r.st.Phase = nil, false, "", api.PhaseWaitingReady
 		case appErr != nil && appErr.Type() == activities.ErrTargetNotFound:
 			r.finish(ctx, api.OutcomeFailed, errorMessage(err))
 		case appErr != nil && appErr.Type() == activities.ErrWriteRefused:
@@ -144,7 +144,7 @@ func (r *rollout) writeTraffic(ctx workflow.Context, desired []servingTraffic, s
 			reason := errorMessage(err) + "; fix it, then resume to retry this write, or abort to roll back"
 			r.st.pauseFor(pausedByError, reason, workflow.Now(ctx))
 			r.emit(ctx, events.ProgressPaused, reason, "")
-		case r.st.Phase == PhaseRollingBack:
+		case r.st.Phase == api.PhaseRollingBack:
 			r.finish(ctx, api.OutcomeFailed, fmt.Sprintf("rollback failed (%s); traffic may be mixed: %s", r.st.Reason, errorMessage(err)))
 		default:
 			r.startRollback(api.OutcomeRolledBack, summary+" failed: "+errorMessage(err))
@@ -160,7 +160,7 @@ func (r *rollout) writeTraffic(ctx workflow.Context, desired []servingTraffic, s
 	err = r.verify(ctx, activities.VerifyInput{Object: r.st.Object, Desired: desired, Generation: applied.Generation}, timeout, applied.Lacks, "verify "+summary)
 	if err != nil {
 		msg := fmt.Sprintf("%s: traffic did not show in %s status within the verify timeout of %s: %s", summary, r.st.Object, r.st.Policy.VerifyTimeout, errorMessage(err))
-		if r.st.Phase == PhaseRollingBack {
+		if r.st.Phase == api.PhaseRollingBack {
 			r.finish(ctx, api.OutcomeFailed, fmt.Sprintf("rollback written but not verified (%s): %s", r.st.Reason, msg))
 		} else {
 			r.startRollback(api.OutcomeRolledBack, msg)

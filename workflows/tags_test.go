@@ -184,7 +184,7 @@ func (h *harness) refuseWrites() *atomic.Bool {
 func TestWriteRefusedOutsideTheListPauses(t *testing.T) {
 	h := newHarness(t, helloObjects(nil, true)...)
 	refused := h.refuseWrites()
-	var paused Status
+	var paused api.Status
 	var during []servingv1.TrafficTarget
 	h.at(30*time.Second, func() { refused.Store(true) })
 	h.at(3*time.Minute, func() {
@@ -193,7 +193,7 @@ func TestWriteRefusedOutsideTheListPauses(t *testing.T) {
 		h.update(api.CommandResume, api.Command{By: "ops", Reason: "timeoutSeconds lowered"})
 	})
 	h.run("hello-00002")
-	if paused.Shown != PhasePaused || paused.Phase != PhaseStepping || paused.Weight != 25 ||
+	if paused.Shown != api.PhasePaused || paused.Phase != api.PhaseStepping || paused.Weight != 25 ||
 		!strings.Contains(paused.PauseReason, "spec.template.spec.timeoutSeconds") || !strings.Contains(paused.PauseReason, "resume") {
 		t.Fatalf("while refused: shown %s phase %s weight %d reason %q", paused.Shown, paused.Phase, paused.Weight, paused.PauseReason)
 	}
@@ -206,7 +206,7 @@ func TestWriteRefusedOutsideTheListPauses(t *testing.T) {
 func TestRollbackRefusedPausesUntilResumed(t *testing.T) {
 	h := newHarness(t, helloObjects(nil, true)...)
 	refused := h.refuseWrites()
-	var paused Status
+	var paused api.Status
 	var promote *updateResult
 	h.at(30*time.Second, func() {
 		refused.Store(true)
@@ -221,7 +221,7 @@ func TestRollbackRefusedPausesUntilResumed(t *testing.T) {
 		h.update(api.CommandResume, api.Command{By: "ops"})
 	})
 	h.run("hello-00002")
-	if paused.Phase != PhaseRollingBack || !paused.Paused || paused.Outcome != "" || paused.Ending != api.OutcomeAborted {
+	if paused.Phase != api.PhaseRollingBack || !paused.Paused || paused.Outcome != "" || paused.Ending != api.OutcomeAborted {
 		t.Fatalf("while the rollback is refused: phase %s paused %v outcome %q ending %q", paused.Phase, paused.Paused, paused.Outcome, paused.Ending)
 	}
 	if !promote.rejectedWith("the rollback is paused") {

@@ -16,7 +16,7 @@ import (
 )
 
 // status answers the status query.
-func (r *rollout) status(ctx workflow.Context) Status { return view(&r.st, workflow.Now(ctx)) }
+func (r *rollout) status(ctx workflow.Context) api.Status { return view(&r.st, workflow.Now(ctx)) }
 
 // currentAttributes are sluice's search attributes as the SDK holds them
 // now: it merges every upsert into the workflow's info and carries them
@@ -66,7 +66,7 @@ func (r *rollout) publish(ctx workflow.Context) {
 }
 
 // attributes are the search attribute values of a status, by name.
-func attributes(v Status) map[string]string {
+func attributes(v api.Status) map[string]string {
 	return map[string]string{
 		api.AttrTarget.GetName():    api.TargetAttr(v.Target),
 		api.AttrNamespace.GetName(): v.Target.Namespace,
@@ -83,7 +83,7 @@ func attributes(v Status) map[string]string {
 // starts with: those its first publish would set, so that publish costs no
 // upsert.
 func StartAttributes(t knative.TargetRef, candidate string) temporal.SearchAttributes {
-	want := attributes(view(&state{Target: t, Candidate: candidate, Phase: PhaseResolving}, time.Time{}))
+	want := attributes(view(&state{Target: t, Candidate: candidate, Phase: api.PhaseResolving}, time.Time{}))
 	names := make([]string, 0, len(want))
 	for n := range want {
 		names = append(names, n)
@@ -116,7 +116,7 @@ func attrUpdate(name, value string) temporal.SearchAttributeUpdate {
 
 // details renders the rollout as Markdown for the Temporal UI: a headline and
 // the step table.
-func details(st Status) string {
+func details(st api.Status) string {
 	now := st.AsOf
 	var b strings.Builder
 	phase := string(st.Phase)
@@ -126,7 +126,7 @@ func details(st Status) string {
 	// One short line above the table: the UI gives current details a small
 	// frame, and the summary already names the Revisions.
 	fmt.Fprintf(&b, "**%s** · %s", phase, knative.FormatTraffic(st.Live))
-	if st.Phase == PhaseHolding && !st.Paused && st.HoldUntil.After(now) {
+	if st.Phase == api.PhaseHolding && !st.Paused && st.HoldUntil.After(now) {
 		// A clock time, not a countdown: the details are only refreshed
 		// when the workflow runs, and a countdown would stand still.
 		fmt.Fprintf(&b, " · hold ends at %s UTC", clock(st.HoldUntil))
@@ -154,7 +154,7 @@ func details(st Status) string {
 	b.WriteString("\n\n| step | weight | hold | gate | started | ended |\n|---|---|---|---|---|---|\n")
 	for i, s := range st.Steps {
 		marker := ""
-		if i+1 == st.StepNumber && !st.Phase.Done() && st.Phase != PhaseWaitingReady && st.Phase != PhaseResolving {
+		if i+1 == st.StepNumber && !st.Phase.Done() && st.Phase != api.PhaseWaitingReady && st.Phase != api.PhaseResolving {
 			marker = " ◀"
 		}
 		gate := ""

@@ -12,40 +12,10 @@ import (
 	"github.com/sluicehq/sluice/events"
 )
 
-// WaveMemberStatus is one cluster of a wave plan.
-type WaveMemberStatus struct {
-	Cluster    string    `json:"cluster"`
-	Wave       int       `json:"wave"` // from 1
-	WorkflowID string    `json:"workflowID,omitempty"`
-	Candidate  string    `json:"candidate,omitempty"`
-	JoinedAt   time.Time `json:"joinedAt,omitzero"`
-	ReleasedAt time.Time `json:"releasedAt,omitzero"`
-	ReachedAt  time.Time `json:"reachedAt,omitzero"`
-	EndedAt    time.Time `json:"endedAt,omitzero"`
-	Outcome    string    `json:"outcome,omitempty"`
-	Reason     string    `json:"reason,omitempty"`
-	// Verdict is the last word the wave sent this cluster's rollout.
-	Verdict string `json:"verdict,omitempty"`
-}
-
-// WaveStatus is the wave's status query answer.
-type WaveStatus struct {
-	api.WaveStart
-	Phase string `json:"phase"`
-	// Current is the wave (from 1) being waited for, rolled out or soaked.
-	Current   int                `json:"current"`
-	SoakUntil time.Time          `json:"soakUntil,omitzero"`
-	Paused    bool               `json:"paused,omitempty"`
-	Members   []WaveMemberStatus `json:"members"`
-	Commands  []CommandRecord    `json:"commands,omitempty"`
-	Outcome   string             `json:"outcome,omitempty"`
-	Reason    string             `json:"reason,omitempty"`
-}
-
 type wave struct {
-	st      WaveStatus
+	st      api.WaveStatus
 	promote bool
-	abort   *CommandRecord
+	abort   *api.CommandRecord
 	// seq numbers progress events; sent are their activities, waited for
 	// before the wave ends so the last is not lost.
 	seq  int
@@ -60,13 +30,13 @@ type wave struct {
 // released ones keep the candidate or, by the plan, roll back. It does no
 // I/O of its own: it signals rollouts and waits.
 func Wave(ctx workflow.Context, in api.WaveStart) (api.WaveResult, error) {
-	w := &wave{st: WaveStatus{WaveStart: in, Phase: api.WaveWaiting, Current: 1}}
+	w := &wave{st: api.WaveStatus{WaveStart: in, Phase: api.WaveWaiting, Current: 1}}
 	for i, wv := range in.Plan.Waves {
 		for _, c := range wv.Clusters {
-			w.st.Members = append(w.st.Members, WaveMemberStatus{Cluster: c, Wave: i + 1})
+			w.st.Members = append(w.st.Members, api.WaveMemberStatus{Cluster: c, Wave: i + 1})
 		}
 	}
-	if err := workflow.SetQueryHandler(ctx, api.QueryStatus, func() (WaveStatus, error) { return w.st, nil }); err != nil {
+	if err := workflow.SetQueryHandler(ctx, api.QueryStatus, func() (api.WaveStatus, error) { return w.st, nil }); err != nil {
 		return api.WaveResult{}, err
 	}
 	workflow.Go(ctx, func(ctx workflow.Context) {
@@ -84,7 +54,7 @@ func Wave(ctx workflow.Context, in api.WaveStart) (api.WaveResult, error) {
 		}
 		w.st.Phase = api.WaveRolling
 		released := fmt.Sprintf("wave %d of %d released: %s", i+1, len(in.Plan.Waves), strings.Join(wv.Clusters, ", "))
-		w.tell(ctx, func(m WaveMemberStatus) bool { return m.Wave == i+1 }, api.VerdictRelease, released)
+		w.tell(ctx, func(m api.WaveMemberStatus) bool { return m.Wave == i+1 }, api.VerdictRelease, released)
 		w.emit(ctx, events.WaveReleased, released, "")
 		w.details(ctx)
 		for j := range w.st.Members {
@@ -119,7 +89,7 @@ func Wave(ctx workflow.Context, in api.WaveStart) (api.WaveResult, error) {
 	if failure == "" {
 		w.st.Phase, w.st.Outcome = api.WaveSucceeded, api.WaveSucceeded
 		w.st.Reason = fmt.Sprintf("release %s is at 100%% in every cluster: %s", in.Release, strings.Join(in.Plan.Clusters(), ", "))
-		w.tell(ctx, func(m WaveMemberStatus) bool { return m.WorkflowID != "" && m.EndedAt.IsZero() }, api.VerdictDone, w.st.Reason)
+		w.tell(ctx, func(m api.WaveMemberStatus) bool { return m.WorkflowID != "" && m.EndedAt.IsZero() }, api.VerdictDone, w.st.Reason)
 		w.emit(ctx, events.WaveSucceeded, w.st.Reason, "")
 	} else {
 		w.st.Phase, w.st.Outcome, w.st.Reason = api.WaveFailed, api.WaveFailed, failure
@@ -127,11 +97,11 @@ func Wave(ctx workflow.Context, in api.WaveStart) (api.WaveResult, error) {
 			w.st.Phase, w.st.Outcome = api.WaveAborted, api.WaveAborted
 		}
 		back := w.abort != nil || in.Plan.OnFailure == config.OnFailureRollback
-		w.tell(ctx, func(m WaveMemberStatus) bool {
+		w.tell(ctx, func(m api.WaveMemberStatus) bool {
 			return m.WorkflowID != "" && m.EndedAt.IsZero() && m.ReleasedAt.IsZero()
 		},
 			api.VerdictStop, "not released: "+failure)
-		released := func(m WaveMemberStatus) bool { return m.EndedAt.IsZero() && !m.ReleasedAt.IsZero() }
+		released := func(m api.WaveMemberStatus) bool { return m.EndedAt.IsZero() && !m.ReleasedAt.IsZero() }
 		if back {
 			w.tell(ctx, released, api.VerdictRollback, failure)
 		} else {
@@ -162,7 +132,7 @@ func (w *wave) answerLate(ctx workflow.Context, failure string) {
 	for workflow.GetSignalChannel(ctx, api.SignalWaveMember).ReceiveAsync(&m) {
 		w.note(ctx, m)
 	}
-	untold := func(m WaveMemberStatus) bool { return m.WorkflowID != "" && m.Verdict == "" && m.EndedAt.IsZero() }
+	untold := func(m api.WaveMemberStatus) bool { return m.WorkflowID != "" && m.Verdict == "" && m.EndedAt.IsZero() }
 	if failure != "" {
 		w.tell(ctx, untold, api.VerdictStop, "not released: "+failure)
 		return
@@ -215,7 +185,7 @@ func (w *wave) signals(ctx workflow.Context) workflow.Selector {
 		sel.AddReceive(workflow.GetSignalChannel(ctx, name), func(c workflow.ReceiveChannel, _ bool) {
 			var cmd api.Command
 			c.Receive(ctx, &cmd)
-			rec := CommandRecord{Name: name, By: cmd.By, Reason: cmd.Reason, At: workflow.Now(ctx), Via: "signal"}
+			rec := api.CommandRecord{Name: name, By: cmd.By, Reason: cmd.Reason, At: workflow.Now(ctx), Via: "signal"}
 			switch name {
 			case api.CommandPromote:
 				if w.st.Phase == api.WaveSoaking || w.st.Phase == api.WaveGate {
@@ -299,7 +269,7 @@ func (w *wave) stopping() string {
 // tell sends verdict to the rollouts of the members pick selects, and waits
 // for Temporal to take each signal. A rollout that has closed meanwhile
 // cannot hear it and needs not to.
-func (w *wave) tell(ctx workflow.Context, pick func(WaveMemberStatus) bool, verdict, reason string) {
+func (w *wave) tell(ctx workflow.Context, pick func(api.WaveMemberStatus) bool, verdict, reason string) {
 	var futures []workflow.Future
 	for i := range w.st.Members {
 		m := &w.st.Members[i]

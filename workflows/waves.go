@@ -10,27 +10,6 @@ import (
 	"github.com/sluicehq/sluice/knative"
 )
 
-// WaveState is a rollout's part in a wave plan: it joins its release's
-// wave once its candidate is Ready, holds before the first step until the
-// wave releases it, and at 100% waits for the plan to end.
-type WaveState struct {
-	ID      string `json:"id"`
-	Release string `json:"release"`
-	// Wave is this cluster's wave, from 1.
-	Wave     int  `json:"wave"`
-	Joined   bool `json:"joined,omitempty"`
-	Released bool `json:"released,omitempty"`
-	// Pending is a verdict received and not yet acted on; Verdict and
-	// Reason the last one acted on.
-	Pending       string `json:"pending,omitempty"`
-	PendingReason string `json:"pendingReason,omitempty"`
-	Verdict       string `json:"verdict,omitempty"`
-	Reason        string `json:"reason,omitempty"`
-	// Reached: at 100%, the wave was told; Told: the end was told.
-	Reached bool `json:"reached,omitempty"`
-	Told    bool `json:"told,omitempty"`
-}
-
 // planWave sets up the rollout's part in its target's wave plan, or ends
 // it when this worker's cluster cannot take part.
 func (r *rollout) planWave(ctx workflow.Context, release string) bool {
@@ -45,7 +24,7 @@ func (r *rollout) planWave(ctx workflow.Context, release string) bool {
 		return false
 	}
 	shared := knative.TargetRef{Namespace: t.Namespace, Kind: t.Kind, Name: t.Name}
-	r.st.Wave = &WaveState{ID: api.WaveID(shared, release), Release: release, Wave: plan.WaveOf(t.Cluster) + 1}
+	r.st.Wave = &api.WaveState{ID: api.WaveID(shared, release), Release: release, Wave: plan.WaveOf(t.Cluster) + 1}
 	return true
 }
 
@@ -54,7 +33,7 @@ func (r *rollout) planWave(ctx workflow.Context, release string) bool {
 // rollout ends where it began.
 func (r *rollout) awaitRelease(ctx workflow.Context) {
 	wv := r.st.Wave
-	r.st.Phase = PhaseWaitingWave
+	r.st.Phase = api.PhaseWaitingWave
 	if !wv.Joined {
 		t := r.st.Target
 		var res activities.JoinWaveResult
@@ -86,7 +65,7 @@ func (r *rollout) awaitRelease(ctx workflow.Context) {
 	switch verdict {
 	case api.VerdictRelease, api.VerdictDone:
 		wv.Released = true
-		r.st.Phase = PhaseStepping
+		r.st.Phase = api.PhaseStepping
 		r.st.Deadline = workflow.Now(ctx).Add(r.st.Policy.Deadline)
 		if verdict == api.VerdictDone {
 			// Nothing to wait for at 100%: keep it for then.
@@ -112,7 +91,7 @@ func (r *rollout) reachWave(ctx workflow.Context, reason string) {
 		wv.Reached = true
 		r.tellWave(ctx, r.member(ctx, api.MemberReached))
 	}
-	r.st.Phase, r.st.Reason = PhaseWaveHold, reason
+	r.st.Phase, r.st.Reason = api.PhaseWaveHold, reason
 }
 
 // awaitWaveEnd waits at 100% for the plan's end: done ends the rollout
@@ -135,7 +114,7 @@ func (r *rollout) awaitWaveEnd(ctx workflow.Context) {
 // runs: a wave failed and the plan rolls the released clusters back.
 func (r *rollout) waveRollback() bool {
 	wv := r.st.Wave
-	return wv != nil && wv.Pending == api.VerdictRollback && r.st.Phase != PhaseRollingBack && !r.st.Phase.Done()
+	return wv != nil && wv.Pending == api.VerdictRollback && r.st.Phase != api.PhaseRollingBack && !r.st.Phase.Done()
 }
 
 func (r *rollout) member(ctx workflow.Context, event string) api.WaveMember {

@@ -37,7 +37,7 @@ func TestWaveRolloutWaitsForReleaseAndTheEnd(t *testing.T) {
 			h.env.SignalWorkflow(api.SignalWaveVerdict, api.WaveVerdict{Verdict: v, Reason: reason})
 		}
 	}
-	var waiting, paused Status
+	var waiting, paused api.Status
 	// The default deadline is 2h: the wave keeps the rollout waiting past it.
 	h.at(3*time.Hour, func() { waiting = h.status(); h.update(api.CommandPause, api.Command{By: "ann", Reason: "freeze"}) })
 	h.at(3*time.Hour+time.Minute, func() { paused = h.status(); h.update(api.CommandResume, api.Command{By: "ann"}) })
@@ -47,7 +47,7 @@ func TestWaveRolloutWaitsForReleaseAndTheEnd(t *testing.T) {
 	if !h.env.IsWorkflowCompleted() {
 		t.Fatal("workflow did not complete")
 	}
-	if waiting.Phase != PhaseWaitingWave || waiting.Weight != 0 || waiting.Wave == nil || waiting.Wave.Wave != 2 || !waiting.Wave.Joined || !paused.Paused {
+	if waiting.Phase != api.PhaseWaitingWave || waiting.Weight != 0 || waiting.Wave == nil || waiting.Wave.Wave != 2 || !waiting.Wave.Joined || !paused.Paused {
 		t.Fatalf("at 3h: phase %s weight %d wave %+v; paused %v", waiting.Phase, waiting.Weight, waiting.Wave, paused.Paused)
 	}
 	if joined.Member.Cluster != "west" || joined.Member.Event != api.MemberJoined || joined.Start.Target.Cluster != "" ||

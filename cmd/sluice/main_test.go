@@ -15,7 +15,6 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/capacity"
 	"github.com/sluicehq/sluice/knative"
-	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -86,21 +85,21 @@ func TestParseTarget(t *testing.T) {
 func TestRenderStatus(t *testing.T) {
 	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	p := func(n int64) *int64 { return &n }
-	st := workflows.Status{
+	st := api.Status{
 		Target:    knative.TargetRef{Namespace: "default", Kind: knative.KindService, Name: "hello"},
-		Phase:     workflows.PhaseHolding,
+		Phase:     api.PhaseHolding,
 		Candidate: "hello-00002", CandidateReady: true, Stable: "hello-00001", Weight: 25,
 		Live: []servingv1.TrafficTarget{{RevisionName: "hello-00001", Percent: p(75)}, {RevisionName: "hello-00002", Percent: p(25)}},
-		Steps: []workflows.StepStatus{
-			{Weight: 25, Hold: time.Minute, StartedAt: at},
+		Steps: []api.StepStatus{
+			{Weight: 25, Hold: api.Duration(time.Minute), StartedAt: at},
 			{Weight: 100, Gate: true},
 		},
 		ReadyDeadline: at.Add(10 * time.Minute), Deadline: at.Add(2 * time.Hour),
-		Commands: []workflows.CommandRecord{
+		Commands: []api.CommandRecord{
 			{Name: "start", By: "ci", At: at, Via: "start"},
 			{Name: "resume", By: "ann", At: at.Add(time.Second), Via: "signal", Rejected: "resume rejected: the rollout is not paused"},
 		},
-		Shown: workflows.PhaseHolding, StepNumber: 1, StepCount: 2, HoldLeftAt: 42 * time.Second,
+		Shown: api.PhaseHolding, StepNumber: 1, StepCount: 2, HoldLeftAt: api.Duration(42 * time.Second),
 	}
 	var out bytes.Buffer
 	renderStatus(&out, st)
@@ -149,10 +148,10 @@ default/service/hello  hello-00002  hello-00001  Succeeded  3     100%    2026-1
 
 func TestWatchLine(t *testing.T) {
 	p := func(n int64) *int64 { return &n }
-	st := workflows.Status{
-		Candidate: "hello-00002", Phase: workflows.PhaseHolding, Weight: 25, Paused: true, PauseReason: "paused by ann: look",
+	st := api.Status{
+		Candidate: "hello-00002", Phase: api.PhaseHolding, Weight: 25, Paused: true, PauseReason: "paused by ann: look",
 		Live:  []servingv1.TrafficTarget{{RevisionName: "hello-00001", Percent: p(75)}, {RevisionName: "hello-00002", Percent: p(25)}},
-		Shown: workflows.PhasePaused, StepNumber: 1, StepCount: 4,
+		Shown: api.PhasePaused, StepNumber: 1, StepCount: 4,
 	}
 	if got, want := watchLine(st), "hello-00002 Paused step 1/4 at 25% (paused by ann: look) | hello-00001=75%, hello-00002=25%"; got != want {
 		t.Fatalf("watch line %q, want %q", got, want)
@@ -171,16 +170,16 @@ func TestUILink(t *testing.T) {
 func TestRenderStatusShowsServedTrafficAndRetries(t *testing.T) {
 	p := func(n int64) *int64 { return &n }
 	now := time.Now()
-	st := workflows.Status{
+	st := api.Status{
 		Target: knative.TargetRef{Namespace: "default", Kind: "Service", Name: "hello"},
 		Object: knative.ObjectRef{Namespace: "default", Kind: "Service", Name: "hello"},
-		Phase:  workflows.PhaseHolding, Candidate: "hello-00002", Stable: "hello-00001",
+		Phase:  api.PhaseHolding, Candidate: "hello-00002", Stable: "hello-00001",
 		HoldUntil:  now.Add(50 * time.Second),
 		Live:       []servingv1.TrafficTarget{{RevisionName: "hello-00001", Percent: p(80)}, {RevisionName: "hello-00002", Percent: p(20)}},
-		HoldLeftAt: time.Minute}
+		HoldLeftAt: api.Duration(time.Minute)}
 	st.At(now)
 	st.Serving = []servingv1.TrafficTarget{{RevisionName: "hello-00001", Percent: p(70)}, {RevisionName: "hello-00002", Percent: p(30)}}
-	st.Pending = []workflows.PendingActivity{{Activity: api.ActivityApplyTraffic, Attempt: 4, LastError: "failed calling webhook"}}
+	st.Pending = []api.PendingActivity{{Activity: api.ActivityApplyTraffic, Attempt: 4, LastError: "failed calling webhook"}}
 	var b strings.Builder
 	renderStatus(&b, st)
 	for _, want := range []string{
@@ -196,11 +195,11 @@ func TestRenderStatusShowsServedTrafficAndRetries(t *testing.T) {
 }
 
 func TestRenderStatusShowsCapacityStages(t *testing.T) {
-	st := workflows.Status{
-		Target: knative.TargetRef{Namespace: "default", Kind: "Service", Name: "gpu"}, Phase: workflows.PhaseHolding, Shown: workflows.PhaseHolding,
+	st := api.Status{
+		Target: knative.TargetRef{Namespace: "default", Kind: "Service", Name: "gpu"}, Phase: api.PhaseHolding, Shown: api.PhaseHolding,
 		Candidate: "gpu-00002", Stable: "gpu-00001", Weight: 13, StepNumber: 1, StepCount: 2,
-		Steps:    []workflows.StepStatus{{Weight: 13, Hold: time.Minute}, {Weight: 100}},
-		Capacity: &workflows.CapacityStatus{StablePods: 8, CandidatePods: 1, StablePodsNow: 7, Stages: []capacity.Stage{{Candidate: 1, Stable: 7, Weight: 13}, {Candidate: 8, Weight: 100}}},
+		Steps:    []api.StepStatus{{Weight: 13, Hold: api.Duration(time.Minute)}, {Weight: 100}},
+		Capacity: &api.CapacityStatus{StablePods: 8, CandidatePods: 1, StablePodsNow: 7, Stages: []capacity.Stage{{Candidate: 1, Stable: 7, Weight: 13}, {Candidate: 8, Weight: 100}}},
 	}
 	var out bytes.Buffer
 	renderStatus(&out, st)
@@ -220,10 +219,10 @@ func TestRenderStatusShowsComparisons(t *testing.T) {
 		Message: "the candidate is higher by 30 (95% interval [29, ∞)), beyond the 10 allowed",
 		Compare: &analysis.CompareResult{Direction: analysis.Increase, Candidate: analysis.SampleSummary{Count: 10, Median: 130},
 			Stable: analysis.SampleSummary{Count: 10, Median: 100}, Shift: 30, Low: &low, Allowed: 10, P: 0.0001}}
-	st := workflows.Status{
+	st := api.Status{
 		Target: knative.TargetRef{Namespace: "default", Kind: knative.KindService, Name: "hello"},
-		Phase:  workflows.PhaseHolding, Candidate: "hello-00002", Stable: "hello-00001", StepNumber: 1, StepCount: 2,
-		Analysis: &workflows.AnalysisState{Rounds: 1, Tallies: []analysis.Tally{
+		Phase:  api.PhaseHolding, Candidate: "hello-00002", Stable: "hello-00001", StepNumber: 1, StepCount: 2,
+		Analysis: &api.AnalysisState{Rounds: 1, Tallies: []analysis.Tally{
 			{Name: "latency", Kind: analysis.KindCompare, Failures: 1, Last: &failed},
 			{Name: "errors", Kind: analysis.KindCompare, DryRun: true, Last: &analysis.Measurement{Result: analysis.Inconclusive, At: at,
 				Message: "too few samples: 3 of the candidate and 10 of the stable, 8 needed on each side",

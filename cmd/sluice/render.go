@@ -10,12 +10,11 @@ import (
 	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
-	"github.com/sluicehq/sluice/workflows"
 )
 
 // renderStatus prints a rollout for a person: where it stands first, then
 // the step table, then who did what.
-func renderStatus(w io.Writer, st workflows.Status) {
+func renderStatus(w io.Writer, st api.Status) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "Rollout:\t%s\t(workflow %s)\n", st.Target, api.RolloutID(st.Target))
 	phase := string(st.Shown)
@@ -52,7 +51,7 @@ func renderStatus(w io.Writer, st workflows.Status) {
 		}
 	}
 	if wv := st.Wave; wv != nil {
-		what := map[workflows.Phase]string{workflows.PhaseWaitingWave: ": waiting to be released", workflows.PhaseWaveHold: ": at 100%, waiting for the plan to end"}[st.Phase]
+		what := map[api.Phase]string{api.PhaseWaitingWave: ": waiting to be released", api.PhaseWaveHold: ": at 100%, waiting for the plan to end"}[st.Phase]
 		fmt.Fprintf(tw, "Wave:\t%d of %d, release %s%s (sluice wave status %s)\n", wv.Wave, len(st.Policy.Waves.Waves), wv.Release, what, st.Target.Name)
 	}
 	if c := st.Capacity; c != nil {
@@ -60,7 +59,7 @@ func renderStatus(w io.Writer, st workflows.Status) {
 			st.Candidate, c.CandidatePods, st.Stable, c.StablePodsNow, c.StablePods)
 	}
 	if st.HoldLeftAt > 0 {
-		fmt.Fprintf(tw, "Hold:\t%s left\n", st.HoldLeftAt.Round(time.Second))
+		fmt.Fprintf(tw, "Hold:\t%s left\n", time.Duration(st.HoldLeftAt).Round(time.Second))
 	}
 	if !st.Deadline.IsZero() {
 		fmt.Fprintf(tw, "Deadlines:\tReady by %s, 100%% by %s\n", stamp(st.ReadyDeadline), stamp(st.Deadline))
@@ -131,14 +130,14 @@ func orNone(s string) string {
 
 // stepState says where a step stands: done, holding, at its gate, pending,
 // cut short (the rollout ended in it) or skipped (it ended before it).
-func stepState(st workflows.Status, i int) string {
+func stepState(st api.Status, i int) string {
 	s := st.Steps[i]
 	switch {
 	case s.Skipped:
 		return "skipped"
 	case !s.EndedAt.IsZero():
 		return "done"
-	case i+1 == st.StepNumber && !st.Phase.Done() && st.Phase == workflows.PhaseGate:
+	case i+1 == st.StepNumber && !st.Phase.Done() && st.Phase == api.PhaseGate:
 		return "at gate"
 	case i+1 == st.StepNumber && !st.Phase.Done() && !s.StartedAt.IsZero():
 		if st.Paused {
@@ -158,7 +157,7 @@ func stepState(st workflows.Status, i int) string {
 
 // renderAnalysis prints each check's tally and last measurement, then the
 // webhook calls at other moments (before start, gate, end).
-func renderAnalysis(w io.Writer, st workflows.Status) {
+func renderAnalysis(w io.Writer, st api.Status) {
 	an := st.Analysis
 	every := ""
 	if st.Policy.Analysis != nil {

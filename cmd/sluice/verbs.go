@@ -14,7 +14,6 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/worker"
-	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -103,7 +102,7 @@ pipeline can wait on it.`,
 // servedTraffic reads the traffic object's status.traffic, so status can
 // show what the cluster serves beside what sluice wrote. Best effort: with
 // no cluster access, status shows what the rollout knows.
-func servedTraffic(cmd *cobra.Command, kubeconfig string, st workflows.Status) []servingv1.TrafficTarget {
+func servedTraffic(cmd *cobra.Command, kubeconfig string, st api.Status) []servingv1.TrafficTarget {
 	if st.Object.Name == "" || st.Phase.Done() {
 		return nil
 	}
@@ -261,12 +260,12 @@ func (g *globals) forTarget(cmd *cobra.Command, arg string) (knative.TargetRef, 
 
 // targetStatus is forTarget, then the rollout's status: where the read
 // verbs and retry start. On an error nothing is left open.
-func (g *globals) targetStatus(cmd *cobra.Command, arg string, timeout time.Duration) (knative.TargetRef, *control.Client, workflows.Status, func(), error) {
+func (g *globals) targetStatus(cmd *cobra.Command, arg string, timeout time.Duration) (knative.TargetRef, *control.Client, api.Status, func(), error) {
 	target, c, closeFn, err := g.forTarget(cmd, arg)
 	if err != nil {
-		return target, nil, workflows.Status{}, nil, err
+		return target, nil, api.Status{}, nil, err
 	}
-	var st workflows.Status
+	var st api.Status
 	err = untilAnswered(cmd.Context(), c, timeout, "the rollout of "+target.String(), func(ctx context.Context) error {
 		st, err = c.Status(ctx, target)
 		return err

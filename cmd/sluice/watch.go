@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
-	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -20,7 +20,7 @@ var errWatchTimeout = errors.New("the rollout had not ended when --timeout passe
 // watchStatus follows a rollout until it ends. On a terminal it redraws the
 // status view in place; otherwise it prints one line per change, which
 // reads well in CI logs.
-func watchStatus(cmd *cobra.Command, c *control.Client, target knative.TargetRef, st workflows.Status, timeout time.Duration) error {
+func watchStatus(cmd *cobra.Command, c *control.Client, target knative.TargetRef, st api.Status, timeout time.Duration) error {
 	out := cmd.OutOrStdout()
 	f, isFile := out.(*os.File)
 	tty := isFile && term.IsTerminal(int(f.Fd()))
@@ -57,7 +57,7 @@ func watchStatus(cmd *cobra.Command, c *control.Client, target knative.TargetRef
 }
 
 // watchLine is one line that changes whenever the rollout moves.
-func watchLine(st workflows.Status) string {
+func watchLine(st api.Status) string {
 	s := fmt.Sprintf("%s %s", st.Candidate, st.Shown)
 	if st.StepNumber > 0 && !st.Phase.Done() {
 		s += fmt.Sprintf(" step %d/%d at %d%%", st.StepNumber, st.StepCount, st.Weight)

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -38,7 +37,7 @@ target's newest release (--release to name another), from any cluster.`,
 				return err
 			}
 			defer closeFn()
-			var st workflows.WaveStatus
+			var st api.WaveStatus
 			err = untilAnswered(cmd.Context(), c, timeout, "wave "+id, func(ctx context.Context) error {
 				st, err = c.WaveStatus(ctx, id)
 				return err
@@ -103,7 +102,7 @@ func (g *globals) wave(cmd *cobra.Command, arg, release string) (*control.Client
 }
 
 // renderWave prints a wave: its plan and phase, then one row per cluster.
-func renderWave(w io.Writer, id string, st workflows.WaveStatus) {
+func renderWave(w io.Writer, id string, st api.WaveStatus) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "Wave:\t%s\t(release %s)\n", id, st.Release)
 	phase := st.Phase

@@ -25,7 +25,6 @@ import (
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/requestsim"
 	"github.com/sluicehq/sluice/test/stack"
-	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -217,10 +216,10 @@ func (w *workload) drive(ctx context.Context, name string, rng *rand.Rand) error
 		last := e
 		switch plan {
 		case planGate:
-			where, at := in(e, workflows.PhaseGate, steps[0])
+			where, at := in(e, api.PhaseGate, steps[0])
 			w.command(ctx, e, where, at, api.CommandPromote)
 		case planAbort:
-			where, at := in(e, workflows.PhaseHolding, steps[0])
+			where, at := in(e, api.PhaseHolding, steps[0])
 			w.command(ctx, e, where, at, api.CommandAbort)
 		case planDrift:
 			w.drift(ctx, e, stable, base)
@@ -228,8 +227,8 @@ func (w *workload) drive(ctx context.Context, name string, rng *rand.Rand) error
 			// It may also end before the workload sees it hold (its status
 			// unreadable through a fault): then it is not superseded, which
 			// its plan allows.
-			if w.waitFor(ctx, e, "its first hold", e.Or, func(s workflows.Status) bool {
-				return s.Candidate == e.Candidate && s.Phase == workflows.PhaseHolding
+			if w.waitFor(ctx, e, "its first hold", e.Or, func(s api.Status) bool {
+				return s.Candidate == e.Candidate && s.Phase == api.PhaseHolding
 			}) {
 				gen++
 				last = &expect{Service: name, Candidate: fmt.Sprintf("%s-%05d", name, gen), Stable: stable, Plan: plan, Steps: steps,
@@ -334,7 +333,7 @@ func (w *workload) retry(ctx context.Context, what string, fn func() error) erro
 
 // status reads a rollout's status, retrying through faults; ok is false
 // once ctx ends.
-func (w *workload) status(ctx context.Context, service string) (workflows.Status, bool) {
+func (w *workload) status(ctx context.Context, service string) (api.Status, bool) {
 	for ctx.Err() == nil {
 		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		st, err := w.ctl.Status(qctx, knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: service})
@@ -344,12 +343,12 @@ func (w *workload) status(ctx context.Context, service string) (workflows.Status
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	return workflows.Status{}, false
+	return api.Status{}, false
 }
 
 // waitFor polls e's rollout until cond holds, up to the workload's timeout.
 // A rollout that ends first is noted, unless it ends as endOK.
-func (w *workload) waitFor(ctx context.Context, e *expect, what string, endOK api.Outcome, cond func(workflows.Status) bool) bool {
+func (w *workload) waitFor(ctx context.Context, e *expect, what string, endOK api.Outcome, cond func(api.Status) bool) bool {
 	deadline := time.Now().Add(w.timeout)
 	for time.Now().Before(deadline) {
 		st, ok := w.status(ctx, e.Service)
@@ -372,8 +371,8 @@ func (w *workload) waitFor(ctx context.Context, e *expect, what string, endOK ap
 }
 
 // in is the condition that a rollout is in phase at weight, not paused.
-func in(e *expect, phase workflows.Phase, weight int64) (string, func(workflows.Status) bool) {
-	return fmt.Sprintf("%s at %d%%", phase, weight), func(s workflows.Status) bool {
+func in(e *expect, phase api.Phase, weight int64) (string, func(api.Status) bool) {
+	return fmt.Sprintf("%s at %d%%", phase, weight), func(s api.Status) bool {
 		return s.Candidate == e.Candidate && s.Phase == phase && s.Weight == weight && !s.Paused
 	}
 }
@@ -381,7 +380,7 @@ func in(e *expect, phase workflows.Phase, weight int64) (string, func(workflows.
 // command sends a command once the rollout is where at says, and again
 // only while it still is: an answer lost to a fault must not pass a second
 // gate.
-func (w *workload) command(ctx context.Context, e *expect, where string, at func(workflows.Status) bool, cmd string) {
+func (w *workload) command(ctx context.Context, e *expect, where string, at func(api.Status) bool, cmd string) {
 	for ctx.Err() == nil {
 		if !w.waitFor(ctx, e, where, "", at) {
 			return
@@ -408,8 +407,8 @@ func (w *workload) command(ctx context.Context, e *expect, where string, at func
 func (w *workload) drift(ctx context.Context, e *expect, stable string, base servingv1.TrafficTarget) {
 	// Like a supersede, it may end before the workload sees it hold (its
 	// status unreadable through a fault): it then succeeds undrifted.
-	if !w.waitFor(ctx, e, "the first hold", api.OutcomeSucceeded, func(s workflows.Status) bool {
-		return s.Candidate == e.Candidate && s.Phase == workflows.PhaseHolding && s.Weight == e.Steps[0]
+	if !w.waitFor(ctx, e, "the first hold", api.OutcomeSucceeded, func(s api.Status) bool {
+		return s.Candidate == e.Candidate && s.Phase == api.PhaseHolding && s.Weight == e.Steps[0]
 	}) {
 		return
 	}
@@ -421,15 +420,15 @@ func (w *workload) drift(ctx context.Context, e *expect, stable string, base ser
 	w.mu.Lock()
 	w.edits++
 	w.mu.Unlock()
-	w.command(ctx, e, "the pause for the hand edit", func(s workflows.Status) bool { return s.Candidate == e.Candidate && s.Paused }, api.CommandResume)
+	w.command(ctx, e, "the pause for the hand edit", func(s api.Status) bool { return s.Candidate == e.Candidate && s.Paused }, api.CommandResume)
 }
 
 // await waits for e's rollout to end, and records how, then, with closed,
 // for its workflow to close; false if it did not within the workload's
 // timeout (the Service is then left alone).
 func (w *workload) await(ctx context.Context, e *expect, closed bool) bool {
-	var got workflows.Status
-	ended := w.waitFor(ctx, e, "the end", "", func(s workflows.Status) bool {
+	var got api.Status
+	ended := w.waitFor(ctx, e, "the end", "", func(s api.Status) bool {
 		got = s
 		if s.Candidate == e.Candidate && s.Phase.Done() {
 			return true

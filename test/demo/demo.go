@@ -31,7 +31,6 @@ import (
 	"github.com/sluicehq/sluice/test/eventsink"
 	"github.com/sluicehq/sluice/test/requestsim"
 	"github.com/sluicehq/sluice/test/stack"
-	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -98,8 +97,8 @@ func Run(ctx context.Context, o Options) error {
 	if err := deploy(ctx, s, "example.com/hello:v2", nil); err != nil {
 		return err
 	}
-	if err := waitFor(ctx, c, target, func(st workflows.Status) bool {
-		return st.Candidate == "hello-00002" && st.Phase == workflows.PhaseGate
+	if err := waitFor(ctx, c, target, func(st api.Status) bool {
+		return st.Candidate == "hello-00002" && st.Phase == api.PhaseGate
 	}); err != nil {
 		return err
 	}
@@ -259,7 +258,7 @@ func traffic(ctx context.Context, s *stack.Stack) string {
 	return knative.FormatTraffic(svc.Spec.Traffic)
 }
 
-func waitFor(ctx context.Context, c *control.Client, t knative.TargetRef, cond func(workflows.Status) bool) error {
+func waitFor(ctx context.Context, c *control.Client, t knative.TargetRef, cond func(api.Status) bool) error {
 	for {
 		st, err := c.Status(ctx, t)
 		if err == nil && cond(st) {
@@ -273,11 +272,11 @@ func waitFor(ctx context.Context, c *control.Client, t knative.TargetRef, cond f
 	}
 }
 
-func waitEnd(ctx context.Context, c *control.Client, t knative.TargetRef, candidate string) (workflows.Status, error) {
+func waitEnd(ctx context.Context, c *control.Client, t knative.TargetRef, candidate string) (api.Status, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	var st workflows.Status
-	err := waitFor(ctx, c, t, func(s workflows.Status) bool {
+	var st api.Status
+	err := waitFor(ctx, c, t, func(s api.Status) bool {
 		st = s
 		return s.Candidate == candidate && s.Phase.Done()
 	})

@@ -20,7 +20,6 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/test/requestsim"
 	"github.com/sluicehq/sluice/test/stack"
-	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -184,7 +183,7 @@ checks:
   - {name: success-rate, builtin: success-rate}
 `})
 	deploy(t, "an8", "example.com/an8:v2", nil, nil)
-	st := waitStatus(t, c, svcTarget("an8"), 60*time.Second, "the analysis pause", func(s workflows.Status) bool {
+	st := waitStatus(t, c, svcTarget("an8"), 60*time.Second, "the analysis pause", func(s api.Status) bool {
 		return s.Candidate == "an8-00002" && s.Paused
 	})
 	want := "no series of revision_request_count for revision an8-00002 in namespace default"
@@ -241,10 +240,10 @@ checks:
     consecutiveErrorLimit: 2
 `})
 	deploy(t, "an3", "example.com/an3:v2", nil, nil)
-	st := waitStatus(t, c, svcTarget("an3"), 60*time.Second, "the analysis pause", func(s workflows.Status) bool {
+	st := waitStatus(t, c, svcTarget("an3"), 60*time.Second, "the analysis pause", func(s api.Status) bool {
 		return s.Candidate == "an3-00002" && s.Paused
 	})
-	if st.Phase != workflows.PhaseHolding || st.Weight != 20 || st.Outcome != "" ||
+	if st.Phase != api.PhaseHolding || st.Weight != 20 || st.Outcome != "" ||
 		!strings.Contains(st.PauseReason, "success-rate could not be measured 3 times in a row (consecutive error limit 2): query Prometheus at http://127.0.0.1:1") {
 		t.Fatalf("phase %s weight %d outcome %q pause %q", st.Phase, st.Weight, st.Outcome, st.PauseReason)
 	}
@@ -318,12 +317,12 @@ webhooks:
     url: ` + hooks.URL + `/approve
 `})
 	deploy(t, "an4", "example.com/an4:v2", nil, nil)
-	waitStatus(t, c, svcTarget("an4"), 60*time.Second, "the gate webhook", func(s workflows.Status) bool {
-		return s.Candidate == "an4-00002" && s.Phase == workflows.PhaseGate && len(hooks.moments("an4-00002")) >= 2
+	waitStatus(t, c, svcTarget("an4"), 60*time.Second, "the gate webhook", func(s api.Status) bool {
+		return s.Candidate == "an4-00002" && s.Phase == api.PhaseGate && len(hooks.moments("an4-00002")) >= 2
 	})
 	time.Sleep(3 * time.Second)
 	st, err := c.Status(context.Background(), svcTarget("an4"))
-	if err != nil || st.Phase != workflows.PhaseGate || serviceTraffic(t, "an4") != "an4-00001=50%, an4-00002=50%" {
+	if err != nil || st.Phase != api.PhaseGate || serviceTraffic(t, "an4") != "an4-00001=50%, an4-00002=50%" {
 		t.Fatalf("while the gate answers 409: phase %s traffic %s (%v)", st.Phase, serviceTraffic(t, "an4"), err)
 	}
 	if last := st.Analysis.Recent[len(st.Analysis.Recent)-1]; last.Name != "release-approval" || last.StatusCode != http.StatusConflict || last.Result != analysis.Failed {
@@ -396,8 +395,8 @@ checks:
   - {name: success-rate, builtin: success-rate, inconclusiveLimit: 2}
 `})
 	deploy(t, "an6", "example.com/an6:v2", nil, nil)
-	waitStatus(t, c, svcTarget("an6"), 60*time.Second, "a first analysis round", func(s workflows.Status) bool {
-		return s.Candidate == "an6-00002" && s.Phase == workflows.PhaseHolding && s.Analysis != nil && s.Analysis.Rounds >= 1
+	waitStatus(t, c, svcTarget("an6"), 60*time.Second, "a first analysis round", func(s api.Status) bool {
+		return s.Candidate == "an6-00002" && s.Phase == api.PhaseHolding && s.Analysis != nil && s.Analysis.Rounds >= 1
 	})
 	crashWorker(t, 4*time.Second) // rounds fall due while no worker runs
 	// A query in flight when the worker died is retried once its

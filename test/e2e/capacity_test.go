@@ -14,7 +14,6 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/test/requestsim"
-	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -174,7 +173,7 @@ func TestCapacityAvailabilityOnKnative(t *testing.T) {
 		start := time.Now()
 		deploy(t, tc.name, "example.com/"+tc.name+":v2", tc.ann, minScale)
 		if tc.crash {
-			waitStatus(t, c, svcTarget(tc.name), 90*time.Second, "stage 3", func(s workflows.Status) bool {
+			waitStatus(t, c, svcTarget(tc.name), 90*time.Second, "stage 3", func(s api.Status) bool {
 				return s.Candidate == tc.name+"-00002" && s.StepNumber >= 3
 			})
 			crashWorker(t, 3*time.Second)
@@ -296,8 +295,8 @@ func TestCapacityStageWithoutRoomPausesThenAbortRestoresStableFirst(t *testing.T
 		"sluice.dev/hold": "3s", "sluice.dev/capacity-timeout": "10s"})
 	sampler := samplePods(t, name, name+"-00001", name+"-00002", 8)
 	deploy(t, name, "example.com/"+name+":v2", nil, map[string]string{"autoscaling.knative.dev/min-scale": "8"})
-	waitStatus(t, c, svcTarget(name), 90*time.Second, "stage 1's hold", func(s workflows.Status) bool {
-		return s.Candidate == name+"-00002" && s.Phase == workflows.PhaseHolding && s.StepNumber == 1
+	waitStatus(t, c, svcTarget(name), 90*time.Second, "stage 1's hold", func(s api.Status) bool {
+		return s.Candidate == name+"-00002" && s.Phase == api.PhaseHolding && s.StepNumber == 1
 	})
 	cordon(t, true)
 	uncordoned := false
@@ -306,7 +305,7 @@ func TestCapacityStageWithoutRoomPausesThenAbortRestoresStableFirst(t *testing.T
 			cordon(t, false)
 		}
 	}()
-	st := waitStatus(t, c, svcTarget(name), 60*time.Second, "stage 2 to pause", func(s workflows.Status) bool { return s.Paused })
+	st := waitStatus(t, c, svcTarget(name), 60*time.Second, "stage 2 to pause", func(s api.Status) bool { return s.Paused })
 	want := "stage 2 of 8: " + name + "-00002 has 1 of the 2 Ready pods it needs after 10s"
 	if !strings.Contains(st.PauseReason, want) || st.Weight != 13 {
 		sampler.end()
@@ -377,14 +376,14 @@ func TestCapacityScaleDriftPausesThenResumeGoesOn(t *testing.T) {
 	waitClosed(t, c, name)
 	waitReadyPods(t, name+"-00001", 4, 60*time.Second)
 	deploy(t, name, "example.com/"+name+":v2", nil, four)
-	waitStatus(t, c, svcTarget(name), 90*time.Second, "stage 1's hold", func(s workflows.Status) bool {
-		return s.Candidate == name+"-00002" && s.Phase == workflows.PhaseHolding && s.StepNumber == 1
+	waitStatus(t, c, svcTarget(name), 90*time.Second, "stage 1's hold", func(s api.Status) bool {
+		return s.Candidate == name+"-00002" && s.Phase == api.PhaseHolding && s.StepNumber == 1
 	})
 	patch := []byte(`{"metadata":{"annotations":{"autoscaling.knative.dev/min-scale":"3","autoscaling.knative.dev/max-scale":"3"}}}`)
 	if _, err := stk.Serving.ServingV1().Revisions(ns).Patch(context.Background(), name+"-00002", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatalf("edit the candidate's bounds: %v", err)
 	}
-	st := waitStatus(t, c, svcTarget(name), 30*time.Second, "stage 2 to pause", func(s workflows.Status) bool { return s.Paused })
+	st := waitStatus(t, c, svcTarget(name), 30*time.Second, "stage 2 to pause", func(s api.Status) bool { return s.Paused })
 	want := `the scale bounds of Revision default/` + name + `-00002 were changed by someone else: min "3" max "3", where sluice last wrote min "1" max "1"`
 	if !strings.Contains(st.PauseReason, want) || st.Weight != 25 {
 		t.Fatalf("paused at %d%%: %s; want at 25%% with %q", st.Weight, st.PauseReason, want)

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -42,8 +41,8 @@ func TestCLIVerbs(t *testing.T) {
 	kn := filepath.Join(filepath.Dir(bin), "kn-sluice")
 	firstRollout(t, c, "cli", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "1s", "sluice.dev/gates": "100"})
 	deploy(t, "cli", "example.com/cli:v2", nil, nil)
-	waitStatus(t, c, svcTarget("cli"), 60*time.Second, "the gate", func(s workflows.Status) bool {
-		return s.Candidate == "cli-00002" && s.Phase == workflows.PhaseGate
+	waitStatus(t, c, svcTarget("cli"), 60*time.Second, "the gate", func(s api.Status) bool {
+		return s.Candidate == "cli-00002" && s.Phase == api.PhaseGate
 	})
 
 	// list, filtered by phase, as JSON (the visibility store may lag a
@@ -72,7 +71,7 @@ func TestCLIVerbs(t *testing.T) {
 		t.Fatalf("sluice list --phase AwaitingPromotion: %+v", listed)
 	}
 	for _, l := range listed {
-		if l.Phase != string(workflows.PhaseGate) {
+		if l.Phase != string(api.PhaseGate) {
 			t.Fatalf("sluice list --phase AwaitingPromotion listed a rollout in phase %s: %+v", l.Phase, l)
 		}
 	}
@@ -109,8 +108,8 @@ func TestCLIVerbs(t *testing.T) {
 	if out, code := sluiceCode(t, bin, "retry", "cli"); code != 0 || !strings.Contains(out, "retrying the rollout of cli-00002") {
 		t.Fatalf("sluice retry: %d\n%s", code, out)
 	}
-	waitStatus(t, c, svcTarget("cli"), 60*time.Second, "the gate again", func(s workflows.Status) bool {
-		return s.Candidate == "cli-00002" && s.Phase == workflows.PhaseGate
+	waitStatus(t, c, svcTarget("cli"), 60*time.Second, "the gate again", func(s api.Status) bool {
+		return s.Candidate == "cli-00002" && s.Phase == api.PhaseGate
 	})
 	if out, code := sluiceCode(t, bin, "pause", "cli", "--reason", "lunch"); code != 0 || !strings.Contains(out, "paused the rollout of cli-00002") {
 		t.Fatalf("sluice pause: %d\n%s", code, out)
@@ -149,8 +148,8 @@ func TestCLIVerbs(t *testing.T) {
 	if out, code := sluiceCode(t, bin, "start", "cli", "cli-00001", "--reason", "manual rollback drill"); code != 0 || !strings.Contains(out, "rollout of cli-00001 on default/service/cli") {
 		t.Fatalf("sluice start: %d\n%s", code, out)
 	}
-	waitStatus(t, c, svcTarget("cli"), 60*time.Second, "the manual rollout", func(s workflows.Status) bool {
-		return s.Candidate == "cli-00001" && s.Phase == workflows.PhaseHolding
+	waitStatus(t, c, svcTarget("cli"), 60*time.Second, "the manual rollout", func(s api.Status) bool {
+		return s.Candidate == "cli-00001" && s.Phase == api.PhaseHolding
 	})
 	if out, code := sluiceCode(t, bin, "abort", "cli", "--reason", "drill over"); code != 0 {
 		t.Fatalf("sluice abort: %d\n%s", code, out)

@@ -12,7 +12,6 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/test/browser"
 	"github.com/sluicehq/sluice/test/requestsim"
-	"github.com/sluicehq/sluice/workflows"
 )
 
 // comparisons judge the candidate against the stable over the same 24 s,
@@ -201,7 +200,7 @@ func TestComparisonWithTooLittleTrafficPauses(t *testing.T) {
 	c := ctl(t)
 	firstRollout(t, c, "cmp3", compared(map[string]string{requestsim.AnnotationRate: "0.1"}))
 	deploy(t, "cmp3", "example.com/cmp3:v2", nil, nil)
-	st := waitStatus(t, c, svcTarget("cmp3"), 2*time.Minute, "the pause without a verdict", func(s workflows.Status) bool {
+	st := waitStatus(t, c, svcTarget("cmp3"), 2*time.Minute, "the pause without a verdict", func(s api.Status) bool {
 		return s.Candidate == "cmp3-00002" && (s.Paused || s.Phase.Done())
 	})
 	if !st.Paused || st.Weight != 30 || !strings.Contains(st.PauseReason, "could not judge the candidate by the end of the step") || !strings.Contains(st.PauseReason, "too few samples") && !strings.Contains(st.PauseReason, "no verdict") {

@@ -14,7 +14,6 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/stack"
-	"github.com/sluicehq/sluice/workflows"
 )
 
 // annotate sets (or, with "", removes) an annotation of a Service: no new
@@ -42,8 +41,8 @@ func TestIngressNotReadyVerifyTimeoutRollsBack(t *testing.T) {
 	stk.Ingress.Pause(ns, "s14", true)
 	defer stk.Ingress.Pause(ns, "s14", false)
 	deploy(t, "s14", "example.com/s14:v2", nil, nil)
-	st := waitStatus(t, c, svcTarget("s14"), 90*time.Second, "the verify timeout", func(s workflows.Status) bool {
-		return s.Candidate == "s14-00002" && s.Phase == workflows.PhaseRollingBack
+	st := waitStatus(t, c, svcTarget("s14"), 90*time.Second, "the verify timeout", func(s api.Status) bool {
+		return s.Candidate == "s14-00002" && s.Phase == api.PhaseRollingBack
 	})
 	if st.Outcome != "" || !strings.Contains(st.Reason, "within the verify timeout of 15s") || !strings.Contains(st.Reason, "IngressNotConfigured") {
 		t.Fatalf("while rolling back: outcome %q reason %q", st.Outcome, st.Reason)
@@ -77,12 +76,12 @@ func TestWriteRefusedOutsideTrafficPauses(t *testing.T) {
 	waitOutcome(t, c, svcTarget("s15"), "s15-00001", 60*time.Second)
 	waitClosed(t, c, "s15")
 	deploy(t, "s15", "example.com/s15:v2", nil, nil)
-	waitStatus(t, c, svcTarget("s15"), 60*time.Second, "the first hold", func(s workflows.Status) bool {
-		return s.Candidate == "s15-00002" && s.Phase == workflows.PhaseHolding && s.Weight == 20
+	waitStatus(t, c, svcTarget("s15"), 60*time.Second, "the first hold", func(s api.Status) bool {
+		return s.Candidate == "s15-00002" && s.Phase == api.PhaseHolding && s.Weight == 20
 	})
 	lift := limitTimeouts(t)
-	st := waitStatus(t, c, svcTarget("s15"), 30*time.Second, "the pause", func(s workflows.Status) bool { return s.Paused })
-	if st.Phase != workflows.PhaseStepping || !strings.Contains(st.PauseReason, "expected 0 <= 500 <= 400: spec.template.spec.timeoutSeconds") ||
+	st := waitStatus(t, c, svcTarget("s15"), 30*time.Second, "the pause", func(s api.Status) bool { return s.Paused })
+	if st.Phase != api.PhaseStepping || !strings.Contains(st.PauseReason, "expected 0 <= 500 <= 400: spec.template.spec.timeoutSeconds") ||
 		!strings.Contains(st.PauseReason, "outside the traffic list") {
 		t.Fatalf("paused in %s: %s", st.Phase, st.PauseReason)
 	}
@@ -168,8 +167,8 @@ func TestTagsFollowTheirTargets(t *testing.T) {
 		{LatestRevision: new(true), Percent: new(int64(0)), Tag: "latest"},
 	})
 	deploy(t, "s17", "example.com/s17:v2", nil, nil)
-	waitStatus(t, c, svcTarget("s17"), 60*time.Second, "the 50% hold", func(s workflows.Status) bool {
-		return s.Candidate == "s17-00002" && s.Phase == workflows.PhaseHolding
+	waitStatus(t, c, svcTarget("s17"), 60*time.Second, "the 50% hold", func(s api.Status) bool {
+		return s.Candidate == "s17-00002" && s.Phase == api.PhaseHolding
 	})
 	if got := serviceTraffic(t, "s17"); got != "s17-00001=50% (tag prod), latest=0% (tag latest), s17-00002=50%" {
 		t.Fatalf("traffic in the hold: %s", got)
@@ -210,8 +209,8 @@ func TestAbortSaysLatestRevisionIsPinned(t *testing.T) {
 	if out, err := sluice(t, "start", "s18", "s18-00002"); err != nil {
 		t.Fatalf("start: %v %s", err, out)
 	}
-	waitStatus(t, c, svcTarget("s18"), 60*time.Second, "the 50% hold", func(s workflows.Status) bool {
-		return s.Candidate == "s18-00002" && s.Phase == workflows.PhaseHolding
+	waitStatus(t, c, svcTarget("s18"), 60*time.Second, "the 50% hold", func(s api.Status) bool {
+		return s.Candidate == "s18-00002" && s.Phase == api.PhaseHolding
 	})
 	if out, err := sluice(t, "abort", "s18", "--reason", "bad"); err != nil {
 		t.Fatalf("abort: %v %s", err, out)
@@ -236,8 +235,8 @@ func TestHandEditDuringHoldThenResumeKeepsIt(t *testing.T) {
 	c := ctl(t)
 	firstRollout(t, c, "s19", map[string]string{"sluice.dev/steps": "30,60,100", "sluice.dev/hold": "45s"})
 	deploy(t, "s19", "example.com/s19:v2", nil, nil)
-	waitStatus(t, c, svcTarget("s19"), 60*time.Second, "the first hold", func(s workflows.Status) bool {
-		return s.Candidate == "s19-00002" && s.Phase == workflows.PhaseHolding && s.Weight == 30
+	waitStatus(t, c, svcTarget("s19"), 60*time.Second, "the first hold", func(s api.Status) bool {
+		return s.Candidate == "s19-00002" && s.Phase == api.PhaseHolding && s.Weight == 30
 	})
 	edited := []servingv1.TrafficTarget{
 		{RevisionName: "s19-00001", Percent: new(int64(55))}, {RevisionName: "s19-00002", Percent: new(int64(45))},
@@ -245,8 +244,8 @@ func TestHandEditDuringHoldThenResumeKeepsIt(t *testing.T) {
 	}
 	patchTraffic(t, "s19", edited)
 	edit := time.Now()
-	st := waitStatus(t, c, svcTarget("s19"), 15*time.Second, "the pause", func(s workflows.Status) bool { return s.Paused })
-	if waited := time.Since(edit); waited > 10*time.Second || st.Phase != workflows.PhaseHolding || !strings.Contains(st.PauseReason, "during the hold") {
+	st := waitStatus(t, c, svcTarget("s19"), 15*time.Second, "the pause", func(s api.Status) bool { return s.Paused })
+	if waited := time.Since(edit); waited > 10*time.Second || st.Phase != api.PhaseHolding || !strings.Contains(st.PauseReason, "during the hold") {
 		t.Fatalf("paused after %s in %s: %s", waited, st.Phase, st.PauseReason)
 	}
 	// Knative's status shows the edit once its controllers have caught up
@@ -265,8 +264,8 @@ func TestHandEditDuringHoldThenResumeKeepsIt(t *testing.T) {
 	if out, err := sluice(t, "resume", "s19", "--reason", "keep my split"); err != nil {
 		t.Fatalf("resume: %v %s", err, out)
 	}
-	st = waitStatus(t, c, svcTarget("s19"), 30*time.Second, "the 60% hold", func(s workflows.Status) bool {
-		return s.Phase == workflows.PhaseHolding && s.Weight == 60
+	st = waitStatus(t, c, svcTarget("s19"), 30*time.Second, "the 60% hold", func(s api.Status) bool {
+		return s.Phase == api.PhaseHolding && s.Weight == 60
 	})
 	if got := serviceTraffic(t, "s19"); got != "s19-00001=40%, s19-00001=0% (tag debug), s19-00002=60%" {
 		t.Fatalf("traffic at 60%%: %s", got)

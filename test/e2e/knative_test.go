@@ -13,7 +13,6 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/knativefake"
-	"github.com/sluicehq/sluice/workflows"
 )
 
 // Scenarios only Knative's own control plane can give: the imitation it
@@ -26,8 +25,8 @@ func TestKnativeWebhookDownMidStepIsRetried(t *testing.T) {
 	c := ctl(t)
 	firstRollout(t, c, "s22", map[string]string{"sluice.dev/steps": "30,60,100", "sluice.dev/hold": "4s"})
 	deploy(t, "s22", "example.com/s22:v2", nil, nil)
-	waitStatus(t, c, svcTarget("s22"), 60*time.Second, "the first hold", func(s workflows.Status) bool {
-		return s.Candidate == "s22-00002" && s.Phase == workflows.PhaseHolding && s.Weight == 30
+	waitStatus(t, c, svcTarget("s22"), 60*time.Second, "the first hold", func(s api.Status) bool {
+		return s.Candidate == "s22-00002" && s.Phase == api.PhaseHolding && s.Weight == 30
 	})
 	stk.KillKnativeWebhook()
 	restarted := false
@@ -36,7 +35,7 @@ func TestKnativeWebhookDownMidStepIsRetried(t *testing.T) {
 			_ = stk.RestartKnativeWebhook(context.Background())
 		}
 	}()
-	st := waitStatus(t, c, svcTarget("s22"), 60*time.Second, "the refused write to be retried", func(s workflows.Status) bool {
+	st := waitStatus(t, c, svcTarget("s22"), 60*time.Second, "the refused write to be retried", func(s api.Status) bool {
 		for _, p := range s.Pending {
 			if p.Attempt > 1 && strings.Contains(p.LastError, "failed calling webhook") {
 				return true

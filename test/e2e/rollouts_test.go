@@ -22,7 +22,6 @@ import (
 	"github.com/sluicehq/sluice/test/historycheck"
 	"github.com/sluicehq/sluice/test/stack"
 	"github.com/sluicehq/sluice/test/testkit"
-	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -110,10 +109,10 @@ func svcTarget(name string) knative.TargetRef {
 }
 
 // waitStatus polls the rollout's status until cond holds.
-func waitStatus(t *testing.T, c *control.Client, target knative.TargetRef, timeout time.Duration, what string, cond func(workflows.Status) bool) workflows.Status {
+func waitStatus(t *testing.T, c *control.Client, target knative.TargetRef, timeout time.Duration, what string, cond func(api.Status) bool) api.Status {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
-	var last workflows.Status
+	var last api.Status
 	var lastErr error
 	for time.Now().Before(deadline) {
 		last, lastErr = c.Status(context.Background(), target)
@@ -131,9 +130,9 @@ func waitStatus(t *testing.T, c *control.Client, target knative.TargetRef, timeo
 }
 
 // waitOutcome waits until the rollout of candidate has ended.
-func waitOutcome(t *testing.T, c *control.Client, target knative.TargetRef, candidate string, timeout time.Duration) workflows.Status {
+func waitOutcome(t *testing.T, c *control.Client, target knative.TargetRef, candidate string, timeout time.Duration) api.Status {
 	t.Helper()
-	return waitStatus(t, c, target, timeout, "the rollout of "+candidate+" to end", func(s workflows.Status) bool {
+	return waitStatus(t, c, target, timeout, "the rollout of "+candidate+" to end", func(s api.Status) bool {
 		return s.Candidate == candidate && s.Phase.Done()
 	})
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/stack"
-	"github.com/sluicehq/sluice/workflows"
 )
 
 var fast = map[string]string{"sluice.dev/steps": "25,50,100", "sluice.dev/hold": "1s"}
@@ -54,16 +53,16 @@ func TestManualGateWithCLI(t *testing.T) {
 	c := ctl(t)
 	firstRollout(t, c, "s3", map[string]string{"sluice.dev/steps": "10,30,60,100", "sluice.dev/hold": "1s", "sluice.dev/gates": "30,60,100"})
 	deploy(t, "s3", "example.com/s3:v2", nil, map[string]string{stack.AnnotationReadyAfter: "3s"})
-	atGate := func(weight int64) workflows.Status {
-		return waitStatus(t, c, svcTarget("s3"), 60*time.Second, fmt.Sprintf("the gate after %d%%", weight), func(s workflows.Status) bool {
-			return s.Candidate == "s3-00002" && s.Phase == workflows.PhaseGate && s.Weight == weight
+	atGate := func(weight int64) api.Status {
+		return waitStatus(t, c, svcTarget("s3"), 60*time.Second, fmt.Sprintf("the gate after %d%%", weight), func(s api.Status) bool {
+			return s.Candidate == "s3-00002" && s.Phase == api.PhaseGate && s.Weight == weight
 		})
 	}
 	st := atGate(10)
 	if got := serviceTraffic(t, "s3"); got != "s3-00001=90%, s3-00002=10%" {
 		t.Fatalf("traffic at the gate: %s", got)
 	}
-	if st.ReadinessFrom != workflows.ReadinessFromEvent || st.Told == nil || st.Told.State != knative.RevisionReady {
+	if st.ReadinessFrom != api.ReadinessFromEvent || st.Told == nil || st.Told.State != knative.RevisionReady {
 		t.Fatalf("readiness from %q, told %+v: the Ready CloudEvent did not tell the rollout", st.ReadinessFrom, st.Told)
 	}
 	if out, err := sluice(t, "status", "s3"); err != nil || !strings.Contains(out, "told by its Revision's CloudEvent") {
@@ -113,8 +112,8 @@ func TestAbortRestoresTaggedTraffic(t *testing.T) {
 	}
 	patchTraffic(t, "s4", before)
 	deploy(t, "s4", "example.com/s4:v2", nil, nil)
-	waitStatus(t, c, svcTarget("s4"), 60*time.Second, "the 50% hold", func(s workflows.Status) bool {
-		return s.Candidate == "s4-00002" && s.Phase == workflows.PhaseHolding
+	waitStatus(t, c, svcTarget("s4"), 60*time.Second, "the 50% hold", func(s api.Status) bool {
+		return s.Candidate == "s4-00002" && s.Phase == api.PhaseHolding
 	})
 	if got := serviceTraffic(t, "s4"); got != "s4-00001=50%, s4-00001=0% (tag stable), s4-00002=50%" {
 		t.Fatalf("traffic in the hold: %s", got)
@@ -212,8 +211,8 @@ func TestWorkerKilledMidStep(t *testing.T) {
 	c := ctl(t)
 	firstRollout(t, c, "s7", map[string]string{"sluice.dev/steps": "20,40,60,100", "sluice.dev/hold": "3s"})
 	deploy(t, "s7", "example.com/s7:v2", nil, nil)
-	waitStatus(t, c, svcTarget("s7"), 60*time.Second, "the second step", func(s workflows.Status) bool {
-		return s.Candidate == "s7-00002" && s.Phase == workflows.PhaseHolding && s.Weight == 40
+	waitStatus(t, c, svcTarget("s7"), 60*time.Second, "the second step", func(s api.Status) bool {
+		return s.Candidate == "s7-00002" && s.Phase == api.PhaseHolding && s.Weight == 40
 	})
 	crashWorker(t, 4*time.Second) // the hold ends while no worker runs
 	st := waitOutcome(t, c, svcTarget("s7"), "s7-00002", 90*time.Second)
@@ -234,8 +233,8 @@ func TestReceiverDownRolloutCompletes(t *testing.T) {
 	c := ctl(t)
 	firstRollout(t, c, "s8", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "1s"})
 	deploy(t, "s8", "example.com/s8:v2", nil, map[string]string{stack.AnnotationReadyAfter: "4s"})
-	waitStatus(t, c, svcTarget("s8"), 60*time.Second, "the rollout to wait for readiness", func(s workflows.Status) bool {
-		return s.Candidate == "s8-00002" && s.Phase == workflows.PhaseWaitingReady
+	waitStatus(t, c, svcTarget("s8"), 60*time.Second, "the rollout to wait for readiness", func(s api.Status) bool {
+		return s.Candidate == "s8-00002" && s.Phase == api.PhaseWaitingReady
 	})
 	stk.StopReceiver()
 	defer func() {
@@ -248,7 +247,7 @@ func TestReceiverDownRolloutCompletes(t *testing.T) {
 		t.Fatalf("outcome %s (%s), traffic %s", st.Outcome, st.Reason, serviceTraffic(t, "s8"))
 	}
 	// No event could tell it: its own watch of the Revision did.
-	if st.ReadinessFrom != workflows.ReadinessFromWatch || st.Told != nil {
+	if st.ReadinessFrom != api.ReadinessFromWatch || st.Told != nil {
 		t.Fatalf("readiness from %q, told %+v; want the rollout's own watch", st.ReadinessFrom, st.Told)
 	}
 }
@@ -297,12 +296,12 @@ func TestHandEditPausesRollout(t *testing.T) {
 	c := ctl(t)
 	firstRollout(t, c, "s9", map[string]string{"sluice.dev/steps": "30,60,100", "sluice.dev/hold": "3s"})
 	deploy(t, "s9", "example.com/s9:v2", nil, nil)
-	waitStatus(t, c, svcTarget("s9"), 60*time.Second, "the first hold", func(s workflows.Status) bool {
-		return s.Candidate == "s9-00002" && s.Phase == workflows.PhaseHolding && s.Weight == 30
+	waitStatus(t, c, svcTarget("s9"), 60*time.Second, "the first hold", func(s api.Status) bool {
+		return s.Candidate == "s9-00002" && s.Phase == api.PhaseHolding && s.Weight == 30
 	})
 	edited := []servingv1.TrafficTarget{{RevisionName: "s9-00001", Percent: new(int64(80))}, {RevisionName: "s9-00002", Percent: new(int64(20))}}
 	patchTraffic(t, "s9", edited)
-	st := waitStatus(t, c, svcTarget("s9"), 30*time.Second, "the pause", func(s workflows.Status) bool { return s.Paused })
+	st := waitStatus(t, c, svcTarget("s9"), 30*time.Second, "the pause", func(s api.Status) bool { return s.Paused })
 	if !strings.Contains(st.PauseReason, "changed outside sluice") || !strings.Contains(st.PauseReason, "s9-00002=20%") {
 		t.Fatalf("pause reason: %s", st.PauseReason)
 	}
@@ -323,8 +322,8 @@ func TestThirdRevisionSupersedes(t *testing.T) {
 	c := ctl(t)
 	firstRollout(t, c, "s6", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "5s"})
 	deploy(t, "s6", "example.com/s6:v2", nil, nil)
-	waitStatus(t, c, svcTarget("s6"), 60*time.Second, "the first hold", func(s workflows.Status) bool {
-		return s.Candidate == "s6-00002" && s.Phase == workflows.PhaseHolding
+	waitStatus(t, c, svcTarget("s6"), 60*time.Second, "the first hold", func(s api.Status) bool {
+		return s.Candidate == "s6-00002" && s.Phase == api.PhaseHolding
 	})
 	deploy(t, "s6", "example.com/s6:v3", nil, nil)
 	st := waitOutcome(t, c, svcTarget("s6"), "s6-00003", 60*time.Second)

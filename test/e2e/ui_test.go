@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/test/browser"
-	"github.com/sluicehq/sluice/workflows"
 )
 
 // TestTemporalUIShowsRollout opens a rollout's page in the Temporal UI with
@@ -31,8 +30,8 @@ func TestTemporalUIShowsRollout(t *testing.T) {
 	firstRollout(t, c, "ui", map[string]string{"sluice.dev/steps": "25,50,100", "sluice.dev/hold": "4s", "sluice.dev/gates": "100",
 		"sluice.dev/analysis": "interval: 2s\nwindow: 5s\nchecks:\n  - {name: success-rate, builtin: success-rate, inconclusiveLimit: 3}\n"})
 	deploy(t, "ui", "example.com/ui:v2", nil, nil)
-	waitStatus(t, c, svcTarget("ui"), 60*time.Second, "the gate", func(s workflows.Status) bool {
-		return s.Candidate == "ui-00002" && s.Phase == workflows.PhaseGate
+	waitStatus(t, c, svcTarget("ui"), 60*time.Second, "the gate", func(s api.Status) bool {
+		return s.Candidate == "ui-00002" && s.Phase == api.PhaseGate
 	})
 	id := api.RolloutID(svcTarget("ui"))
 	desc, err := c.Temporal.DescribeWorkflowExecution(context.Background(), id, "")

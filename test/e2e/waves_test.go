@@ -12,7 +12,6 @@ import (
 	"github.com/sluicehq/sluice/test/requestsim"
 	"github.com/sluicehq/sluice/test/stack"
 	"github.com/sluicehq/sluice/test/testkit"
-	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -73,16 +72,16 @@ func TestWavesOnTwoKnativeClusters(t *testing.T) {
 
 	// GitOps lands v2 in west first.
 	deployTo(t, west, "wv", "example.com/wv:v2", nil, nil)
-	waitStatus(t, westCtl, svcTarget("wv"), time.Minute, "west waiting for its wave", func(s workflows.Status) bool {
-		return s.Candidate == "wv-00002" && s.Phase == workflows.PhaseWaitingWave
+	waitStatus(t, westCtl, svcTarget("wv"), time.Minute, "west waiting for its wave", func(s api.Status) bool {
+		return s.Candidate == "wv-00002" && s.Phase == api.PhaseWaitingWave
 	})
 	west.KillWorker()
 	if err := west.StartWorker(ctx); err != nil {
 		t.Fatal(err)
 	}
 	deployTo(t, east, "wv", "example.com/wv:v2", nil, nil)
-	waitStatus(t, eastCtl, svcTarget("wv"), 2*time.Minute, "east at 100%, the wave soaking", func(s workflows.Status) bool {
-		return s.Candidate == "wv-00002" && s.Phase == workflows.PhaseWaveHold
+	waitStatus(t, eastCtl, svcTarget("wv"), 2*time.Minute, "east at 100%, the wave soaking", func(s api.Status) bool {
+		return s.Candidate == "wv-00002" && s.Phase == api.PhaseWaveHold
 	})
 	// Every worker that polls the waves' queue dies mid-soak: the wave's
 	// soak is a durable timer, and whichever comes back carries it on.

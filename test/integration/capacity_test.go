@@ -13,7 +13,6 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/knativefake"
-	"github.com/sluicehq/sluice/workflows"
 )
 
 // TestCapacityRolloutOnRealServer runs a capacity rollout (availability,
@@ -48,7 +47,7 @@ func TestCapacityAbortOnRealServer(t *testing.T) {
 	s, ctx := startCapacityRollout(t, "10m")
 	eventually(t, 30*time.Second, "the first stage's hold", func() bool {
 		st, err := s.ctl.Status(ctx, hello)
-		return err == nil && st.Phase == workflows.PhaseHolding && st.HoldLeftAt > 0
+		return err == nil && st.Phase == api.PhaseHolding && st.HoldLeftAt > 0
 	})
 	if got := s.k.Pods(ns, "hello-00001"); got != 4 {
 		t.Fatalf("the stable runs %d pods at the first stage, want 4", got)

@@ -16,7 +16,6 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/knativefake"
-	"github.com/sluicehq/sluice/workflows"
 )
 
 // A hand edit during a hold, on a real server: the hold's watch pauses the
@@ -29,7 +28,7 @@ func TestDriftDuringHoldOnRealServer(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "the first hold", func() bool {
 		st, err := s.ctl.Status(ctx, hello)
-		return err == nil && st.Phase == workflows.PhaseHolding && st.Weight == 30
+		return err == nil && st.Phase == api.PhaseHolding && st.Weight == 30
 	})
 	svc, _ := s.k.ServingV1().Services(ns).Get(ctx, "hello", metav1.GetOptions{})
 	svc.Spec.Traffic = append(svc.Spec.Traffic, knativefake.Target("hello-00001", 0, "debug"))
@@ -73,7 +72,7 @@ func TestStatusShowsARetriedWrite(t *testing.T) {
 	if _, err := s.ctl.Start(ctx, hello, "hello-00002", ""); err != nil {
 		t.Fatal(err)
 	}
-	var st workflows.Status
+	var st api.Status
 	eventually(t, 30*time.Second, "a retried write in status", func() bool {
 		var err error
 		st, err = s.ctl.Status(ctx, hello)

@@ -168,12 +168,12 @@ func TestEventsDriveARollout(t *testing.T) {
 	}
 	eventually(t, 20*time.Second, "the rollout to reach the gate before 100%", func() bool {
 		st, err := s.ctl.Status(ctx, hello)
-		return err == nil && st.Phase == workflows.PhaseGate
+		return err == nil && st.Phase == api.PhaseGate
 	})
 	if waited := time.Since(sent); waited > workflows.ReadinessPoll {
 		t.Fatalf("the rollout took %s after its candidate turned Ready to reach the gate", waited)
 	}
-	if st := s.status(); st.Weight != 50 || st.ReadinessFrom != workflows.ReadinessFromEvent || st.Told == nil || st.Told.By == "" {
+	if st := s.status(); st.Weight != 50 || st.ReadinessFrom != api.ReadinessFromEvent || st.Told == nil || st.Told.By == "" {
 		t.Fatalf("after the candidate turned Ready: weight %d, readiness from %q, told %+v", st.Weight, st.ReadinessFrom, st.Told)
 	}
 	// The same state again is not told twice.
@@ -194,7 +194,7 @@ func TestEventsDriveARollout(t *testing.T) {
 	if err != nil || res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("result %+v, %v", res, err)
 	}
-	var promote *workflows.CommandRecord
+	var promote *api.CommandRecord
 	st := s.status()
 	for i := range st.Commands {
 		if st.Commands[i].Name == api.CommandPromote {

@@ -31,7 +31,6 @@ import (
 	"github.com/sluicehq/sluice/test/historycheck"
 	"github.com/sluicehq/sluice/test/knativefake"
 	"github.com/sluicehq/sluice/worker"
-	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -153,7 +152,7 @@ func helloService(ann map[string]string) []runtime.Object {
 
 var hello = knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: "hello"}
 
-func (s *stack) status() workflows.Status {
+func (s *stack) status() api.Status {
 	s.t.Helper()
 	st, err := s.ctl.Status(context.Background(), hello)
 	if err != nil {
@@ -184,14 +183,14 @@ func TestRolloutDrivenByUpdates(t *testing.T) {
 
 	eventually(t, 30*time.Second, "the rollout to wait at the 50% gate", func() bool {
 		st, err := s.ctl.Status(ctx, hello)
-		return err == nil && st.Phase == workflows.PhaseGate
+		return err == nil && st.Phase == api.PhaseGate
 	})
 	st := s.status()
 	if st.Weight != 20 || st.StepNumber != 2 || st.Stable != "hello-00001" || !st.CandidateReady {
 		t.Fatalf("at the gate: weight %d step %d stable %q ready %v", st.Weight, st.StepNumber, st.Stable, st.CandidateReady)
 	}
 	// No receiver runs here: the rollout's own read found its candidate Ready.
-	if st.ReadinessFrom != workflows.ReadinessFromWatch || st.Told != nil {
+	if st.ReadinessFrom != api.ReadinessFromWatch || st.Told != nil {
 		t.Fatalf("readiness from %q, told %+v; want the rollout's own read", st.ReadinessFrom, st.Told)
 	}
 	if got := knative.FormatTraffic(s.liveTraffic()); got != "hello-00001=80%, hello-00001=0% (tag current), hello-00002=20%" {
@@ -204,8 +203,8 @@ func TestRolloutDrivenByUpdates(t *testing.T) {
 		t.Fatalf("sluice status: exit %d\n%s", code, out)
 	}
 	out, code := s.cli("status", "service/hello", "-o", "json")
-	var asJSON workflows.Status
-	if code != 0 || json.Unmarshal([]byte(out), &asJSON) != nil || asJSON.Phase != workflows.PhaseGate || asJSON.Weight != 20 {
+	var asJSON api.Status
+	if code != 0 || json.Unmarshal([]byte(out), &asJSON) != nil || asJSON.Phase != api.PhaseGate || asJSON.Weight != 20 {
 		t.Fatalf("sluice status -o json: exit %d\n%s", code, out)
 	}
 
@@ -225,7 +224,7 @@ func TestRolloutDrivenByUpdates(t *testing.T) {
 		t.Fatalf("final traffic: %s", got)
 	}
 	st = s.status()
-	var promote *workflows.CommandRecord
+	var promote *api.CommandRecord
 	for i := range st.Commands {
 		if st.Commands[i].Name == api.CommandPromote {
 			promote = &st.Commands[i]
@@ -263,7 +262,7 @@ func TestAbortRestoresTrafficOnRealServer(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "the first step's hold", func() bool {
 		st, err := s.ctl.Status(ctx, hello)
-		return err == nil && st.Phase == workflows.PhaseHolding && st.HoldLeftAt > 0
+		return err == nil && st.Phase == api.PhaseHolding && st.HoldLeftAt > 0
 	})
 	if _, err := s.ctl.Send(ctx, hello, api.CommandAbort, "error rate up"); err != nil {
 		t.Fatalf("abort: %v", err)
@@ -301,7 +300,7 @@ func TestSupersedeContinuesAsNew(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "the first step's hold", func() bool {
 		st, err := s.ctl.Status(ctx, hello)
-		return err == nil && st.Phase == workflows.PhaseHolding
+		return err == nil && st.Phase == api.PhaseHolding
 	})
 	if _, err := s.ctl.Start(ctx, hello, "hello-00003", "a newer build"); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
-	"github.com/sluicehq/sluice/workflows"
 )
 
 // The verify timeout on a real server, where an activity's timeout fires a
@@ -43,11 +42,11 @@ func waitCtx(t *testing.T) context.Context {
 func TestVerifyTimeoutRollsBack(t *testing.T) {
 	s := verifyTimeoutStack(t)
 	ctx := waitCtx(t)
-	var rolling workflows.Status
+	var rolling api.Status
 	eventually(t, time.Minute, "the verify timeout to start the rollback", func() bool {
 		st, err := s.ctl.Status(ctx, hello)
 		rolling = st
-		return err == nil && st.Phase == workflows.PhaseRollingBack
+		return err == nil && st.Phase == api.PhaseRollingBack
 	})
 	if rolling.Outcome != "" || rolling.Ending != api.OutcomeRolledBack {
 		t.Fatalf("while rolling back: outcome %q ending %q; the outcome is set only once the rollback is done", rolling.Outcome, rolling.Ending)
@@ -72,7 +71,7 @@ func TestVerifyTimeoutOfTheRollbackFails(t *testing.T) {
 		t.Fatalf("result: %+v, %v", res, err)
 	}
 	// The query still answers: the workflow never got stuck.
-	if st := s.status(); st.Phase != workflows.PhaseFailed {
+	if st := s.status(); st.Phase != api.PhaseFailed {
 		t.Fatalf("phase %s", st.Phase)
 	}
 }

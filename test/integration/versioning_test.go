@@ -87,7 +87,7 @@ func TestVersionedChangeOnDevServer(t *testing.T) {
 	ctl := &control.Client{Temporal: s.temporal, TaskQueue: queue, Identity: "it@test"}
 	holding := func() bool {
 		st, err := ctl.Status(ctx, hello)
-		return err == nil && st.Phase == workflows.PhaseHolding
+		return err == nil && st.Phase == api.PhaseHolding
 	}
 
 	stopBaseline := runWorker(t, s, queue, workflows.Rollout)

@@ -14,7 +14,6 @@ import (
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/eventsink"
-	"github.com/sluicehq/sluice/workflows"
 )
 
 // waveClusters runs east and west on one Temporal server, each with a
@@ -56,9 +55,9 @@ func startBoth(t *testing.T, east, west *stack) context.Context {
 	return ctx
 }
 
-func waveOf(t *testing.T, c client.Client, s *stack) (string, workflows.WaveStatus) {
+func waveOf(t *testing.T, c client.Client, s *stack) (string, api.WaveStatus) {
 	t.Helper()
-	var st workflows.WaveStatus
+	var st api.WaveStatus
 	w := s.status().Wave
 	if w == nil {
 		t.Fatal("the rollout has no wave")
@@ -82,7 +81,7 @@ func TestWavesReleaseClusterByCluster(t *testing.T) {
 	if _, err := west.ctl.Start(ctx, hello, "hello-00002", ""); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "west waiting for its wave", func() bool { return west.status().Phase == workflows.PhaseWaitingWave })
+	eventually(t, 20*time.Second, "west waiting for its wave", func() bool { return west.status().Phase == api.PhaseWaitingWave })
 	time.Sleep(2 * time.Second)
 	if st := west.status(); st.Weight != 0 || st.Steps[0].StartedAt.IsZero() == false {
 		t.Fatalf("west moved before its wave: weight %d, %+v", st.Weight, st.Steps[0])
@@ -141,7 +140,7 @@ func TestWavesReleaseClusterByCluster(t *testing.T) {
 func TestWaveFailureStopsLaterWaves(t *testing.T) {
 	east, west := waveClusters(t, "waves:\n- {clusters: [east]}\n- {clusters: [west]}\n")
 	ctx := startBoth(t, east, west)
-	eventually(t, 20*time.Second, "west waiting for its wave", func() bool { return west.status().Phase == workflows.PhaseWaitingWave })
+	eventually(t, 20*time.Second, "west waiting for its wave", func() bool { return west.status().Phase == api.PhaseWaitingWave })
 	eventually(t, 20*time.Second, "east released", func() bool { st := east.status(); return st.Wave != nil && st.Wave.Released })
 	if _, err := east.ctl.Send(ctx, hello, api.CommandAbort, "bad canary"); err != nil {
 		t.Fatal(err)
@@ -163,7 +162,7 @@ func TestWaveFailureStopsLaterWaves(t *testing.T) {
 func TestWaveFailureRollsBackEarlierWaves(t *testing.T) {
 	east, west := waveClusters(t, "waves:\n- {clusters: [east]}\n- {clusters: [west]}\nonFailure: rollback\n")
 	ctx := startBoth(t, east, west)
-	eventually(t, 30*time.Second, "east at 100% waiting for the wave", func() bool { return east.status().Phase == workflows.PhaseWaveHold })
+	eventually(t, 30*time.Second, "east at 100% waiting for the wave", func() bool { return east.status().Phase == api.PhaseWaveHold })
 	eventually(t, 20*time.Second, "west released", func() bool { st := west.status(); return st.Wave != nil && st.Wave.Released })
 	if _, err := west.ctl.Send(ctx, hello, api.CommandAbort, "errors in west"); err != nil {
 		t.Fatal(err)
@@ -186,7 +185,7 @@ func TestWaveCommandsFromTheCLI(t *testing.T) {
 	east, west := waveClusters(t, "waves:\n- {clusters: [east], soak: 1h}\n- {clusters: [west]}\n")
 	ctx := startBoth(t, east, west)
 	eventually(t, 30*time.Second, "east soaking", func() bool {
-		if east.status().Phase != workflows.PhaseWaveHold {
+		if east.status().Phase != api.PhaseWaveHold {
 			return false
 		}
 		_, wave := waveOf(t, east.temporal, east)
@@ -227,14 +226,14 @@ func TestWaveGateWaitsForAPerson(t *testing.T) {
 	east, west := waveClusters(t, "waves:\n- {clusters: [east], soak: 1s, gate: true}\n- {clusters: [west]}\n")
 	ctx := startBoth(t, east, west)
 	eventually(t, 30*time.Second, "the wave at its gate", func() bool {
-		if east.status().Phase != workflows.PhaseWaveHold {
+		if east.status().Phase != api.PhaseWaveHold {
 			return false
 		}
 		_, wave := waveOf(t, east.temporal, east)
 		return wave.Phase == api.WaveGate
 	})
 	time.Sleep(2 * time.Second)
-	if st := west.status(); st.Phase != workflows.PhaseWaitingWave || st.Weight != 0 {
+	if st := west.status(); st.Phase != api.PhaseWaitingWave || st.Weight != 0 {
 		t.Fatalf("west went past the gate: %s at %d%%", st.Phase, st.Weight)
 	}
 	if out, code := west.cli("wave", "promote", "hello", "--reason", "canary reviewed"); code != 0 {

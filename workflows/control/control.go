@@ -172,15 +172,15 @@ func policyText(ann map[string]string) string {
 
 // Status reads the rollout's state through the status query. It works on a
 // finished rollout too: Temporal replays it to answer.
-func (c *Client) Status(ctx context.Context, target knative.TargetRef) (workflows.Status, error) {
+func (c *Client) Status(ctx context.Context, target knative.TargetRef) (api.Status, error) {
 	target = target.In(c.Cluster)
 	v, err := c.Temporal.QueryWorkflow(ctx, api.RolloutID(target), "", api.QueryStatus)
 	if err != nil {
-		return workflows.Status{}, c.explain(err, target)
+		return api.Status{}, c.explain(err, target)
 	}
-	var st workflows.Status
+	var st api.Status
 	if err := v.Get(&st); err != nil {
-		return workflows.Status{}, fmt.Errorf("decode status of %s: %w", target, err)
+		return api.Status{}, fmt.Errorf("decode status of %s: %w", target, err)
 	}
 	st.At(time.Now())
 	if !st.Phase.Done() {
@@ -192,14 +192,14 @@ func (c *Client) Status(ctx context.Context, target knative.TargetRef) (workflow
 // pending lists the rollout's running activities, with their attempts and
 // last errors, as Temporal's describe reports them. It is best effort: a
 // status without it is still a status.
-func (c *Client) pending(ctx context.Context, target knative.TargetRef) []workflows.PendingActivity {
+func (c *Client) pending(ctx context.Context, target knative.TargetRef) []api.PendingActivity {
 	d, err := c.Temporal.DescribeWorkflowExecution(ctx, api.RolloutID(target), "")
 	if err != nil {
 		return nil
 	}
-	var out []workflows.PendingActivity
+	var out []api.PendingActivity
 	for _, p := range d.GetPendingActivities() {
-		out = append(out, workflows.PendingActivity{
+		out = append(out, api.PendingActivity{
 			Activity: p.GetActivityType().GetName(), Attempt: p.GetAttempt(), LastError: p.GetLastFailure().GetMessage(),
 		})
 	}

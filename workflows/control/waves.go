@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
-	"github.com/sluicehq/sluice/workflows"
 )
 
 // maxWaves bounds how many wave workflows WaveID looks through.
@@ -55,8 +54,8 @@ func (c *Client) WaveID(ctx context.Context, target knative.TargetRef, release s
 }
 
 // WaveStatus reads a wave's status query.
-func (c *Client) WaveStatus(ctx context.Context, id string) (workflows.WaveStatus, error) {
-	var st workflows.WaveStatus
+func (c *Client) WaveStatus(ctx context.Context, id string) (api.WaveStatus, error) {
+	var st api.WaveStatus
 	v, err := c.Temporal.QueryWorkflow(ctx, id, "", api.QueryStatus)
 	if err != nil {
 		return st, fmt.Errorf("status of wave %s: %w", id, err)
