@@ -50,7 +50,8 @@ checks:
 
 // A healthy Revision is promoted by the analysis alone: no command is sent.
 func TestAnalysisPromotesHealthyRevision(t *testing.T) {
-	t.Parallel()
+	// Alone: it asserts the latency real queue-proxies measure, which
+	// other scenarios' load on the machine would stretch.
 	c := ctl(t)
 	firstRollout(t, c, "an1", analysed(knativeChecks))
 	deploy(t, "an1", "example.com/an1:v2", nil, nil)
@@ -149,7 +150,8 @@ func TestAnalysisRollsBackErroringRevision(t *testing.T) {
 
 // A Revision answering every request in 800 ms fails the latency check.
 func TestAnalysisRollsBackSlowRevision(t *testing.T) {
-	t.Parallel()
+	// Alone: it asserts the latency real queue-proxies measure, which
+	// other scenarios' load on the machine would stretch.
 	c := ctl(t)
 	firstRollout(t, c, "an7", analysed(knativeChecks))
 	deploy(t, "an7", "example.com/an7:v2", nil, map[string]string{requestsim.AnnotationLatency: "800ms"})
