@@ -136,7 +136,7 @@ func waitReadyPods(t *testing.T, rev string, n int32, timeout time.Duration) {
 	}
 }
 
-// 30. Capacity mode on Knative's own autoscaler: a Service at min-scale 8
+// Capacity mode on Knative's own autoscaler: a Service at min-scale 8
 // rolled out with the availability strategy never runs more than 8 pods
 // and its surge of 1, and the candidate never serves more than its Ready
 // pods can — also with the worker killed mid-stage; the same Service shape
@@ -283,7 +283,7 @@ func checkCapacityBack(t *testing.T, name string, ps podStats, maxPeak int32) {
 	}
 }
 
-// 31. A stage whose pods cannot be placed (every node cordoned: no room in
+// A stage whose pods cannot be placed (every node cordoned: no room in
 // the cluster) pauses with the reason, never moving traffic on without its
 // pods; an abort then gives the stable its 8 pods back before its traffic,
 // and the candidate's template bounds only once Knative has put it in
@@ -337,7 +337,7 @@ func TestCapacityStageWithoutRoomPausesThenAbortRestoresStableFirst(t *testing.T
 	waitProgress(t, name+"-00002", "started,step,paused,aborted")
 }
 
-// 32. Analysis failing at a stage of a capacity rollout rolls back in the
+// Analysis failing at a stage of a capacity rollout rolls back in the
 // capacity order: the stable's bounds and its pods first, then its traffic,
 // then the candidate's bounds — on Knative's real autoscaler and real
 // queue-proxies, the candidate answering 20% of its requests with errors.
@@ -361,7 +361,7 @@ func TestCapacityAnalysisFailureRollsBackInCapacityOrder(t *testing.T) {
 	checkCapacityBack(t, name, sampler.end(), 10)
 }
 
-// 33. Someone else's edit of the candidate's scale bounds mid-rollout —
+// Someone else's edit of the candidate's scale bounds mid-rollout —
 // written through Knative's webhook, as `kubectl annotate` would — is not
 // overwritten: the next stage pauses and says what it found; resume writes
 // the stage's bounds over it and the rollout ends with the template's.

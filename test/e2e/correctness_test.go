@@ -30,7 +30,7 @@ func annotate(t *testing.T, name, key, value string) {
 	}
 }
 
-// 14. The networking layer stops reporting ready mid-rollout: the written
+// The networking layer stops reporting ready mid-rollout: the written
 // traffic shows in status, RoutesReady never turns True, and the verify
 // timeout rolls back once the rollback itself verifies — it never leaves
 // the workflow failing its tasks (the harness checks the history).
@@ -58,7 +58,7 @@ func TestIngressNotReadyVerifyTimeoutRollsBack(t *testing.T) {
 	}
 }
 
-// 15. A cluster administrator lowers a limit the Service's template breaks
+// A cluster administrator lowers a limit the Service's template breaks
 // (Knative's config-defaults max-revision-timeout-seconds, below the
 // template's timeoutSeconds): Knative's webhook refuses every write of the
 // Service.
@@ -122,7 +122,7 @@ func limitTimeouts(t *testing.T) (lift func()) {
 	return lift
 }
 
-// 16. Knative routes a latestRevision target to the new Revision before
+// Knative routes a latestRevision target to the new Revision before
 // sluice pins it (here: the Service is opted in only after that, and the
 // rollout started by hand): sluice does not take the traffic back.
 func TestKnativeRoutedTheCandidateFirst(t *testing.T) {
@@ -156,7 +156,7 @@ func TestKnativeRoutedTheCandidateFirst(t *testing.T) {
 	}
 }
 
-// 17. Tags: a tag on the stable Revision stays on it; a 0% latestRevision
+// Tags: a tag on the stable Revision stays on it; a 0% latestRevision
 // target keeps following the latest Revision through the whole rollout.
 func TestTagsFollowTheirTargets(t *testing.T) {
 	t.Parallel()
@@ -187,14 +187,14 @@ func TestTagsFollowTheirTargets(t *testing.T) {
 	}
 }
 
-// 18. Abort of a rollout whose traffic followed the latest Revision: the
+// Abort of a rollout whose traffic followed the latest Revision: the
 // stable is pinned by name (latestRevision would send everything to the
 // aborted candidate), and the outcome says so and how to undo it.
 func TestAbortSaysLatestRevisionIsPinned(t *testing.T) {
 	c := ctl(t)
 	firstRollout(t, c, "s18", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "10m"})
 	patchTraffic(t, "s18", []servingv1.TrafficTarget{{LatestRevision: new(true), Percent: new(int64(100))}})
-	// The receiver, and with it the admission webhook (test 20), is down
+	// The receiver, and with it the admission webhook (TestAdmissionPinsLatestTrafficInTheWrite), is down
 	// during the deploy: the template change goes through unpinned, and the
 	// rollout is started by hand. The Revision is Ready only after sluice
 	// has pinned the latestRevision target itself.
@@ -225,7 +225,7 @@ func TestAbortSaysLatestRevisionIsPinned(t *testing.T) {
 	}
 }
 
-// 19. A hand edit during a long hold (45 s, well above the 30 s a hold needs
+// A hand edit during a long hold (45 s, well above the 30 s a hold needs
 // for a watch) pauses the rollout at once (not at the next step), status
 // shows what Knative serves beside what sluice wrote, and resume goes on from
 // the operator's list: their split and their new tag are kept, the next step
@@ -279,7 +279,7 @@ func TestHandEditDuringHoldThenResumeKeepsIt(t *testing.T) {
 	}
 }
 
-// 20. The race of test 16 closed: a template change of an opted-in Service
+// The race of TestKnativeRoutedTheCandidateFirst closed: a template change of an opted-in Service
 // whose traffic follows the latest Revision is pinned in the same write by
 // sluice's admission webhook, so Knative never routes the new Revision —
 // here even while its rollout cannot run (no worker) — and the rollout,
@@ -328,7 +328,7 @@ func TestAdmissionPinsLatestTrafficInTheWrite(t *testing.T) {
 	}
 }
 
-// 21. The first rollout of a Service created with a tagged latestRevision
+// The first rollout of a Service created with a tagged latestRevision
 // target: the tag and its URL stay, following the latest Revision.
 func TestFirstRolloutKeepsTaggedLatestTarget(t *testing.T) {
 	t.Parallel()

@@ -18,7 +18,7 @@ import (
 // Scenarios only Knative's own control plane can give: the imitation it
 // replaced could not fail like this.
 
-// 22. Knative's webhook is down for a while mid-step: the next step's
+// Knative's webhook is down for a while mid-step: the next step's
 // write fails ("failed calling webhook"), is retried, and the rollout's
 // status says why; once the webhook is back the rollout finishes.
 func TestKnativeWebhookDownMidStepIsRetried(t *testing.T) {
@@ -62,7 +62,7 @@ func TestKnativeWebhookDownMidStepIsRetried(t *testing.T) {
 	}
 }
 
-// 23. Knative defaults a Service created with no traffic, and its
+// Knative defaults a Service created with no traffic, and its
 // autoscaler scales Revisions for real: min-scale 3 gives three pods,
 // scheduled on kwok's node and Ready.
 func TestKnativeDefaultsTrafficAndScalesRevisions(t *testing.T) {
@@ -101,7 +101,7 @@ func TestKnativeDefaultsTrafficAndScalesRevisions(t *testing.T) {
 	}
 }
 
-// 24. The unit tests' fake (test/knativefake) must not disagree with
+// The unit tests' fake (test/knativefake) must not disagree with
 // Knative: the same traffic lists, written to a real Service with two Ready
 // Revisions, show in its status as the fake computes them.
 func TestKnativefakeAgreesWithKnative(t *testing.T) {

@@ -42,7 +42,7 @@ spec:
 
 const gateTypo = "sluice.dev/gate: is not a sluice annotation, and sluice would ignore it; did you mean sluice.dev/gates?"
 
-// 40. A misspelt gate is shown where the service owner makes it: kubectl
+// A misspelt gate is shown where the service owner makes it: kubectl
 // apply prints sluice's warning; a namespace labelled
 // sluice.dev/admission=strict refuses the write and nothing is stored; and
 // a worker given the Service anyway never moves traffic — each rollout

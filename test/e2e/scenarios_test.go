@@ -21,7 +21,7 @@ import (
 
 var fast = map[string]string{"sluice.dev/steps": "25,50,100", "sluice.dev/hold": "1s"}
 
-// 1. Service mode: a new Revision rolls out through every step to 100%.
+// Service mode: a new Revision rolls out through every step to 100%.
 func TestServiceModeRollout(t *testing.T) {
 	t.Parallel()
 	c := ctl(t)
@@ -42,7 +42,7 @@ func TestServiceModeRollout(t *testing.T) {
 	waitProgress(t, "s1-00002", "started,step,step,step,succeeded")
 }
 
-// 3. Manual gates, passed three ways: `sluice promote` (an update, which
+// Manual gates, passed three ways: `sluice promote` (an update, which
 // answers with the rollout's verdict), the Temporal CLI's own
 // `temporal workflow signal` with the documented JSON input, and
 // `sluice promote --no-wait` (a signal). The candidate turns Ready a few
@@ -101,7 +101,7 @@ func TestManualGateWithCLI(t *testing.T) {
 	waitProgress(t, "s3-00002", "started,step,promoted,step,promoted,step,promoted,step,succeeded")
 }
 
-// 4. `sluice abort`: the exact pre-rollout traffic is back, tagged extra target included.
+// `sluice abort`: the exact pre-rollout traffic is back, tagged extra target included.
 func TestAbortRestoresTaggedTraffic(t *testing.T) {
 	t.Parallel()
 	c := ctl(t)
@@ -131,7 +131,7 @@ func TestAbortRestoresTaggedTraffic(t *testing.T) {
 	waitProgress(t, "s4-00002", "started,step,aborted")
 }
 
-// 5. A failing Revision rolls back; one that never becomes Ready hits the progress deadline.
+// A failing Revision rolls back; one that never becomes Ready hits the progress deadline.
 func TestFailingAndNeverReadyRevisionsRollBack(t *testing.T) {
 	t.Parallel()
 	c := ctl(t)
@@ -205,7 +205,7 @@ func TestFailingAndNeverReadyRevisionsRollBack(t *testing.T) {
 	}
 }
 
-// 7. The worker is killed mid-step and restarted: the rollout completes, no
+// The worker is killed mid-step and restarted: the rollout completes, no
 // step repeated or skipped.
 func TestWorkerKilledMidStep(t *testing.T) {
 	c := ctl(t)
@@ -227,7 +227,7 @@ func TestWorkerKilledMidStep(t *testing.T) {
 	waitProgress(t, "s7-00002", "started,step,step,step,step,succeeded")
 }
 
-// 8. The receiver is down while events are emitted: the rollout still
+// The receiver is down while events are emitted: the rollout still
 // completes, on the workflow's own re-reads.
 func TestReceiverDownRolloutCompletes(t *testing.T) {
 	c := ctl(t)
@@ -289,7 +289,7 @@ func TestRevisionWhoseEventsWereLostIsSwept(t *testing.T) {
 	}
 }
 
-// 9. Someone edits the traffic by hand mid-rollout: the rollout pauses and
+// Someone edits the traffic by hand mid-rollout: the rollout pauses and
 // says why; nothing is overwritten.
 func TestHandEditPausesRollout(t *testing.T) {
 	t.Parallel()
@@ -316,7 +316,7 @@ func TestHandEditPausesRollout(t *testing.T) {
 	waitProgress(t, "s9-00002", "started,step,paused,aborted")
 }
 
-// 6. A third Revision arrives mid-rollout: it supersedes the candidate.
+// A third Revision arrives mid-rollout: it supersedes the candidate.
 func TestThirdRevisionSupersedes(t *testing.T) {
 	t.Parallel()
 	c := ctl(t)
@@ -336,7 +336,7 @@ func TestThirdRevisionSupersedes(t *testing.T) {
 	waitProgress(t, "s6-00002", "started,step,superseded")
 }
 
-// 2. Route mode: a Configuration with a standalone Route rolls out the same way.
+// Route mode: a Configuration with a standalone Route rolls out the same way.
 func TestRouteModeRollout(t *testing.T) {
 	t.Parallel()
 	c := ctl(t)
