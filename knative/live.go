@@ -87,16 +87,11 @@ func (c Client) PatchTraffic(ctx context.Context, o ObjectRef, resourceVersion s
 	if err != nil {
 		return Live{}, fmt.Errorf("encode traffic patch: %w", err)
 	}
-	opts := metav1.PatchOptions{FieldManager: FieldManager}
-	var obj runtime.Object
-	switch o.Kind {
-	case KindService:
-		obj, err = c.Serving.ServingV1().Services(o.Namespace).Patch(ctx, o.Name, types.MergePatchType, patch, opts)
-	case KindRoute:
-		obj, err = c.Serving.ServingV1().Routes(o.Namespace).Patch(ctx, o.Name, types.MergePatchType, patch, opts)
-	default:
-		return Live{}, fmt.Errorf("write traffic to a %s: %w", o.Kind, ErrUnknownKind)
+	k, err := c.kind(o, "write traffic to")
+	if err != nil {
+		return Live{}, err
 	}
+	obj, err := k.patch(ctx, patch)
 	if err != nil {
 		return Live{}, err
 	}
@@ -110,15 +105,11 @@ func (c Client) Annotate(ctx context.Context, o ObjectRef, key, value string) er
 	if err != nil {
 		return fmt.Errorf("encode annotation %s: %w", key, err)
 	}
-	opts := metav1.PatchOptions{FieldManager: FieldManager}
-	switch o.Kind {
-	case KindService:
-		_, err = c.Serving.ServingV1().Services(o.Namespace).Patch(ctx, o.Name, types.MergePatchType, patch, opts)
-	case KindRoute:
-		_, err = c.Serving.ServingV1().Routes(o.Namespace).Patch(ctx, o.Name, types.MergePatchType, patch, opts)
-	default:
-		return fmt.Errorf("annotate a %s: %w", o.Kind, ErrUnknownKind)
+	k, err := c.kind(o, "annotate")
+	if err != nil {
+		return err
 	}
+	_, err = k.patch(ctx, patch)
 	if err != nil {
 		return fmt.Errorf("annotate %s %s=%s: %w", o, key, value, err)
 	}
@@ -132,11 +123,11 @@ func (c Client) Annotate(ctx context.Context, o ObjectRef, key, value string) er
 func (c Client) WatchTraffic(ctx context.Context, o ObjectRef, resourceVersion string, done func(l Live, gone bool) bool) (bool, error) {
 	w := watcher{
 		open: func(ctx context.Context, rv string) (watch.Interface, error) {
-			opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", o.Name).String(), ResourceVersion: rv}
-			if o.Kind == KindRoute {
-				return c.Serving.ServingV1().Routes(o.Namespace).Watch(ctx, opts)
+			k, err := c.kind(o, "watch")
+			if err != nil {
+				return nil, err
 			}
-			return c.Serving.ServingV1().Services(o.Namespace).Watch(ctx, opts)
+			return k.watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", o.Name).String(), ResourceVersion: rv})
 		},
 		read: func(ctx context.Context) (runtime.Object, error) { return c.readObject(ctx, o) },
 		done: func(typ watch.EventType, obj runtime.Object) bool {
@@ -152,22 +143,50 @@ func (c Client) WatchTraffic(ctx context.Context, o ObjectRef, resourceVersion s
 
 // readObject reads the Service or Route whose traffic sluice writes.
 func (c Client) readObject(ctx context.Context, o ObjectRef) (runtime.Object, error) {
-	var (
-		obj runtime.Object
-		err error
-	)
-	switch o.Kind {
-	case KindService:
-		obj, err = c.Serving.ServingV1().Services(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
-	case KindRoute:
-		obj, err = c.Serving.ServingV1().Routes(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
-	default:
-		return nil, fmt.Errorf("read traffic of a %s: %w", o.Kind, ErrUnknownKind)
+	k, err := c.kind(o, "read traffic of")
+	if err != nil {
+		return nil, err
 	}
+	obj, err := k.get(ctx)
 	if err != nil {
 		return nil, readError(o.String(), err)
 	}
 	return obj, nil
+}
+
+// kindClient is the typed client of one traffic object, reduced to what
+// sluice does with it.
+type kindClient struct {
+	get   func(ctx context.Context) (runtime.Object, error)
+	patch func(ctx context.Context, patch []byte) (runtime.Object, error)
+	watch func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// kind is the one place sluice tells a Service from a Route: the client of
+// o's kind, or ErrUnknownKind (what says what was being done).
+func (c Client) kind(o ObjectRef, what string) (kindClient, error) {
+	opts := metav1.PatchOptions{FieldManager: FieldManager}
+	switch o.Kind {
+	case KindService:
+		svc := c.Serving.ServingV1().Services(o.Namespace)
+		return kindClient{
+			get: func(ctx context.Context) (runtime.Object, error) { return svc.Get(ctx, o.Name, metav1.GetOptions{}) },
+			patch: func(ctx context.Context, p []byte) (runtime.Object, error) {
+				return svc.Patch(ctx, o.Name, types.MergePatchType, p, opts)
+			},
+			watch: svc.Watch,
+		}, nil
+	case KindRoute:
+		rt := c.Serving.ServingV1().Routes(o.Namespace)
+		return kindClient{
+			get: func(ctx context.Context) (runtime.Object, error) { return rt.Get(ctx, o.Name, metav1.GetOptions{}) },
+			patch: func(ctx context.Context, p []byte) (runtime.Object, error) {
+				return rt.Patch(ctx, o.Name, types.MergePatchType, p, opts)
+			},
+			watch: rt.Watch,
+		}, nil
+	}
+	return kindClient{}, fmt.Errorf("%s a %s: %w", what, o.Kind, ErrUnknownKind)
 }
 
 // liveFromObject reads the traffic of a Service or Route as sluice compares it.
