@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/test/requestsim"
+	"github.com/sluicehq/sluice/test/testkit"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -123,17 +124,16 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // waitReadyPods waits until a Revision's Deployment has n Ready pods.
 func waitReadyPods(t *testing.T, rev string, n int32, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	testkit.Eventually(t, timeout, 200*time.Millisecond, fmt.Sprintf("%d Ready pods of %s", n, rev), func() (bool, string) {
 		list, err := stk.Kube().AppsV1().Deployments(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "serving.knative.dev/revision=" + rev})
-		if err == nil && len(list.Items) == 1 && list.Items[0].Status.ReadyReplicas == n {
-			return
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not %d Ready pods after %s (%v)", rev, n, timeout, err)
+		if len(list.Items) != 1 {
+			return false, fmt.Sprintf("%d Deployments", len(list.Items))
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return list.Items[0].Status.ReadyReplicas == n, fmt.Sprintf("%d Ready", list.Items[0].Status.ReadyReplicas)
+	})
 }
 
 // Capacity mode on Knative's own autoscaler: a Service at min-scale 8

@@ -111,21 +111,16 @@ func svcTarget(name string) knative.TargetRef {
 // waitStatus polls the rollout's status until cond holds.
 func waitStatus(t *testing.T, c *control.Client, target knative.TargetRef, timeout time.Duration, what string, cond func(api.Status) bool) api.Status {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
 	var last api.Status
-	var lastErr error
-	for time.Now().Before(deadline) {
-		last, lastErr = c.Status(context.Background(), target)
+	testkit.Eventually(t, timeout, 200*time.Millisecond, what+" on "+target.String(), func() (bool, string) {
+		var err error
+		last, err = c.Status(context.Background(), target)
 		if os.Getenv("SLUICE_E2E_TRACE") != "" {
-			t.Logf("%s %s: %s %s weight %d err %v", time.Now().Format("15:04:05.000"), target, last.Candidate, last.Shown, last.Weight, lastErr)
+			t.Logf("%s %s: %s %s weight %d err %v", time.Now().Format("15:04:05.000"), target, last.Candidate, last.Shown, last.Weight, err)
 		}
-		if lastErr == nil && cond(last) {
-			return last
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s on %s; last status: phase %s candidate %s weight %d reason %q pause %q (err %v)",
-		timeout, what, target, last.Shown, last.Candidate, last.Weight, last.Reason, last.PauseReason, lastErr)
+		return err == nil && cond(last), fmt.Sprintf("phase %s candidate %s weight %d reason %q pause %q (err %v)",
+			last.Shown, last.Candidate, last.Weight, last.Reason, last.PauseReason, err)
+	})
 	return last
 }
 
@@ -173,14 +168,10 @@ func progress(candidate string) []string {
 // waitProgress waits for the progress events of a candidate to read want.
 func waitProgress(t *testing.T, candidate, want string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		if strings.Join(progress(candidate), ",") == want {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("progress events of %s: %s, want %s", candidate, strings.Join(progress(candidate), ","), want)
+	testkit.Eventually(t, 15*time.Second, 200*time.Millisecond, "progress events of "+candidate+" to read "+want, func() (bool, string) {
+		got := strings.Join(progress(candidate), ",")
+		return got == want, got
+	})
 }
 
 // firstRollout deploys a new opted-in Service and waits until its first
@@ -211,15 +202,11 @@ func firstRolloutOf(t *testing.T, c *control.Client, name string, ann, templateA
 // it ends.
 func waitClosed(t *testing.T, c *control.Client, name string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testkit.Eventually(t, 30*time.Second, 100*time.Millisecond, "the rollout of "+name+" to close", func() (bool, string) {
 		d, err := c.Temporal.DescribeWorkflowExecution(context.Background(), api.RolloutID(svcTarget(name)), "")
-		if err == nil && d.WorkflowExecutionInfo.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			break
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the rollout of %s did not close: %v", name, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return d.WorkflowExecutionInfo.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, d.WorkflowExecutionInfo.Status.String()
+	})
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
+	"github.com/sluicehq/sluice/test/testkit"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -29,15 +30,14 @@ func containers(image string) []corev1.Container { return []corev1.Container{{Im
 
 func waitRevisionReady(t *testing.T, name string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	testkit.Eventually(t, 30*time.Second, 200*time.Millisecond, "Revision "+name+" to be Ready", func() (bool, string) {
 		r, err := stk.Serving.ServingV1().Revisions(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err == nil && r.Status.GetCondition(apis.ConditionReady).IsTrue() {
-			return
+		if err != nil {
+			return false, err.Error()
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("Revision %s not Ready", name)
+		c := r.Status.GetCondition(apis.ConditionReady)
+		return c.IsTrue(), fmt.Sprintf("Ready condition %+v", c)
+	})
 }
 
 // crashWorker kills the worker as a crash would and starts a new one after down.
