@@ -1,3 +1,7 @@
+// Package settings reads the settings of sluice's processes — the worker's task
+// queue, cluster, address and sizing, the receiver's and its admission
+// webhooks' — from their environment. Invalid values are errors that name the
+// variable. The defaults of every rollout policy are config's.
 package settings
 
 import (

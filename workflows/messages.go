@@ -1,6 +1,8 @@
-// Package workflows holds the Rollout workflow: one durable workflow per
+// Package workflows holds the Rollout workflow — one durable workflow per
 // rollout target that walks a candidate Revision through its policy's traffic
-// steps, and the messages (updates, signals, queries) that steer and read it.
+// steps — and the wave workflow that coordinates a release across clusters.
+// They implement the contract in package api: its names, payloads and the
+// status views they answer queries with.
 //
 // Everything here is deterministic: decisions are plain Go over the workflow's
 // state, time comes from workflow.Now, and every side effect is an activity.
