@@ -1,7 +1,7 @@
 // Package config holds sluice's rollout policy — the annotations a service owner
 // puts on a Knative Service or Configuration — and its defaults, which the
 // worker's environment may set (defaults_env.go; the processes' own settings
-// are package settings'.
+// are in package settings).
 //
 // Files follow Knative's split: policy_types.go (what a policy is),
 // policy_defaults.go (where unset fields come from), policy_parse.go (reading the
