@@ -17,7 +17,7 @@ func (r *rollout) setup(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, api.QueryStatus, func() (api.Status, error) { return r.status(ctx), nil }); err != nil {
 		return fmt.Errorf("register status query: %w", err)
 	}
-	for _, name := range []string{api.CommandPromote, api.CommandPromoteFull, api.CommandPause, api.CommandResume, api.CommandAbort} {
+	for _, name := range api.Commands() {
 		err := workflow.SetUpdateHandlerWithOptions(ctx, name,
 			func(ctx workflow.Context, cmd api.Command) (string, error) {
 				return r.apply(ctx, name, cmd, "update"), nil
@@ -50,7 +50,7 @@ var commandDescriptions = map[string]string{
 // applied where it arrives and in the order Temporal recorded it.
 func (r *rollout) signals(ctx workflow.Context) workflow.Selector {
 	sel := workflow.NewSelector(ctx)
-	for _, name := range []string{api.CommandPromote, api.CommandPromoteFull, api.CommandPause, api.CommandResume, api.CommandAbort} {
+	for _, name := range api.Commands() {
 		sel.AddReceive(workflow.GetSignalChannel(ctx, name), func(c workflow.ReceiveChannel, _ bool) {
 			var cmd api.Command
 			c.Receive(ctx, &cmd)
@@ -81,7 +81,7 @@ func (r *rollout) signals(ctx workflow.Context) workflow.Selector {
 func (r *rollout) drainSignals(ctx workflow.Context) string {
 	for {
 		progressed := false
-		for _, name := range []string{api.CommandPromote, api.CommandPromoteFull, api.CommandPause, api.CommandResume, api.CommandAbort} {
+		for _, name := range api.Commands() {
 			var cmd api.Command
 			for workflow.GetSignalChannel(ctx, name).ReceiveAsync(&cmd) {
 				r.applySignal(ctx, name, cmd)
