@@ -32,10 +32,13 @@ echo "Chaos, short:"
 chaoslog=$(mktemp)
 if SLUICE_CHAOS=short go test -count=1 -timeout 25m -v -run '^TestChaos$' ./test/chaos/ >"$chaoslog" 2>&1; then
   passed=$((passed + 1))
-  sed -n '/chaos: seed .* rollouts in/,/invariant violations/p' "$chaoslog"
+  sed -nE '/chaos: seed .* rollouts in/,/_test\.go:[0-9]+:|--- (PASS|FAIL)/p' "$chaoslog"
 else
   failed=$((failed + 1))
-  grep -vE '^time=|^\{' "$chaoslog" | tail -300
+  # The summary and the test's own messages; the stack's logs it dumps
+  # after them are in the artifacts directory, not here.
+  sed -nE '/chaos: seed .* rollouts in/,/_test\.go:[0-9]+:|--- (PASS|FAIL)/p' "$chaoslog"
+  grep -nE '_test\.go:[0-9]+:|^\s*--- FAIL|^panic:|^FAIL' "$chaoslog" | grep -vE '^[0-9]+:\s*(time=|\{)' | head -100
 fi
 rm -f "$chaoslog"
 

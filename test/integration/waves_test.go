@@ -20,13 +20,22 @@ import (
 // Service hello whose policy carries plan.
 func waveClusters(t *testing.T, plan string) (east, west *stack) {
 	t.Helper()
-	east, west, _ = waveClustersWithSink(t, plan)
+	east, west, _ = waveClustersWithSink(t, plan, "")
+	return east, west
+}
+
+// waveClustersGated is waveClusters where the gated cluster's rollout
+// waits at a manual gate before 100%: a test's abort reaches it there,
+// however slow the machine, and not after it has reached 100% on a 1 s hold.
+func waveClustersGated(t *testing.T, plan, gated string) (east, west *stack) {
+	t.Helper()
+	east, west, _ = waveClustersWithSink(t, plan, gated)
 	return east, west
 }
 
 // waveClustersWithSink is waveClusters whose workers send progress events
 // to one sink.
-func waveClustersWithSink(t *testing.T, plan string) (east, west *stack, snk *eventsink.Sink) {
+func waveClustersWithSink(t *testing.T, plan, gated string) (east, west *stack, snk *eventsink.Sink) {
 	t.Helper()
 	opts := temporalServer(t)
 	snk = eventsink.New(t)
@@ -34,9 +43,15 @@ func waveClustersWithSink(t *testing.T, plan string) (east, west *stack, snk *ev
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy := map[string]string{config.AnnotationSteps: "50,100", config.AnnotationHold: "1s", config.AnnotationWaves: plan}
-	east = startWorker(t, opts, "east", sender, helloService(policy)...)
-	west = startWorker(t, opts, "west", sender, helloService(policy)...)
+	policy := func(cluster string) map[string]string {
+		p := map[string]string{config.AnnotationSteps: "50,100", config.AnnotationHold: "1s", config.AnnotationWaves: plan}
+		if cluster == gated {
+			p[config.AnnotationGates] = "100"
+		}
+		return p
+	}
+	east = startWorker(t, opts, "east", sender, helloService(policy("east"))...)
+	west = startWorker(t, opts, "west", sender, helloService(policy("west"))...)
 	if _, err := east.ctl.Setup(context.Background(), opts.Namespace); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +90,7 @@ func waveOf(t *testing.T, c client.Client, s *stack) (string, api.WaveStatus) {
 // A good release goes wave by wave: west's traffic does not move until
 // east is at 100% and has soaked; then both end Succeeded together.
 func TestWavesReleaseClusterByCluster(t *testing.T) {
-	east, west, snk := waveClustersWithSink(t, "waves:\n- {clusters: [east], soak: 3s}\n- {clusters: [west]}\n")
+	east, west, snk := waveClustersWithSink(t, "waves:\n- {clusters: [east], soak: 3s}\n- {clusters: [west]}\n", "")
 	ctx := context.Background()
 	// west's template lands first: it must wait for east all the same.
 	if _, err := west.ctl.Start(ctx, hello, "hello-00002", ""); err != nil {
@@ -138,10 +153,13 @@ func TestWavesReleaseClusterByCluster(t *testing.T) {
 
 // A failure in wave 1 stops wave 2 before it gets any traffic.
 func TestWaveFailureStopsLaterWaves(t *testing.T) {
-	east, west := waveClusters(t, "waves:\n- {clusters: [east]}\n- {clusters: [west]}\n")
+	east, west := waveClustersGated(t, "waves:\n- {clusters: [east]}\n- {clusters: [west]}\n", "east")
 	ctx := startBoth(t, east, west)
 	eventually(t, 20*time.Second, "west waiting for its wave", func() bool { return west.status().Phase == api.PhaseWaitingWave })
-	eventually(t, 20*time.Second, "east released", func() bool { st := east.status(); return st.Wave != nil && st.Wave.Released })
+	eventually(t, 30*time.Second, "east released, at its gate", func() bool {
+		st := east.status()
+		return st.Wave != nil && st.Wave.Released && st.Phase == api.PhaseGate
+	})
 	if _, err := east.ctl.Send(ctx, hello, api.CommandAbort, "bad canary"); err != nil {
 		t.Fatal(err)
 	}
@@ -160,10 +178,13 @@ func TestWaveFailureStopsLaterWaves(t *testing.T) {
 // With onFailure: rollback, a failure in wave 2 rolls wave 1 back too: east
 // waited at 100% for the plan to end.
 func TestWaveFailureRollsBackEarlierWaves(t *testing.T) {
-	east, west := waveClusters(t, "waves:\n- {clusters: [east]}\n- {clusters: [west]}\nonFailure: rollback\n")
+	east, west := waveClustersGated(t, "waves:\n- {clusters: [east]}\n- {clusters: [west]}\nonFailure: rollback\n", "west")
 	ctx := startBoth(t, east, west)
 	eventually(t, 30*time.Second, "east at 100% waiting for the wave", func() bool { return east.status().Phase == api.PhaseWaveHold })
-	eventually(t, 20*time.Second, "west released", func() bool { st := west.status(); return st.Wave != nil && st.Wave.Released })
+	eventually(t, 30*time.Second, "west released, at its gate", func() bool {
+		st := west.status()
+		return st.Wave != nil && st.Wave.Released && st.Phase == api.PhaseGate
+	})
 	if _, err := west.ctl.Send(ctx, hello, api.CommandAbort, "errors in west"); err != nil {
 		t.Fatal(err)
 	}
