@@ -20,12 +20,17 @@ TOOLS := test/tools/install.sh
 
 .PHONY: build test lint tools worker demo bench bench-peers images chaos
 
-VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+# The version this tree is, or leads to, from the VERSION file (semver;
+# docs/operations.md). `make release` stamps it as is; every other build
+# adds the commit as semver build metadata (v0.1.0+243a163c5e1f), so a
+# worker's Temporal identity and /metrics always say which code runs.
+VERSION ?= $(shell bash release/version.sh)
+LDFLAGS := -X github.com/sluicehq/sluice/version.Version=$(VERSION)
 
 # bin/kn-sluice is the same program as a kn plugin: `kn sluice promote hello`
 # once it is on the PATH.
 build:
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/sluice ./cmd/sluice
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sluice ./cmd/sluice
 	cp bin/sluice bin/kn-sluice
 	$(GO) build -o bin/sluice-dev ./test/cmd/sluice-dev
 

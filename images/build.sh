@@ -29,7 +29,7 @@ platforms=${PLATFORMS:-linux/amd64,linux/arm64}
 base_digest=$(cd "$root/images" && go run ./base -layout "$KOCACHE/img" -platforms "$platforms")
 export KO_DEFAULTBASEIMAGE=base.sluice.invalid/static@$base_digest
 export KO_DOCKER_REPO=${KO_DOCKER_REPO:-localhost:5000}
-export SLUICE_VERSION=${SLUICE_VERSION:-$(git -C "$root" describe --always --dirty 2>/dev/null || echo dev)}
+export SLUICE_VERSION=${SLUICE_VERSION:-$(bash "$root/release/version.sh")}
 echo "base image, written locally (CA bundle, user 65532): KOCACHE=$KOCACHE KO_DEFAULTBASEIMAGE=$KO_DEFAULTBASEIMAGE" >&2
 
 cd "$root"

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,7 @@ import (
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/settings"
+	"github.com/sluicehq/sluice/version"
 	"github.com/sluicehq/sluice/workflows"
 )
 
@@ -45,9 +47,16 @@ type Worker struct {
 
 // NewRegistry returns a Prometheus registry with the Go and process
 // collectors, and a Temporal metrics handler that writes into it.
-func NewRegistry(log *slog.Logger) (*prometheus.Registry, client.MetricsHandler) {
+func NewRegistry(log *slog.Logger, program string) (*prometheus.Registry, client.MetricsHandler) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// sluice_build_info: which build runs here, as kube-state-metrics and
+	// Prometheus's own *_build_info do; a dashboard joins on it to show a
+	// rolling upgrade's progress.
+	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_build_info",
+		Help: "sluice's build: version, release line and Go version; always 1."}, []string{"program", "version", "line", "goversion"})
+	info.WithLabelValues(program, version.Version, version.Line(version.Version), runtime.Version()).Set(1)
+	reg.MustRegister(info)
 	return reg, newPromMetrics(reg, log)
 }
 

@@ -64,7 +64,7 @@ worker's policy defaults, which the policy webhook judges with.`,
 			if err := clusterFlags(cmd, &s.Cluster, &s.TaskQueue); err != nil {
 				return err
 			}
-			sc, err := connectServer(cmd, log, s.Kubeconfig)
+			sc, err := connectServer(cmd, log, "receiver", s.Kubeconfig)
 			if err != nil {
 				return err
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/report"
+	"github.com/sluicehq/sluice/version"
 )
 
 func newReportCommand(g *globals) *cobra.Command {
@@ -35,7 +36,7 @@ history and status query, so it works for any rollout Temporal still keeps, and 
 				return fmt.Errorf("read the measurements of %s: %w", target, err)
 			}
 			var b bytes.Buffer
-			in := report.Input{Status: st, Rounds: rounds, Generated: time.Now(), UILink: uiLink(g.uiURL, g.temporalNamespace(), st.Target), Version: version}
+			in := report.Input{Status: st, Rounds: rounds, Generated: time.Now(), UILink: uiLink(g.uiURL, g.temporalNamespace(), st.Target), Version: version.Version}
 			if err := report.Render(&b, in); err != nil {
 				return fmt.Errorf("render the report of %s: %w", target, err)
 			}

@@ -76,7 +76,7 @@ TEMPORAL_NAMESPACE and the Temporal config file, or the flags below.`,
 		newWaveCommand(g),
 		newRetryCommand(g),
 		newLintCommand(g),
-		newVersionCommand(),
+		newVersionCommand(g),
 	)
 	applyHabits(root, g, kn)
 	return root

@@ -2,12 +2,14 @@ package main
 
 import (
 	"log/slog"
+	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 	servingclient "knative.dev/serving/pkg/client/clientset/versioned"
 
+	"github.com/sluicehq/sluice/version"
 	"github.com/sluicehq/sluice/worker"
 )
 
@@ -20,9 +22,10 @@ type serverClients struct {
 }
 
 // connectServer dials Temporal (TEMPORAL_* settings, overridden by the
-// --address and --temporal-namespace flags) and the cluster of kubeconfig.
-func connectServer(cmd *cobra.Command, log *slog.Logger, kubeconfig string) (*serverClients, error) {
-	reg, metrics := worker.NewRegistry(log)
+// --address and --temporal-namespace flags) and the cluster of kubeconfig,
+// for the program (worker, receiver) it names to Temporal with its version.
+func connectServer(cmd *cobra.Command, log *slog.Logger, program, kubeconfig string) (*serverClients, error) {
+	reg, metrics := worker.NewRegistry(log, program)
 	worker.RegisterKubeMetrics(reg)
 	opts, err := worker.TemporalOptions(log, metrics)
 	if err != nil {
@@ -34,6 +37,8 @@ func connectServer(cmd *cobra.Command, log *slog.Logger, kubeconfig string) (*se
 	if n := cmd.Flag("temporal-namespace").Value.String(); n != "" {
 		opts.Namespace = n
 	}
+	host, _ := os.Hostname()
+	opts.Identity = version.Identity(program, os.Getpid(), host)
 	tc, err := worker.DialTemporal(cmd.Context(), opts)
 	if err != nil {
 		return nil, err

@@ -48,7 +48,7 @@ K_CE_OVERRIDES applied (the SinkBinding convention); without K_SINK none are sen
 			if err := clusterFlags(cmd, &settings.Cluster, &settings.TaskQueue); err != nil {
 				return err
 			}
-			sc, err := connectServer(cmd, log, settings.Kubeconfig)
+			sc, err := connectServer(cmd, log, "worker", settings.Kubeconfig)
 			if err != nil {
 				return err
 			}

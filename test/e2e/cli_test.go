@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/version"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -162,8 +166,24 @@ func TestCLIVerbs(t *testing.T) {
 	if out, code := sluiceCode(t, bin, "lint", "--service", "cli", "--kubeconfig", stk.Kubeconfig); code != 0 || !strings.Contains(out, "Service cli: ok: 50% for 1s → gate, 100%") {
 		t.Fatalf("sluice lint --service: %d\n%s", code, out)
 	}
-	if out, code := sluiceCode(t, bin, "version"); code != 0 || !strings.Contains(out, "go.temporal.io/sdk v1.51.0") {
+	// version: this CLI's, then every worker polling the task queue with
+	// its own, judged compatible (the stack's worker is this very build).
+	out, code = sluiceCode(t, bin, "version")
+	first, _, _ := strings.Cut(out, " (")
+	cliVersion := strings.TrimPrefix(first, "sluice ")
+	if code != 0 || !strings.Contains(out, "go.temporal.io/sdk v1.51.0") || !strings.HasPrefix(cliVersion, "v0.") ||
+		!strings.Contains(out, "workers on task queue "+api.DefaultTaskQueue+":") || !strings.Contains(out, "@sluice-worker/"+cliVersion+"  compatible") {
 		t.Fatalf("sluice version: %d\n%s", code, out)
+	}
+	// The worker's /metrics names its build.
+	resp, err := http.Get("http://" + stk.WorkerHTTP + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if want := `sluice_build_info{goversion="` + runtime.Version() + `",line="` + version.Line(cliVersion) + `",program="worker",version="` + cliVersion + `"} 1`; !strings.Contains(string(body), want) {
+		t.Fatalf("the worker's /metrics lacks %s", want)
 	}
 }
 

@@ -206,7 +206,7 @@ func runBinary(t *testing.T, img v1.Image) {
 	if err := os.WriteFile(bin, flatten(t, img)["ko-app/sluice"].body, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(bin, "version").CombinedOutput()
+	out, err := exec.Command(bin, "version", "--client").CombinedOutput()
 	if err != nil {
 		t.Fatalf("the image's sluice version: %v\n%s", err, out)
 	}

@@ -94,7 +94,7 @@ func startStackWith(t testing.TB, sender *events.Sender, objs ...runtime.Object)
 func startWorker(t testing.TB, opts client.Options, cluster string, sender *events.Sender, objs ...runtime.Object) *stack {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	reg, metrics := worker.NewRegistry(log)
+	reg, metrics := worker.NewRegistry(log, "worker")
 	wopts, err := worker.TemporalOptions(log, metrics)
 	if err != nil {
 		t.Fatal(err)

@@ -313,9 +313,21 @@ func (c *Client) Setup(ctx context.Context, namespace string) ([]string, error) 
 // Pollers counts the workers Temporal has seen polling the client's task
 // queue recently: none means no command or query can be answered.
 func (c *Client) Pollers(ctx context.Context, taskQueue string) (int, error) {
+	ws, err := c.Workers(ctx, taskQueue)
+	return len(ws), err
+}
+
+// Workers lists the identities of the workers Temporal has seen polling
+// the task queue recently, sorted: each names its build (version.Identity).
+func (c *Client) Workers(ctx context.Context, taskQueue string) ([]string, error) {
 	resp, err := c.Temporal.DescribeTaskQueue(ctx, taskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
 	if err != nil {
-		return 0, fmt.Errorf("describe task queue %s: %w", taskQueue, err)
+		return nil, fmt.Errorf("describe task queue %s: %w", taskQueue, err)
 	}
-	return len(resp.GetPollers()), nil
+	var out []string
+	for _, p := range resp.GetPollers() {
+		out = append(out, p.GetIdentity())
+	}
+	sort.Strings(out)
+	return out, nil
 }
