@@ -6,6 +6,7 @@
 #   make tools   build the Temporal CLI (dev server + UI) and the CloudEvents conformance tool into the tool cache
 #   make demo    the local stack and a guided rollout (SLUICE_DEMO_UNATTENDED=1: promote by itself, check, exit)
 #   make worker  run a Temporal dev server (UI on :8233) and a sluice worker against $KUBECONFIG
+#   make record-histories  record this release's set of workflow histories (workflows/testdata/histories/VERSION)
 #   make images  container images with ko, no Docker engine: dist/oci, dist/sluice.yaml (KO_DOCKER_REPO=...)
 #   make bench   rollouts on the local stack at 1, 5, 10, 25, 50 and 100 at once, 100 again on two workers, and 10 × 8
 #                steps (docs/benchmarks.md; JSON to $BENCH_OUT), the knee and what saturates,
@@ -18,7 +19,7 @@
 GO ?= go
 TOOLS := test/tools/install.sh
 
-.PHONY: build test lint tools worker demo bench bench-peers images chaos
+.PHONY: build test lint tools worker demo bench bench-peers images chaos record-histories
 
 # The version this tree is, or leads to, from the VERSION file (semver;
 # docs/operations.md). `make release` stamps it as is; every other build
@@ -92,3 +93,11 @@ bench-peers: build
 	@$(TOOL_ENV); export FLAGGER_BIN=$$(bash $(TOOLS) flagger) || exit 1; \
 	export FLAGGER_DIR=$$(cd test/tools/flagger && $(GO) list -m -f '{{.Dir}}' github.com/fluxcd/flagger) || exit 1; \
 	$(GO) run ./test/bench -peers $(PEERS) -timeout 10m $(PEERS_FLAGS)
+
+# A release's own set of recorded histories (docs/operations.md, "Cutting a
+# release"): the integration tests that record one rollout shape each write
+# it into workflows/testdata/histories/<VERSION>, replayed by every later build.
+record-histories: build
+	@$(TOOL_ENV); v=$$(tr -d '[:space:]' < VERSION); dir=$(CURDIR)/workflows/testdata/histories/$$v; \
+	rm -rf "$$dir"; mkdir -p "$$dir"; \
+	SLUICE_RECORD_HISTORY=$$dir $(GO) test -count=1 -timeout 20m ./test/integration/ && ls "$$dir"

@@ -1,10 +1,13 @@
 package workflows
 
 import (
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/version"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 )
@@ -21,17 +24,22 @@ import (
 // until the plan ended) and its wave, a policy refused before any traffic
 // moved (its failed progress event sent all the same), and a supersede — the run that continues as new and the run it
 // starts.
-// These are the one baseline; a change to the workflow that would break
-// rollouts already running — a command added, removed or reordered without
-// a version gate (docs/operations.md) — fails here with a non-determinism
-// error.
+//
+// Histories live in testdata/histories/<set>: "baseline" was recorded while
+// the workflow took its first shape, and each release adds a fresh set of
+// its own when it is cut (make record-histories). Every set is kept and
+// replayed by every later build: a change to the workflow that would break
+// rollouts already running — a command added, removed or reordered
+// without a version gate (docs/operations.md) — fails here with a
+// non-determinism error.
 func TestReplayRecordedHistories(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.json")
+	files, err := filepath.Glob("testdata/histories/*/*.json")
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no recorded histories in testdata: %v", err)
+		t.Fatalf("no recorded histories in testdata/histories: %v", err)
 	}
 	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
+		name := strings.TrimPrefix(filepath.ToSlash(f), "testdata/histories/")
+		t.Run(name, func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflowWithOptions(Rollout, workflow.RegisterOptions{Name: api.RolloutWorkflow})
 			r.RegisterWorkflowWithOptions(Wave, workflow.RegisterOptions{Name: api.WaveWorkflow})
@@ -39,5 +47,37 @@ func TestReplayRecordedHistories(t *testing.T) {
 				t.Fatalf("replay %s: %v", f, err)
 			}
 		})
+	}
+}
+
+// TestEveryReleaseHasHistories: each release named in release/releases.txt,
+// and the VERSION file's when the tree is a release, has its set of
+// histories, so no release's rollouts go unreplayed.
+func TestEveryReleaseHasHistories(t *testing.T) {
+	versions := []string{}
+	raw, err := os.ReadFile("../release/releases.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && !strings.HasPrefix(f[0], "#") {
+			versions = append(versions, f[0])
+		}
+	}
+	cur, err := os.ReadFile("../VERSION")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := strings.TrimSpace(string(cur)); version.IsRelease(v) {
+		versions = append(versions, v)
+	}
+	if len(versions) == 0 {
+		t.Fatal("neither release/releases.txt nor VERSION names a release")
+	}
+	for _, v := range versions {
+		files, _ := filepath.Glob(filepath.Join("testdata", "histories", v, "*.json"))
+		if len(files) < 10 {
+			t.Errorf("release %s has %d recorded histories in testdata/histories/%s, want one per rollout shape (make record-histories)", v, len(files), v)
+		}
 	}
 }

@@ -174,3 +174,37 @@ func (s *Stack) startAdapter(ctx context.Context) error {
 	}
 	return nil
 }
+
+// ReplaceSluice runs sluice's worker and receiver from the binary bin from
+// now on, replacing the running ones as a Deployment's rolling update
+// replaces pods: the new worker polls before the old one stops (SIGTERM:
+// its tasks in flight finish, or Temporal gives them to the new one). The
+// receiver has one address here, so it stops and starts again at once; in
+// a cluster its Service would hold both for a moment, and the adapter
+// retries an event it could not deliver. It returns how long the worker's
+// replacement took, new up to old gone.
+func (s *Stack) ReplaceSluice(ctx context.Context, bin string) (time.Duration, error) {
+	begin := time.Now()
+	port, err := freePort()
+	if err != nil {
+		return 0, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	next, err := startProc(s.opts.Dir, "worker", s.workerEnv(), bin, "worker", "--http-addr", addr)
+	if err != nil {
+		return 0, err
+	}
+	if err := waitFor(ctx, next, "sluice worker "+bin, 30*time.Second, httpOK("http://"+addr+"/readyz")); err != nil {
+		next.kill()
+		return 0, err
+	}
+	old := s.worker
+	s.worker, s.WorkerHTTP, s.opts.Tools.Sluice = next, addr, bin
+	old.stop(15 * time.Second)
+	took := time.Since(begin)
+	s.receiver.stop(5 * time.Second)
+	return took, s.StartReceiver(ctx)
+}
+
+// Sluice is the binary sluice's worker and receiver run from now.
+func (s *Stack) Sluice() string { return s.opts.Tools.Sluice }

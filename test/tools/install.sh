@@ -164,6 +164,33 @@ install_prometheus() {
   echo "$dir/prometheus"
 }
 
+# install_previous builds sluice's previous release — the last line of
+# release/releases.txt — from this repository's own history, into the cache
+# keyed by its commit; it prints the binary's path, or nothing when no
+# release has been cut yet.
+install_previous() {
+  local root line ver commit dir bin
+  root=$(cd "$(dirname "$0")/../.." && pwd)
+  line=$(grep -vE '^\s*(#|$)' "$root/release/releases.txt" | tail -n 1 || true)
+  [[ -z $line ]] && return 0
+  read -r ver commit <<<"$line"
+  dir="$cache_root/sluice-$ver-${commit:0:12}"
+  bin="$dir/sluice"
+  if [[ ! -x "$bin" ]]; then
+    if ! git -C "$root" cat-file -e "$commit^{commit}" 2>/dev/null; then
+      echo "release/releases.txt names $ver at commit $commit, which this clone does not have (a shallow clone? git fetch --unshallow)" >&2
+      return 1
+    fi
+    echo "building sluice $ver from commit $commit into $dir (about a minute)" >&2
+    rm -rf "$dir.src" && mkdir -p "$dir.src" "$dir"
+    git -C "$root" archive "$commit" | tar -x -C "$dir.src"
+    (cd "$dir.src" && GOFLAGS=-buildvcs=false go build -ldflags "-X github.com/sluicehq/sluice/version.Version=$ver" -o "$bin.tmp" ./cmd/sluice) >&2
+    mv "$bin.tmp" "$bin"
+    rm -rf "$dir.src"
+  fi
+  echo "$bin"
+}
+
 case "${1:-}" in
   temporal) install_temporal ;;
   prometheus) install_prometheus ;;
@@ -176,6 +203,7 @@ case "${1:-}" in
   kwok) install_kwok ;;
   ko) install_ko ;;
   flagger) install_flagger ;;
+  previous) install_previous ;;
   all)
     # Prints one line per tool, "export NAME=PATH", for the tests' and the
     # local stack's environment.
@@ -189,6 +217,7 @@ case "${1:-}" in
     browser=$(install_browser)
     ko=$(install_ko)
     prometheus=$(install_prometheus)
+    previous=$(install_previous)
     # ip netns, for the components that run in network namespaces.
     apt_install ip "network namespaces in the Knative tests" iproute2 >/dev/null
     echo "export SLUICE_TEMPORAL_BIN=$temporal"
@@ -201,6 +230,7 @@ case "${1:-}" in
     echo "export SLUICE_CHROMIUM_BIN=$browser"
     echo "export SLUICE_KO_BIN=$ko"
     echo "export SLUICE_PROMETHEUS_BIN=$prometheus"
+    echo "export SLUICE_PREVIOUS_BIN=$previous"
     ;;
-  *) echo "usage: $0 temporal|conformance|kube|etcd|eventing|serving|kwok|browser|ko|prometheus|flagger|all" >&2; exit 2 ;;
+  *) echo "usage: $0 temporal|conformance|kube|etcd|eventing|serving|kwok|browser|ko|prometheus|flagger|previous|all" >&2; exit 2 ;;
 esac

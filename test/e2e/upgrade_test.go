@@ -1,0 +1,217 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/test/stack"
+)
+
+// upgradeCase is one rollout put into a state a rollout waits in, before
+// sluice is replaced under it, and what ends it afterwards.
+type upgradeCase struct {
+	state string
+	ann   map[string]string // the Service's policy
+	tmpl  map[string]string // both Revisions' template annotations
+	next  map[string]string // the candidate's own, over tmpl
+	// reach says the rollout waits in its state; put, if set, then puts
+	// it there (a pause, a hand edit) and reached says it is.
+	reach   func(name string, s api.Status) bool
+	put     func(t *testing.T, name string)
+	reached func(name string, s api.Status) bool
+	// finish, if set, is the command after the replacement that ends it.
+	finish []string
+	want   api.Outcome
+}
+
+func upgradeCases() []upgradeCase {
+	holding := func(weight int64) func(string, api.Status) bool {
+		return func(n string, s api.Status) bool {
+			return s.Candidate == n+"-00002" && s.Phase == api.PhaseHolding && s.Weight == weight && !s.Paused
+		}
+	}
+	paused := func(n string, s api.Status) bool { return s.Candidate == n+"-00002" && s.Paused }
+	return []upgradeCase{
+		{state: "waiting for Ready", ann: map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "2s"},
+			next: map[string]string{stack.AnnotationReadyAfter: "25s"},
+			reach: func(n string, s api.Status) bool {
+				return s.Candidate == n+"-00002" && s.Phase == api.PhaseWaitingReady
+			}, want: api.OutcomeSucceeded},
+		{state: "holding", ann: map[string]string{"sluice.dev/steps": "20,100", "sluice.dev/hold": "40s"},
+			reach: holding(20), want: api.OutcomeSucceeded},
+		{state: "at a manual gate", ann: map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "1s", "sluice.dev/gates": "100"},
+			reach: func(n string, s api.Status) bool { return s.Candidate == n+"-00002" && s.Phase == api.PhaseGate },
+			// promote --reason is a flag of every version's CLI.
+			finish: []string{"promote", "--reason", "after the upgrade"}, want: api.OutcomeSucceeded},
+		{state: "paused", ann: map[string]string{"sluice.dev/steps": "30,100", "sluice.dev/hold": "20s"},
+			reach: holding(30),
+			put: func(t *testing.T, n string) {
+				if out, err := sluice(t, "pause", n, "--reason", "before the upgrade"); err != nil {
+					t.Fatalf("pause: %v\n%s", err, out)
+				}
+			},
+			reached: paused, finish: []string{"resume", "--reason", "after the upgrade"}, want: api.OutcomeSucceeded},
+		{state: "drifted", ann: map[string]string{"sluice.dev/steps": "30,60,100", "sluice.dev/hold": "5s"},
+			reach: holding(30),
+			put: func(t *testing.T, n string) {
+				patchTraffic(t, n, []servingv1.TrafficTarget{{RevisionName: n + "-00001", Percent: new(int64(80))}, {RevisionName: n + "-00002", Percent: new(int64(20))}})
+			},
+			reached: func(n string, s api.Status) bool { return paused(n, s) && s.Drifted },
+			finish:  []string{"resume", "--reason", "keep my edit and go on"}, want: api.OutcomeSucceeded},
+		{state: "mid-analysis with a comparison", ann: compared(nil), tmpl: latency("60ms"),
+			reach: func(n string, s api.Status) bool {
+				return holding(30)(n, s) && s.Analysis != nil && s.Analysis.Rounds > 0
+			}, want: api.OutcomeSucceeded},
+		{state: "in a capacity stage", ann: map[string]string{"sluice.dev/capacity": "availability", "sluice.dev/capacity-surge": "1", "sluice.dev/hold": "25s"},
+			tmpl: map[string]string{"autoscaling.knative.dev/min-scale": "2"},
+			reach: func(n string, s api.Status) bool {
+				return s.Candidate == n+"-00002" && s.Phase == api.PhaseHolding && s.StepNumber == 1 && s.Capacity != nil
+			}, want: api.OutcomeSucceeded},
+		{state: "holding, then aborted", ann: map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "10m"},
+			reach: holding(50), finish: []string{"abort", "--reason", "aborted after the upgrade"}, want: api.OutcomeAborted},
+	}
+}
+
+// TestUpgradeUnderRunningRollouts replaces sluice under running rollouts,
+// as an operator's upgrade does: rollouts in every state a rollout waits
+// in are started by the previous release (release/releases.txt, built from
+// this repository's history), its worker and receiver are replaced by this
+// build (the new worker up before the old one stops), and each rollout must
+// end as its plan says, with no workflow task failed and this CLI reading
+// each one before and after. Then the same from this build back to the
+// previous release: a bad upgrade reverted while rollouts run.
+//
+// Not parallel: it replaces the stack's worker and receiver, and puts this
+// build's back at the end.
+func TestUpgradeUnderRunningRollouts(t *testing.T) {
+	previous := os.Getenv("SLUICE_PREVIOUS_BIN")
+	if previous == "" {
+		raw, err := os.ReadFile(filepath.Join(stackOptions.Root, "release", "releases.txt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			if f := strings.Fields(line); len(f) > 0 && !strings.HasPrefix(f[0], "#") {
+				t.Fatalf("release/releases.txt names %s, but SLUICE_PREVIOUS_BIN is not set: run the tests with `make test`, which builds it", f[0])
+			}
+		}
+		t.Skip("no release has been cut yet: release/releases.txt names none")
+	}
+	current := os.Getenv("SLUICE_BIN")
+	ctx := context.Background()
+	defer func() {
+		// The scenarios after this one run on this build, whatever happened.
+		if stk.Sluice() != current {
+			if _, err := stk.ReplaceSluice(ctx, current); err != nil {
+				t.Errorf("put this build back: %v", err)
+			}
+		}
+	}()
+	if _, err := stk.ReplaceSluice(ctx, previous); err != nil {
+		t.Fatalf("start the previous release: %v", err)
+	}
+	upgrade(t, "up", current)
+	upgrade(t, "down", previous)
+}
+
+// upgrade runs every upgradeCase on the sluice running now, replaces it
+// with bin once all are in their states, and sees each to its end.
+func upgrade(t *testing.T, prefix, bin string) {
+	c := ctl(t)
+	cases := upgradeCases()
+	var reached sync.WaitGroup
+	reached.Add(len(cases))
+	replaced := make(chan struct{})
+	var replacedAt time.Time
+	took := make([]time.Duration, len(cases))
+	t.Run(prefix, func(t *testing.T) {
+		t.Run("replace", func(t *testing.T) {
+			t.Parallel()
+			reached.Wait()
+			from := stk.Sluice()
+			d, err := stk.ReplaceSluice(context.Background(), bin)
+			replacedAt = time.Now()
+			close(replaced)
+			if err != nil {
+				t.Fatalf("replace %s with %s: %v", from, bin, err)
+			}
+			t.Logf("worker replaced (new up, then old stopped) in %s", d.Round(time.Millisecond))
+		})
+		for i, uc := range cases {
+			name := prefix + "-" + shortName(uc.state)
+			t.Run(uc.state, func(t *testing.T) {
+				t.Parallel()
+				once := sync.OnceFunc(reached.Done)
+				defer once()
+				firstRolloutOf(t, c, name, uc.ann, uc.tmpl)
+				next := map[string]string{}
+				for k, v := range uc.tmpl {
+					next[k] = v
+				}
+				for k, v := range uc.next {
+					next[k] = v
+				}
+				deploy(t, name, "example.com/"+name+":v2", nil, next)
+				target := svcTarget(name)
+				waitStatus(t, c, target, 2*time.Minute, uc.state, func(s api.Status) bool { return uc.reach(name, s) })
+				if uc.put != nil {
+					uc.put(t, name)
+					waitStatus(t, c, target, time.Minute, uc.state, func(s api.Status) bool { return uc.reached(name, s) })
+				}
+				readStatus(t, name, "before")
+				once()
+				<-replaced
+				readStatus(t, name, "after")
+				if uc.finish != nil {
+					if out, err := sluice(t, append(uc.finish[:1:1], append([]string{name}, uc.finish[1:]...)...)...); err != nil {
+						t.Fatalf("sluice %s: %v\n%s", uc.finish[0], err, out)
+					}
+				}
+				st := waitOutcome(t, c, target, name+"-00002", 3*time.Minute)
+				took[i] = time.Since(replacedAt)
+				if st.Outcome != uc.want {
+					t.Fatalf("%s: ended %s (%s), want %s", uc.state, st.Outcome, st.Reason, uc.want)
+				}
+				want := name + "-00002=100%"
+				if uc.want != api.OutcomeSucceeded {
+					want = name + "-00001=100%"
+				}
+				if got := serviceTraffic(t, name); got != want {
+					t.Fatalf("%s: traffic %s, want %s", uc.state, got, want)
+				}
+			})
+		}
+	})
+	for i, uc := range cases {
+		t.Logf("%s: %-32s ended %s after the replacement", prefix, uc.state, took[i].Round(100*time.Millisecond))
+	}
+}
+
+// readStatus reads a rollout's status with this build's CLI, as an
+// operator would while the worker is replaced.
+func readStatus(t *testing.T, name, when string) {
+	t.Helper()
+	out, err := sluice(t, "status", name, "-o", "json")
+	var st api.Status
+	if err != nil || json.Unmarshal([]byte(out), &st) != nil || st.Candidate != name+"-00002" {
+		t.Fatalf("this CLI could not read %s's status %s the replacement: %v\n%s", name, when, err, out)
+	}
+}
+
+// shortName turns a state into a Service name part: its first letters.
+func shortName(state string) string {
+	var b strings.Builder
+	for _, w := range strings.FieldsFunc(state, func(r rune) bool { return r == ' ' || r == ',' || r == '-' }) {
+		b.WriteString(strings.ToLower(w[:1]))
+	}
+	return b.String()
+}
