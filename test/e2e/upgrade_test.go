@@ -3,17 +3,20 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"knative.dev/serving/pkg/apis/serving"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/test/stack"
+	"github.com/sluicehq/sluice/test/testkit"
 )
 
 // upgradeCase is one rollout put into a state a rollout waits in, before
@@ -28,11 +31,16 @@ type upgradeCase struct {
 	reach   func(name string, s api.Status) bool
 	put     func(t *testing.T, name string)
 	reached func(name string, s api.Status) bool
-	// finish, if set, is the command after the replacement that ends it.
-	finish []string
+	// finish are the commands after the replacement that end it, if any
+	// (each with the Service's name after the verb).
+	finish [][]string
 	want   api.Outcome
 }
 
+// upgradeCases are the states a rollout waits in. The waits that end by
+// themselves (a hold, a Revision turning Ready, a capacity stage) last long
+// enough for every case to reach its state before sluice is replaced, and
+// end under the replacement.
 func upgradeCases() []upgradeCase {
 	holding := func(weight int64) func(string, api.Status) bool {
 		return func(n string, s api.Status) bool {
@@ -40,44 +48,48 @@ func upgradeCases() []upgradeCase {
 		}
 	}
 	paused := func(n string, s api.Status) bool { return s.Candidate == n+"-00002" && s.Paused }
+	pause := func(t *testing.T, n string) {
+		if out, err := sluice(t, "pause", n, "--reason", "before the upgrade"); err != nil {
+			t.Fatalf("pause: %v\n%s", err, out)
+		}
+	}
+	slowCompare := compared(map[string]string{"sluice.dev/hold": "75s"})
 	return []upgradeCase{
 		{state: "waiting for Ready", ann: map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "2s"},
-			next: map[string]string{stack.AnnotationReadyAfter: "25s"},
+			// Knative's own per-Revision deadline outlasts the wait (the
+			// stack's default is 15 s).
+			next: map[string]string{stack.AnnotationReadyAfter: "60s", serving.ProgressDeadlineAnnotationKey: "180s"},
 			reach: func(n string, s api.Status) bool {
 				return s.Candidate == n+"-00002" && s.Phase == api.PhaseWaitingReady
 			}, want: api.OutcomeSucceeded},
-		{state: "holding", ann: map[string]string{"sluice.dev/steps": "20,100", "sluice.dev/hold": "40s"},
+		{state: "holding", ann: map[string]string{"sluice.dev/steps": "20,100", "sluice.dev/hold": "75s"},
 			reach: holding(20), want: api.OutcomeSucceeded},
 		{state: "at a manual gate", ann: map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "1s", "sluice.dev/gates": "100"},
-			reach: func(n string, s api.Status) bool { return s.Candidate == n+"-00002" && s.Phase == api.PhaseGate },
-			// promote --reason is a flag of every version's CLI.
-			finish: []string{"promote", "--reason", "after the upgrade"}, want: api.OutcomeSucceeded},
-		{state: "paused", ann: map[string]string{"sluice.dev/steps": "30,100", "sluice.dev/hold": "20s"},
-			reach: holding(30),
-			put: func(t *testing.T, n string) {
-				if out, err := sluice(t, "pause", n, "--reason", "before the upgrade"); err != nil {
-					t.Fatalf("pause: %v\n%s", err, out)
-				}
-			},
-			reached: paused, finish: []string{"resume", "--reason", "after the upgrade"}, want: api.OutcomeSucceeded},
+			reach:  func(n string, s api.Status) bool { return s.Candidate == n+"-00002" && s.Phase == api.PhaseGate },
+			finish: [][]string{{"promote", "--reason", "after the upgrade"}}, want: api.OutcomeSucceeded},
+		// A pause keeps the hold's time left, so a short hold waits as
+		// long as the pause does.
+		{state: "paused", ann: map[string]string{"sluice.dev/steps": "30,100", "sluice.dev/hold": "5s"},
+			reach: holding(30), put: pause, reached: paused,
+			finish: [][]string{{"resume", "--reason", "after the upgrade"}}, want: api.OutcomeSucceeded},
 		{state: "drifted", ann: map[string]string{"sluice.dev/steps": "30,60,100", "sluice.dev/hold": "5s"},
 			reach: holding(30),
 			put: func(t *testing.T, n string) {
 				patchTraffic(t, n, []servingv1.TrafficTarget{{RevisionName: n + "-00001", Percent: new(int64(80))}, {RevisionName: n + "-00002", Percent: new(int64(20))}})
 			},
 			reached: func(n string, s api.Status) bool { return paused(n, s) && s.Drifted },
-			finish:  []string{"resume", "--reason", "keep my edit and go on"}, want: api.OutcomeSucceeded},
-		{state: "mid-analysis with a comparison", ann: compared(nil), tmpl: latency("60ms"),
+			finish:  [][]string{{"resume", "--reason", "keep my edit and go on"}}, want: api.OutcomeSucceeded},
+		{state: "mid-analysis with a comparison", ann: slowCompare, tmpl: latency("60ms"),
 			reach: func(n string, s api.Status) bool {
 				return holding(30)(n, s) && s.Analysis != nil && s.Analysis.Rounds > 0
 			}, want: api.OutcomeSucceeded},
-		{state: "in a capacity stage", ann: map[string]string{"sluice.dev/capacity": "availability", "sluice.dev/capacity-surge": "1", "sluice.dev/hold": "25s"},
+		{state: "in a capacity stage", ann: map[string]string{"sluice.dev/capacity": "availability", "sluice.dev/capacity-surge": "1", "sluice.dev/hold": "60s"},
 			tmpl: map[string]string{"autoscaling.knative.dev/min-scale": "2"},
 			reach: func(n string, s api.Status) bool {
 				return s.Candidate == n+"-00002" && s.Phase == api.PhaseHolding && s.StepNumber == 1 && s.Capacity != nil
 			}, want: api.OutcomeSucceeded},
 		{state: "holding, then aborted", ann: map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "10m"},
-			reach: holding(50), finish: []string{"abort", "--reason", "aborted after the upgrade"}, want: api.OutcomeAborted},
+			reach: holding(50), finish: [][]string{{"abort", "--reason", "aborted after the upgrade"}}, want: api.OutcomeAborted},
 	}
 }
 
@@ -124,75 +136,90 @@ func TestUpgradeUnderRunningRollouts(t *testing.T) {
 }
 
 // upgrade runs every upgradeCase on the sluice running now, replaces it
-// with bin once all are in their states, and sees each to its end.
+// with bin once all are in their states, and sees each to its end. The
+// rollouts run at once; the test waits on each in turn.
 func upgrade(t *testing.T, prefix, bin string) {
 	c := ctl(t)
 	cases := upgradeCases()
-	var reached sync.WaitGroup
-	reached.Add(len(cases))
-	replaced := make(chan struct{})
-	var replacedAt time.Time
-	took := make([]time.Duration, len(cases))
-	t.Run(prefix, func(t *testing.T) {
-		t.Run("replace", func(t *testing.T) {
-			t.Parallel()
-			reached.Wait()
-			from := stk.Sluice()
-			d, err := stk.ReplaceSluice(context.Background(), bin)
-			replacedAt = time.Now()
-			close(replaced)
-			if err != nil {
-				t.Fatalf("replace %s with %s: %v", from, bin, err)
-			}
-			t.Logf("worker replaced (new up, then old stopped) in %s", d.Round(time.Millisecond))
-		})
-		for i, uc := range cases {
-			name := prefix + "-" + shortName(uc.state)
-			t.Run(uc.state, func(t *testing.T) {
-				t.Parallel()
-				once := sync.OnceFunc(reached.Done)
-				defer once()
-				firstRolloutOf(t, c, name, uc.ann, uc.tmpl)
-				next := map[string]string{}
-				for k, v := range uc.tmpl {
-					next[k] = v
-				}
-				for k, v := range uc.next {
-					next[k] = v
-				}
-				deploy(t, name, "example.com/"+name+":v2", nil, next)
-				target := svcTarget(name)
-				waitStatus(t, c, target, 2*time.Minute, uc.state, func(s api.Status) bool { return uc.reach(name, s) })
-				if uc.put != nil {
-					uc.put(t, name)
-					waitStatus(t, c, target, time.Minute, uc.state, func(s api.Status) bool { return uc.reached(name, s) })
-				}
-				readStatus(t, name, "before")
-				once()
-				<-replaced
-				readStatus(t, name, "after")
-				if uc.finish != nil {
-					if out, err := sluice(t, append(uc.finish[:1:1], append([]string{name}, uc.finish[1:]...)...)...); err != nil {
-						t.Fatalf("sluice %s: %v\n%s", uc.finish[0], err, out)
-					}
-				}
-				st := waitOutcome(t, c, target, name+"-00002", 3*time.Minute)
-				took[i] = time.Since(replacedAt)
-				if st.Outcome != uc.want {
-					t.Fatalf("%s: ended %s (%s), want %s", uc.state, st.Outcome, st.Reason, uc.want)
-				}
-				want := name + "-00002=100%"
-				if uc.want != api.OutcomeSucceeded {
-					want = name + "-00001=100%"
-				}
-				if got := serviceTraffic(t, name); got != want {
-					t.Fatalf("%s: traffic %s, want %s", uc.state, got, want)
-				}
-			})
-		}
-	})
+	names := make([]string, len(cases))
 	for i, uc := range cases {
-		t.Logf("%s: %-32s ended %s after the replacement", prefix, uc.state, took[i].Round(100*time.Millisecond))
+		names[i] = prefix + "-" + shortName(uc.state)
+		all := map[string]string{"sluice.dev/rollout": "enabled"}
+		maps.Copy(all, uc.ann)
+		deploy(t, names[i], "example.com/"+names[i]+":v1", all, uc.tmpl)
+	}
+	for i := range cases {
+		waitOutcome(t, c, svcTarget(names[i]), names[i]+"-00001", 2*time.Minute)
+		waitClosed(t, c, names[i])
+	}
+	for i, uc := range cases {
+		next := maps.Clone(uc.tmpl)
+		if next == nil {
+			next = map[string]string{}
+		}
+		maps.Copy(next, uc.next)
+		deploy(t, names[i], "example.com/"+names[i]+":v2", nil, next)
+	}
+	for i, uc := range cases {
+		waitStatus(t, c, svcTarget(names[i]), 2*time.Minute, uc.state, func(s api.Status) bool { return uc.reach(names[i], s) })
+		if uc.put != nil {
+			uc.put(t, names[i])
+		}
+	}
+	for i, uc := range cases {
+		if uc.reached != nil {
+			waitStatus(t, c, svcTarget(names[i]), time.Minute, uc.state, func(s api.Status) bool { return uc.reached(names[i], s) })
+		}
+		readStatus(t, names[i], "before")
+	}
+
+	from := stk.Sluice()
+	took, err := stk.ReplaceSluice(context.Background(), bin)
+	if err != nil {
+		t.Fatalf("replace %s with %s: %v", from, bin, err)
+	}
+	replacedAt := time.Now()
+	// Temporal sees the new build poll: its identity names its version.
+	want := binVersion(t, bin)
+	testkit.Eventually(t, 30*time.Second, 500*time.Millisecond, "a worker of "+want+" polling", func() (bool, string) {
+		out, err := sluice(t, "version", "-o", "json")
+		var info struct {
+			Workers []struct{ Version string } `json:"workers"`
+		}
+		if err != nil || json.Unmarshal([]byte(out), &info) != nil {
+			return false, out
+		}
+		for _, w := range info.Workers {
+			if w.Version == want {
+				return true, ""
+			}
+		}
+		return false, out
+	})
+	t.Logf("%s: %d rollouts in their states; worker replaced (new up, then old stopped) in %s", prefix, len(cases), took.Round(time.Millisecond))
+
+	for i, uc := range cases {
+		readStatus(t, names[i], "after")
+		for _, cmd := range uc.finish {
+			args := append([]string{cmd[0], names[i]}, cmd[1:]...)
+			if out, err := sluice(t, args...); err != nil {
+				t.Fatalf("%s: sluice %s: %v\n%s", uc.state, strings.Join(args, " "), err, out)
+			}
+		}
+	}
+	for i, uc := range cases {
+		st := waitOutcome(t, c, svcTarget(names[i]), names[i]+"-00002", 4*time.Minute)
+		if st.Outcome != uc.want {
+			t.Fatalf("%s: ended %s (%s), want %s", uc.state, st.Outcome, st.Reason, uc.want)
+		}
+		want := names[i] + "-00002=100%"
+		if uc.want != api.OutcomeSucceeded {
+			want = names[i] + "-00001=100%"
+		}
+		if got := serviceTraffic(t, names[i]); got != want {
+			t.Fatalf("%s: traffic %s, want %s", uc.state, got, want)
+		}
+		t.Logf("%s: %-32s %s, %s after the replacement", prefix, uc.state, st.Outcome, st.EndedAt.Sub(replacedAt).Round(100*time.Millisecond))
 	}
 }
 
@@ -214,4 +241,15 @@ func shortName(state string) string {
 		b.WriteString(strings.ToLower(w[:1]))
 	}
 	return b.String()
+}
+
+// binVersion is the version a sluice binary says it is.
+func binVersion(t *testing.T, bin string) string {
+	t.Helper()
+	out, err := exec.Command(bin, "version", "--client").Output()
+	if err != nil {
+		t.Fatalf("%s version: %v", bin, err)
+	}
+	first, _, _ := strings.Cut(string(out), " (")
+	return strings.TrimPrefix(first, "sluice ")
 }
