@@ -165,28 +165,33 @@ type kindClient struct {
 // kind is the one place sluice tells a Service from a Route: the client of
 // o's kind, or ErrUnknownKind (what says what was being done).
 func (c Client) kind(o ObjectRef, what string) (kindClient, error) {
-	opts := metav1.PatchOptions{FieldManager: FieldManager}
 	switch o.Kind {
 	case KindService:
-		svc := c.Serving.ServingV1().Services(o.Namespace)
-		return kindClient{
-			get: func(ctx context.Context) (runtime.Object, error) { return svc.Get(ctx, o.Name, metav1.GetOptions{}) },
-			patch: func(ctx context.Context, p []byte) (runtime.Object, error) {
-				return svc.Patch(ctx, o.Name, types.MergePatchType, p, opts)
-			},
-			watch: svc.Watch,
-		}, nil
+		return typed(c.Serving.ServingV1().Services(o.Namespace), o.Name), nil
 	case KindRoute:
-		rt := c.Serving.ServingV1().Routes(o.Namespace)
-		return kindClient{
-			get: func(ctx context.Context) (runtime.Object, error) { return rt.Get(ctx, o.Name, metav1.GetOptions{}) },
-			patch: func(ctx context.Context, p []byte) (runtime.Object, error) {
-				return rt.Patch(ctx, o.Name, types.MergePatchType, p, opts)
-			},
-			watch: rt.Watch,
-		}, nil
+		return typed(c.Serving.ServingV1().Routes(o.Namespace), o.Name), nil
 	}
 	return kindClient{}, fmt.Errorf("%s a %s: %w", what, o.Kind, ErrUnknownKind)
+}
+
+// typedClient is what sluice uses of a generated clientset's Services or
+// Routes client.
+type typedClient[T runtime.Object] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// typed is the kindClient of the object name through tc; every patch is a
+// merge patch under sluice's field manager.
+func typed[T runtime.Object](tc typedClient[T], name string) kindClient {
+	return kindClient{
+		get: func(ctx context.Context) (runtime.Object, error) { return tc.Get(ctx, name, metav1.GetOptions{}) },
+		patch: func(ctx context.Context, p []byte) (runtime.Object, error) {
+			return tc.Patch(ctx, name, types.MergePatchType, p, metav1.PatchOptions{FieldManager: FieldManager})
+		},
+		watch: tc.Watch,
+	}
 }
 
 // liveFromObject reads the traffic of a Service or Route as sluice compares it.

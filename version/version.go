@@ -10,6 +10,8 @@ package version
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 
@@ -95,4 +97,33 @@ func Compatible(cli, other string) (bool, string) {
 		return false, fmt.Sprintf("release lines %s and %s are more than one minor apart: use a CLI of %s", Line(cli), Line(other), Line(other))
 	}
 	return true, "compatible"
+}
+
+// Release is one line of release/releases.txt: a version and the commit it
+// was cut from.
+type Release struct {
+	Version string
+	Commit  string
+}
+
+// ReadReleases reads release/releases.txt under root, oldest first ("#"
+// starts a comment): the releases every build replays the histories of,
+// the last being the one the upgrade test starts from.
+func ReadReleases(root string) ([]Release, error) {
+	raw, err := os.ReadFile(filepath.Join(root, "release", "releases.txt"))
+	if err != nil {
+		return nil, fmt.Errorf("read the list of releases: %w", err)
+	}
+	var out []Release
+	for i, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		if len(f) != 2 || !IsRelease(f[0]) {
+			return nil, fmt.Errorf("release/releases.txt:%d: want \"vMAJOR.MINOR.PATCH COMMIT\", got %q", i+1, line)
+		}
+		out = append(out, Release{Version: f[0], Commit: f[1]})
+	}
+	return out, nil
 }

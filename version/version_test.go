@@ -1,6 +1,11 @@
 package version
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
 
 func TestParseAndLine(t *testing.T) {
 	for _, c := range []struct {
@@ -68,6 +73,30 @@ func TestCompatible(t *testing.T) {
 	} {
 		if ok, why := Compatible(c.cli, c.worker); ok != c.ok {
 			t.Errorf("Compatible(%s, %s) = %v (%s), want %v", c.cli, c.worker, ok, why, c.ok)
+		}
+	}
+}
+
+func TestReadReleases(t *testing.T) {
+	rs, err := ReadReleases("..")
+	if err != nil || len(rs) == 0 || rs[0].Version != "v0.1.0" || len(rs[0].Commit) != 40 {
+		t.Fatalf("the repository's releases: %+v, %v", rs, err)
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "release"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for body, want := range map[string]string{
+		"# none yet\n":             "",
+		"v0.1.0\n":                 `release/releases.txt:1: want "vMAJOR.MINOR.PATCH COMMIT", got "v0.1.0"`,
+		"# a\nv0.2.0-dev abc123\n": `release/releases.txt:2: want`,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, "release", "releases.txt"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := ReadReleases(dir)
+		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("ReadReleases(%q): %v, want %q", body, err, want)
 		}
 	}
 }

@@ -54,15 +54,13 @@ func TestReplayRecordedHistories(t *testing.T) {
 // and the VERSION file's when the tree is a release, has its set of
 // histories, so no release's rollouts go unreplayed.
 func TestEveryReleaseHasHistories(t *testing.T) {
-	versions := []string{}
-	raw, err := os.ReadFile("../release/releases.txt")
+	releases, err := version.ReadReleases("..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if f := strings.Fields(line); len(f) > 0 && !strings.HasPrefix(f[0], "#") {
-			versions = append(versions, f[0])
-		}
+	var versions []string
+	for _, r := range releases {
+		versions = append(versions, r.Version)
 	}
 	cur, err := os.ReadFile("../VERSION")
 	if err != nil {

@@ -3,10 +3,11 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
-	"path/filepath"
+	"path"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/test/stack"
 	"github.com/sluicehq/sluice/test/testkit"
+	"github.com/sluicehq/sluice/version"
 )
 
 // upgradeCase is one rollout put into a state a rollout waits in, before
@@ -107,14 +109,12 @@ func upgradeCases() []upgradeCase {
 func TestUpgradeUnderRunningRollouts(t *testing.T) {
 	previous := os.Getenv("SLUICE_PREVIOUS_BIN")
 	if previous == "" {
-		raw, err := os.ReadFile(filepath.Join(stackOptions.Root, "release", "releases.txt"))
+		releases, err := version.ReadReleases(stackOptions.Root)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, line := range strings.Split(string(raw), "\n") {
-			if f := strings.Fields(line); len(f) > 0 && !strings.HasPrefix(f[0], "#") {
-				t.Fatalf("release/releases.txt names %s, but SLUICE_PREVIOUS_BIN is not set: run the tests with `make test`, which builds it", f[0])
-			}
+		if len(releases) > 0 {
+			t.Fatalf("release/releases.txt names %s, but SLUICE_PREVIOUS_BIN is not set: run the tests with `make test`, which builds it", releases[len(releases)-1].Version)
 		}
 		t.Skip("no release has been cut yet: release/releases.txt names none")
 	}
@@ -179,18 +179,18 @@ func upgrade(t *testing.T, prefix, bin string) {
 		t.Fatalf("replace %s with %s: %v", from, bin, err)
 	}
 	replacedAt := time.Now()
-	// Temporal sees the new build poll: its identity names its version.
-	want := binVersion(t, bin)
-	testkit.Eventually(t, 30*time.Second, 500*time.Millisecond, "a worker of "+want+" polling", func() (bool, string) {
-		out, err := sluice(t, "version", "-o", "json")
+	// Temporal sees the new worker process poll, naming the new build.
+	want := fmt.Sprintf("%d@*@sluice-worker/%s", stk.WorkerPID(), binVersion(t, bin))
+	testkit.Eventually(t, 30*time.Second, 500*time.Millisecond, "the new worker polling, as "+want, func() (bool, string) {
 		var info struct {
-			Workers []struct{ Version string } `json:"workers"`
+			Workers []struct{ Identity string }
 		}
+		out, err := sluice(t, "version", "-o", "json")
 		if err != nil || json.Unmarshal([]byte(out), &info) != nil {
 			return false, out
 		}
 		for _, w := range info.Workers {
-			if w.Version == want {
+			if ok, _ := path.Match(want, w.Identity); ok {
 				return true, ""
 			}
 		}
@@ -246,10 +246,10 @@ func shortName(state string) string {
 // binVersion is the version a sluice binary says it is.
 func binVersion(t *testing.T, bin string) string {
 	t.Helper()
-	out, err := exec.Command(bin, "version", "--client").Output()
-	if err != nil {
-		t.Fatalf("%s version: %v", bin, err)
+	out, err := exec.Command(bin, "version", "--client", "-o", "json").Output()
+	var info struct{ Version string }
+	if err != nil || json.Unmarshal(out, &info) != nil || info.Version == "" {
+		t.Fatalf("%s version: %v\n%s", bin, err, out)
 	}
-	first, _, _ := strings.Cut(string(out), " (")
-	return strings.TrimPrefix(first, "sluice ")
+	return info.Version
 }

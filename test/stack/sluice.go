@@ -208,3 +208,7 @@ func (s *Stack) ReplaceSluice(ctx context.Context, bin string) (time.Duration, e
 
 // Sluice is the binary sluice's worker and receiver run from now.
 func (s *Stack) Sluice() string { return s.opts.Tools.Sluice }
+
+// WorkerPID is the process ID of the stack's worker, which its Temporal
+// identity begins with.
+func (s *Stack) WorkerPID() int { return s.worker.cmd.Process.Pid }
