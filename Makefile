@@ -47,8 +47,10 @@ tools:
 # The tool locations, built once per version into the cache outside the clone.
 TOOL_ENV = env=$$(bash $(TOOLS) all) || exit 1; eval "$$env"; export SLUICE_BIN=$(CURDIR)/bin/sluice
 
+# The upgrade test also needs the previous release, built from this
+# repository's history (release/releases.txt); the demo does not.
 test: lint build
-	@$(TOOL_ENV); bash test/run.sh
+	@$(TOOL_ENV); export SLUICE_PREVIOUS_BIN=$$(bash $(TOOLS) previous) || exit 1; bash test/run.sh
 
 # Images for a cluster (docs/install.md): an OCI layout with linux/amd64 and
 # linux/arm64, config/deploy resolved to $(KO_DOCKER_REPO)/sluice@digest, and

@@ -114,7 +114,7 @@ func TestUpgradeUnderRunningRollouts(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(releases) > 0 {
-			t.Fatalf("release/releases.txt names %s, but SLUICE_PREVIOUS_BIN is not set: run the tests with `make test`, which builds it", releases[len(releases)-1].Version)
+			t.Fatalf("release/releases.txt names %s, but SLUICE_PREVIOUS_BIN is not set: run the tests with `make test`, or export SLUICE_PREVIOUS_BIN=$(bash test/tools/install.sh previous)", releases[len(releases)-1].Version)
 		}
 		t.Skip("no release has been cut yet: release/releases.txt names none")
 	}

@@ -217,7 +217,6 @@ case "${1:-}" in
     browser=$(install_browser)
     ko=$(install_ko)
     prometheus=$(install_prometheus)
-    previous=$(install_previous)
     # ip netns, for the components that run in network namespaces.
     apt_install ip "network namespaces in the Knative tests" iproute2 >/dev/null
     echo "export SLUICE_TEMPORAL_BIN=$temporal"
@@ -230,7 +229,6 @@ case "${1:-}" in
     echo "export SLUICE_CHROMIUM_BIN=$browser"
     echo "export SLUICE_KO_BIN=$ko"
     echo "export SLUICE_PROMETHEUS_BIN=$prometheus"
-    echo "export SLUICE_PREVIOUS_BIN=$previous"
     ;;
   *) echo "usage: $0 temporal|conformance|kube|etcd|eventing|serving|kwok|browser|ko|prometheus|flagger|previous|all" >&2; exit 2 ;;
 esac
