@@ -18,6 +18,7 @@ KWOK_VERSION=v0.8.0        # test/tools/kwok/go.mod
 KO_VERSION=v0.19.1         # images/go.mod
 FLAGGER_VERSION=v1.44.0    # test/tools/flagger/go.mod (make bench-peers only)
 PROMETHEUS_VERSION=v0.316.0 # test/tools/prometheus/go.mod (the module's version of Prometheus 3.16.0)
+HELM_VERSION=v4.3.2        # test/tools/helm/go.mod
 
 cache_root=${SLUICE_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice/tools}
 
@@ -133,6 +134,16 @@ install_ko() {
   echo "$dir/ko"
 }
 
+# install_helm builds Helm, which packages sluice's chart (make release) and
+# which the chart test drives. It prints the binary.
+install_helm() {
+  local dir
+  # Without its version linked in, helm calls itself "v4.3".
+  dir=$(BUILD_LDFLAGS="-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" build_in_module helm "$cache_root/helm-$HELM_VERSION" "Helm $HELM_VERSION (about 3 minutes cold)" \
+    helm.sh/helm/v4/cmd/helm) || return
+  echo "$dir/helm"
+}
+
 # apt_install installs a Debian package that provides command $1 unless it
 # is there already, and prints the command's path.
 apt_install() {
@@ -202,6 +213,7 @@ case "${1:-}" in
   serving) install_serving ;;
   kwok) install_kwok ;;
   ko) install_ko ;;
+  helm) install_helm ;;
   flagger) install_flagger ;;
   previous) install_previous ;;
   all)
@@ -216,6 +228,7 @@ case "${1:-}" in
     kwok=$(install_kwok)
     browser=$(install_browser)
     ko=$(install_ko)
+    helm=$(install_helm)
     prometheus=$(install_prometheus)
     # ip netns, for the components that run in network namespaces.
     apt_install ip "network namespaces in the Knative tests" iproute2 >/dev/null
@@ -228,7 +241,8 @@ case "${1:-}" in
     echo "export SLUICE_KWOK_DIR=$kwok"
     echo "export SLUICE_CHROMIUM_BIN=$browser"
     echo "export SLUICE_KO_BIN=$ko"
+    echo "export SLUICE_HELM_BIN=$helm"
     echo "export SLUICE_PROMETHEUS_BIN=$prometheus"
     ;;
-  *) echo "usage: $0 temporal|conformance|kube|etcd|eventing|serving|kwok|browser|ko|prometheus|flagger|previous|all" >&2; exit 2 ;;
+  *) echo "usage: $0 temporal|conformance|kube|etcd|eventing|serving|kwok|browser|ko|helm|prometheus|flagger|previous|all" >&2; exit 2 ;;
 esac
