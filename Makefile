@@ -8,6 +8,8 @@
 #   make worker  run a Temporal dev server (UI on :8233) and a sluice worker against $KUBECONFIG
 #   make record-histories  record this release's set of workflow histories (workflows/testdata/histories/VERSION)
 #   make images  container images with ko, no Docker engine: dist/oci, dist/sluice.yaml (KO_DOCKER_REPO=...)
+#   make release everything a release ships, reproducibly, into dist/: images with SBOMs, binaries for linux and
+#                darwin on amd64 and arm64, resolved manifests, the packaged Helm chart, SHA256SUMS (release/build.sh)
 #   make bench   rollouts on the local stack at 1, 5, 10, 25, 50 and 100 at once, 100 again on two workers, and 10 × 8
 #                steps (docs/benchmarks.md; JSON to $BENCH_OUT), the knee and what saturates,
 #                Go benchmarks of the hot paths, and the receiver's answer to a new candidate and to an irrelevant event (1,000 events each, 3 runs)
@@ -19,7 +21,7 @@
 GO ?= go
 TOOLS := test/tools/install.sh
 
-.PHONY: build test lint tools worker demo bench bench-peers images chaos record-histories
+.PHONY: build test lint tools worker demo bench bench-peers images release chaos record-histories
 
 # The version this tree is, or leads to, from the VERSION file (semver;
 # docs/operations.md). `make release` stamps it as is; every other build
@@ -57,6 +59,11 @@ test: lint build
 # the host platform's image as a tarball.
 images:
 	@SLUICE_VERSION=$(VERSION) bash images/build.sh dist
+
+# A release, from a clean tree at the VERSION file's version (docs/operations.md,
+# "Cutting a release"); KO_DOCKER_REPO names where its images will be pushed.
+release:
+	@bash release/build.sh dist
 
 # The local demo stack: a rollout stops at a manual gate until you promote it.
 demo: build

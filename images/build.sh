@@ -12,7 +12,8 @@
 #
 # KO_DOCKER_REPO is the repository the images will be pushed to (default
 # localhost:5000); PLATFORMS the list to build (default from .ko.yaml:
-# linux/amd64,linux/arm64); SLUICE_VERSION the version stamped in the binary.
+# linux/amd64,linux/arm64); SLUICE_VERSION the version stamped in the binary;
+# SBOM_DIR, if set, where ko writes the images' SPDX SBOMs (make release).
 # KO_PUSH=true also pushes the images to KO_DOCKER_REPO (with your registry
 # credentials, as ko finds them in ~/.docker/config.json).
 set -euo pipefail
@@ -39,7 +40,9 @@ scratch=.images-oci
 rm -rf "$scratch" "$out/oci"
 files=()
 for f in config/deploy/[0-9]*.yaml; do files+=(-f "$f"); done
-"$ko" resolve --push="${KO_PUSH:-false}" --base-import-paths --platform "$platforms" \
+sbom=()
+[[ -n ${SBOM_DIR:-} ]] && sbom=(--sbom spdx --sbom-dir "$SBOM_DIR")
+"$ko" resolve --push="${KO_PUSH:-false}" --base-import-paths --platform "$platforms" "${sbom[@]}" \
   --oci-layout-path "$scratch" "${files[@]}" >"$out/sluice.yaml.tmp"
 mv "$scratch" "$out/oci"
 # Name the image by the repository it will be pushed to, keeping the digest.

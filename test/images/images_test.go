@@ -1,4 +1,4 @@
-// Package images tests `make images`: the images ko builds from a locally
+// Package images tests `make release` and so `make images`: the images ko builds from a locally
 // written base, without a Docker engine or a registry.
 package images
 
@@ -33,28 +33,36 @@ const (
 	maxCompressed = 30 << 20
 )
 
-// TestMakeImages runs images/build.sh (what `make images` runs) and checks
-// what a cluster will run: one multi-platform image, non-root by number, no
-// shell, small, carrying a sluice binary that runs and reports the version
-// it was built as; the resolved manifests name exactly that image by digest;
-// the host platform's tarball is the same image, byte for byte.
-func TestMakeImages(t *testing.T) {
-	if os.Getenv("SLUICE_KO_BIN") == "" {
+// TestMakeRelease runs release/build.sh (what `make release` runs) twice
+// and checks what a cluster and a laptop will run. The image: one
+// multi-platform image, non-root by number, no shell, small, carrying a
+// sluice binary that runs and reports the version it was built as, with an
+// SBOM per platform; the resolved manifests and the packaged chart name
+// exactly that image by digest; the host platform's tarball is the same
+// image. The binaries: static, for each os/arch, the host's runs. SHA256SUMS
+// holds every file. And the second build of the same commit gives the same
+// digests, byte for byte.
+func TestMakeRelease(t *testing.T) {
+	if os.Getenv("SLUICE_KO_BIN") == "" || os.Getenv("SLUICE_HELM_BIN") == "" {
 		if os.Getenv("CI") != "" {
-			t.Fatal("SLUICE_KO_BIN is not set: run the tests with `make test`, which builds ko")
+			t.Fatal("SLUICE_KO_BIN or SLUICE_HELM_BIN is not set: run the tests with `make test`, which builds ko and Helm")
 		}
-		t.Skip("SLUICE_KO_BIN is not set; `make test` builds ko and sets it")
+		t.Skip("SLUICE_KO_BIN or SLUICE_HELM_BIN is not set; `make test` builds them and sets them")
 	}
 	root, err := stack.RepoRoot(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := t.TempDir()
-	cmd := exec.Command("bash", filepath.Join(root, "images", "build.sh"), out)
-	cmd.Env = append(os.Environ(), "KO_DOCKER_REPO="+repo, "SLUICE_VERSION="+version, "PLATFORMS=linux/amd64,linux/arm64")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("images/build.sh: %v\n%s", err, b)
+	build := func(binaries string) string {
+		out := t.TempDir()
+		cmd := exec.Command("bash", filepath.Join(root, "release", "build.sh"), out)
+		cmd.Env = append(os.Environ(), "KO_DOCKER_REPO="+repo, "SLUICE_VERSION="+version, "BINARIES="+binaries)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("release/build.sh: %v\n%s", err, b)
+		}
+		return out
 	}
+	out := build(strings.Join(targets, " "))
 
 	idx := readIndex(t, filepath.Join(out, "oci"))
 	idxDigest, err := idx.Digest()
@@ -78,6 +86,7 @@ func TestMakeImages(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkImage(t, desc.Platform.Architecture, img)
+		checkSBOM(t, filepath.Join(out, "sbom", "sluice-linux-"+desc.Platform.Architecture+".spdx.json"))
 		if desc.Platform.Architecture == runtime.GOARCH {
 			host = img
 		}
@@ -90,7 +99,23 @@ func TestMakeImages(t *testing.T) {
 	}
 	runBinary(t, host)
 	checkTarball(t, filepath.Join(out, "sluice-linux-"+runtime.GOARCH+".tar"), host)
-	checkManifests(t, filepath.Join(out, "sluice.yaml"), repo+"/sluice@"+idxDigest.String())
+	image := repo + "/sluice@" + idxDigest.String()
+	checkManifests(t, filepath.Join(out, "sluice.yaml"), image)
+	checkBinaries(t, out)
+	checkChart(t, out, image)
+	sums := checkSums(t, out)
+
+	// The same commit again: the same image, manifests, chart and binary.
+	again := build("linux/" + runtime.GOARCH)
+	idx2 := readIndex(t, filepath.Join(again, "oci"))
+	if d, err := idx2.Digest(); err != nil || d != idxDigest {
+		t.Errorf("a second build of the same commit gives the image %s, the first %s (%v): the build is not reproducible", d, idxDigest, err)
+	}
+	for name, sum := range checkSums(t, again) {
+		if sums[name] != sum {
+			t.Errorf("a second build of the same commit gives %s with sha256 %s, the first %s", name, sum, sums[name])
+		}
+	}
 }
 
 func readIndex(t *testing.T, dir string) v1.ImageIndex {
