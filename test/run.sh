@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of sluice — unit, replay, integration on a real Temporal
-# server, end-to-end on the local stack — and then the demo, unattended.
+# server, end-to-end on the local stack, the install guide on a stack of its
+# own, a short chaos run — and then the demo, unattended.
 # Expects the tool environment from test/tools/install.sh and SLUICE_BIN.
 # Prints each package's result and, last, a line "N passed, N failed".
 set -uo pipefail
@@ -24,6 +25,20 @@ if [[ $status -ne 0 ]]; then
   grep -nE -B3 -A40 '^\s*--- FAIL|^panic:|^FAIL\s' "$log" | tail -400
   [[ $failed -eq 0 ]] && failed=1
 fi
+
+# docs/install.md, followed step by step on a stack of its own: it binds
+# the ApiServerSource adapter's port, as the e2e stack does.
+echo
+echo "Install guide:"
+guidelog=$(mktemp)
+if SLUICE_INSTALL_GUIDE=1 go test -count=1 -timeout 15m -v -run '^TestInstallGuide$' ./test/install/ >"$guidelog" 2>&1; then
+  passed=$((passed + 1))
+  grep -E 'install\.md —|not covered|^(ok|--- PASS)' "$guidelog" | sed -E 's/^\s*guide_test\.go:[0-9]+: //'
+else
+  failed=$((failed + 1))
+  grep -nE '_test\.go:[0-9]+:|^\s*--- FAIL|^panic:|^FAIL' "$guidelog" | cut -c1-400 | tail -60
+fi
+rm -f "$guidelog"
 
 # The short chaos run (a fixed seed) needs the machine to itself: its
 # stack binds the ports the e2e stack does.

@@ -244,21 +244,28 @@ func (s *Stack) applyDeploy(ctx context.Context) error {
 	if err := s.InstallAdmissionWebhook(ctx); err != nil {
 		return err
 	}
-	for _, sa := range []struct {
-		name string
-		into *string
-	}{{"sluice-worker", &s.workerKubeconfig}, {"sluice-receiver", &s.receiverKubeconfig}} {
-		token, err := s.kubectl(ctx, "create", "token", sa.name, "-n", "sluice-system", "--duration", "48h")
-		if err != nil {
-			return err
-		}
-		path := filepath.Join(s.opts.Dir, sa.name+".kubeconfig")
-		if err := writeKubeconfig(path, sluiceKube, strings.TrimSpace(token)); err != nil {
-			return err
-		}
-		*sa.into = path
+	s.workerKubeconfig, err = s.serviceAccountKubeconfig(ctx, sluiceKube, "sluice-system", "sluice-worker")
+	if err != nil {
+		return err
 	}
-	return nil
+	s.receiverKubeconfig, err = s.serviceAccountKubeconfig(ctx, sluiceKube, "sluice-system", "sluice-receiver")
+	return err
+}
+
+// ServiceAccountKubeconfig writes a kubeconfig that reaches the API server
+// as the ServiceAccount namespace/name (a token valid 48 hours): what a pod
+// running as that account would have mounted. It returns the file's path.
+func (s *Stack) ServiceAccountKubeconfig(ctx context.Context, namespace, name string) (string, error) {
+	return s.serviceAccountKubeconfig(ctx, s.KubeURL, namespace, name)
+}
+
+func (s *Stack) serviceAccountKubeconfig(ctx context.Context, server, namespace, name string) (string, error) {
+	token, err := s.kubectl(ctx, "create", "token", name, "-n", namespace, "--duration", "48h")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(s.opts.Dir, namespace+"-"+name+".kubeconfig")
+	return path, writeKubeconfig(path, server, strings.TrimSpace(token))
 }
 
 // auditPolicy records what sluice's benchmark and chaos runs read from the

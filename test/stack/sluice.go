@@ -141,13 +141,6 @@ func (s *Stack) InstallAdmissionWebhook(ctx context.Context) error {
 func (s *Stack) StopReceiver() { s.receiver.stop(5 * time.Second) }
 
 func (s *Stack) startAdapter(ctx context.Context) error {
-	cfg, _ := json.Marshal(map[string]any{
-		"namespaces": []string{Namespace}, "allNamespaces": false, "mode": "Resource",
-		"resources": []map[string]any{
-			{"gvr": map[string]string{"Group": "serving.knative.dev", "Version": "v1", "Resource": "revisions"}},
-			{"gvr": map[string]string{"Group": "serving.knative.dev", "Version": "v1", "Resource": "services"}},
-		},
-	})
 	sinkURL := s.ReceiverURL
 	if s.opts.Via != nil {
 		var err error
@@ -155,6 +148,20 @@ func (s *Stack) startAdapter(ctx context.Context) error {
 			return err
 		}
 	}
+	return s.StartAdapter(ctx, sinkURL)
+}
+
+// StartAdapter runs Knative Eventing's ApiServerSource adapter as an
+// ApiServerSource of Revisions and Services in Namespace (Resource mode)
+// would, sending to sink. It binds port 8080: one per machine.
+func (s *Stack) StartAdapter(ctx context.Context, sinkURL string) error {
+	cfg, _ := json.Marshal(map[string]any{
+		"namespaces": []string{Namespace}, "allNamespaces": false, "mode": "Resource",
+		"resources": []map[string]any{
+			{"gvr": map[string]string{"Group": "serving.knative.dev", "Version": "v1", "Resource": "revisions"}},
+			{"gvr": map[string]string{"Group": "serving.knative.dev", "Version": "v1", "Resource": "services"}},
+		},
+	})
 	env := []string{"K_SINK=" + sinkURL, "NAMESPACE=" + Namespace, "NAME=sluice-stack", "K_COMPONENT=apiserversource",
 		"K_SOURCE_CONFIG=" + string(cfg)}
 	var err error

@@ -90,6 +90,10 @@ type Options struct {
 	// ControlPlaneOnly starts etcd and kube-apiserver with the CRDs, and
 	// nothing else: for tests that run Knative's own components beside it.
 	ControlPlaneOnly bool
+	// NoSluice starts everything but sluice: no manifests applied, no
+	// worker, receiver or ApiServerSource adapter. For tests that install
+	// sluice themselves (Spawn, StartAdapter, ServiceAccountKubeconfig).
+	NoSluice bool
 	// APIServerAddress is the address kube-apiserver serves on (default
 	// 127.0.0.1): a Bridge's Host, for components in network namespaces.
 	APIServerAddress string
@@ -213,6 +217,20 @@ func (s *Stack) run(ctx context.Context, name string, env []string, ready func()
 	return p, waitFor(ctx, p, name, 60*time.Second, ready)
 }
 
+// Spawn starts a process beside the stack as Run does, and returns a stop
+// that sends it SIGTERM and waits up to grace before SIGKILL (it also stops
+// with the stack).
+func (s *Stack) Spawn(ctx context.Context, name string, env []string, ready func() error, bin string, args ...string) (stop func(grace time.Duration), err error) {
+	p, err := s.run(ctx, name, env, ready, bin, args...)
+	if p == nil {
+		return nil, err
+	}
+	return p.stop, err
+}
+
+// HTTPReady is a readiness check: GET url answers 200.
+func HTTPReady(url string) func() error { return httpOK(url) }
+
 // Namespace is where the stack's Knative objects live.
 const Namespace = "default"
 
@@ -247,13 +265,15 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 			{"data plane stand-in", s.startDataPlane},
 			{"Knative autoscaler", s.startKnativeAutoscaler},
 			{"KIngress stand-in", s.startIngress},
-			{"sluice's manifests", s.applyDeploy},
-			{"Temporal dev server", s.startTemporal},
-			{"Prometheus", s.startPrometheus},
-			{"sluice worker", s.StartWorker},
-			{"sluice receiver", s.StartReceiver},
 		}...)
-		if o.Adapter {
+		if !o.NoSluice {
+			steps = append(steps, step{"sluice's manifests", s.applyDeploy})
+		}
+		steps = append(steps, step{"Temporal dev server", s.startTemporal}, step{"Prometheus", s.startPrometheus})
+		if !o.NoSluice {
+			steps = append(steps, step{"sluice worker", s.StartWorker}, step{"sluice receiver", s.StartReceiver})
+		}
+		if o.Adapter && !o.NoSluice {
 			steps = append(steps, step{"ApiServerSource adapter", s.startAdapter})
 		}
 	}
