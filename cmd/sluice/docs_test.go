@@ -154,8 +154,11 @@ func TestDocsCommandLinesParse(t *testing.T) {
 	for _, file := range docFiles(t) {
 		code, prose := blocks(t, file)
 		check := func(b docBlock, line string, full bool) {
-			for _, m := range invocation.FindAllStringSubmatch(line, -1) {
-				args := words(m[1])
+			for _, m := range invocation.FindAllStringSubmatchIndex(line, -1) {
+				if helmRelease.MatchString(line[:m[2]]) {
+					continue // "helm install sluice …": the release's name, not the CLI
+				}
+				args := words(line[m[2]:m[3]])
 				if len(args) == 0 {
 					continue
 				}
@@ -193,6 +196,10 @@ func TestDocsCommandLinesParse(t *testing.T) {
 }
 
 var inlineCode = regexp.MustCompile("`([^`]+)`")
+
+// helmRelease ends the text before "sluice" when sluice is a Helm
+// release's name: helm install sluice charts/sluice.
+var helmRelease = regexp.MustCompile(`\bhelm\s+(install|upgrade|uninstall|template|status|rollback|get\s+\w+)\s+sluice$`)
 
 // TestDocsPolicyExamplesLint runs every YAML example that carries a sluice
 // annotation through lint: a whole object as it is, a fragment of

@@ -21,7 +21,19 @@ import (
 // can run serves stk. It stops when the test ends.
 func startCluster(ctx context.Context, t *testing.T, name string, audit bool) *stack.Stack {
 	t.Helper()
+	return startClusterOpts(ctx, t, name, audit, stackOptions.Tools.Sluice)
+}
+
+// startClusterWith is startCluster, its sluice the binary bin.
+func startClusterWith(ctx context.Context, t *testing.T, name, bin string) *stack.Stack {
+	t.Helper()
+	return startClusterOpts(ctx, t, name, false, bin)
+}
+
+func startClusterOpts(ctx context.Context, t *testing.T, name string, audit bool, bin string) *stack.Stack {
+	t.Helper()
 	o := stackOptions
+	o.Tools.Sluice = bin
 	o.Dir, o.Temporal, o.Cluster, o.Audit = t.TempDir(), stk.TemporalAddr, name, audit
 	o.Adapter, o.UI, o.ProgressSink, o.DeployDir = false, false, "", ""
 	o.ReceiverEnv = []string{"SLUICE_RECEIVER_SWEEP=2s"}

@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/test/stack"
 	"github.com/sluicehq/sluice/test/testkit"
 	"github.com/sluicehq/sluice/version"
+	"github.com/sluicehq/sluice/workflows/control"
 )
 
 // upgradeCase is one rollout put into a state a rollout waits in, before
@@ -131,16 +132,95 @@ func TestUpgradeUnderRunningRollouts(t *testing.T) {
 	if _, err := stk.ReplaceSluice(ctx, previous); err != nil {
 		t.Fatalf("start the previous release: %v", err)
 	}
-	upgrade(t, "up", current)
-	upgrade(t, "down", previous)
+	// Two more clusters, east and west, for a rollout waiting for its wave:
+	// on the previous release too.
+	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	east, west := startClusterWith(startCtx, t, "east", previous), startClusterWith(startCtx, t, "west", previous)
+	waves := &waveClusters{east: east, west: west, c: ctl(t)}
+	upgrade(t, "up", current, waves)
+	upgrade(t, "down", previous, waves)
+}
+
+// waveClusters run one rollout in waves beside the upgrade's cases: east is
+// wave 1, which waits at a gate after its soak; west is wave 2, waiting for
+// its wave when sluice is replaced in all three clusters.
+type waveClusters struct {
+	east, west *stack.Stack
+	c          *control.Client
+}
+
+const wavePlan = "waves:\n- {clusters: [east], soak: 1s, gate: true}\n- {clusters: [west]}\n"
+
+func (w *waveClusters) each(fn func(name string, s *stack.Stack, c *control.Client)) {
+	fn("east", w.east, clusterCtl(w.c, "east"))
+	fn("west", w.west, clusterCtl(w.c, "west"))
+}
+
+// start deploys name's first Revision in both clusters, then its second,
+// west first, and waits for west waiting for its wave and east at 100%
+// awaiting the wave's gate.
+func (w *waveClusters) start(t *testing.T, name string) {
+	t.Helper()
+	policy := map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/steps": "50,100", "sluice.dev/hold": "2s", "sluice.dev/waves": wavePlan}
+	w.each(func(_ string, s *stack.Stack, c *control.Client) {
+		deployTo(t, s, name, "example.com/"+name+":v1", policy, nil)
+	})
+	w.each(func(_ string, _ *stack.Stack, c *control.Client) {
+		waitOutcome(t, c, svcTarget(name), name+"-00001", 2*time.Minute)
+	})
+	time.Sleep(2 * time.Second) // both first rollouts close
+	deployTo(t, w.west, name, "example.com/"+name+":v2", nil, nil)
+	waitStatus(t, clusterCtl(w.c, "west"), svcTarget(name), 2*time.Minute, "west waiting for its wave", func(s api.Status) bool {
+		return s.Candidate == name+"-00002" && s.Phase == api.PhaseWaitingWave
+	})
+	deployTo(t, w.east, name, "example.com/"+name+":v2", nil, nil)
+	waitStatus(t, clusterCtl(w.c, "east"), svcTarget(name), 2*time.Minute, "east at 100%, its wave at the gate", func(s api.Status) bool {
+		return s.Candidate == name+"-00002" && s.Phase == api.PhaseWaveHold
+	})
+}
+
+// replace puts bin in place of sluice in both clusters, as in the first.
+func (w *waveClusters) replace(t *testing.T, bin string) {
+	t.Helper()
+	w.each(func(name string, s *stack.Stack, _ *control.Client) {
+		if _, err := s.ReplaceSluice(context.Background(), bin); err != nil {
+			t.Fatalf("cluster %s: replace sluice with %s: %v", name, bin, err)
+		}
+	})
+}
+
+// finish reads both rollouts with this CLI, promotes the wave past its
+// gate, and sees both succeed: west released only now.
+func (w *waveClusters) finish(t *testing.T, name string, replacedAt time.Time, prefix string) {
+	t.Helper()
+	for _, cluster := range []string{"east", "west"} {
+		out, err := sluice(t, "status", name, "--cluster", cluster, "-o", "json")
+		var st api.Status
+		if err != nil || json.Unmarshal([]byte(out), &st) != nil || st.Candidate != name+"-00002" {
+			t.Fatalf("this CLI could not read %s's status in %s after the replacement: %v\n%s", name, cluster, err, out)
+		}
+	}
+	if out, err := sluice(t, "wave", "promote", name, "--reason", "upgrade test"); err != nil {
+		t.Fatalf("sluice wave promote %s: %v\n%s", name, err, out)
+	}
+	w.each(func(cluster string, _ *stack.Stack, c *control.Client) {
+		st := waitOutcome(t, c, svcTarget(name), name+"-00002", 3*time.Minute)
+		if st.Outcome != api.OutcomeSucceeded {
+			t.Fatalf("the wave's rollout in %s: %s (%s), want Succeeded", cluster, st.Outcome, st.Reason)
+		}
+		t.Logf("%s: %-32s %s, %s after the replacement", prefix, "waiting for its wave ("+cluster+")", st.Outcome, st.EndedAt.Sub(replacedAt).Round(100*time.Millisecond))
+	})
 }
 
 // upgrade runs every upgradeCase on the sluice running now, replaces it
 // with bin once all are in their states, and sees each to its end. The
 // rollouts run at once; the test waits on each in turn.
-func upgrade(t *testing.T, prefix, bin string) {
+func upgrade(t *testing.T, prefix, bin string, waves *waveClusters) {
 	c := ctl(t)
 	cases := upgradeCases()
+	waveName := prefix + "-wave"
+	waves.start(t, waveName)
 	names := make([]string, len(cases))
 	for i, uc := range cases {
 		names[i] = prefix + "-" + shortName(uc.state)
@@ -196,7 +276,9 @@ func upgrade(t *testing.T, prefix, bin string) {
 		}
 		return false, out
 	})
-	t.Logf("%s: %d rollouts in their states; worker replaced (new up, then old stopped) in %s", prefix, len(cases), took.Round(time.Millisecond))
+	waves.replace(t, bin)
+	t.Logf("%s: %d rollouts in their states, and one in waves over two more clusters; worker replaced (new up, then old stopped) in %s", prefix, len(cases), took.Round(time.Millisecond))
+	waves.finish(t, waveName, replacedAt, prefix)
 
 	for i, uc := range cases {
 		readStatus(t, names[i], "after")
