@@ -3,6 +3,7 @@ package knative
 import (
 	"context"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -26,16 +27,27 @@ type watcher struct {
 
 // until watches from resourceVersion and reports whether the state was
 // reached before ctx ended. A deleted object is passed to done as well. An
-// error means a watch could not be opened: the caller falls back to
-// re-reading, slower and dearer, and should say why.
+// error means a watch cannot be opened at all (no right to, no such kind):
+// the caller falls back to re-reading, slower and dearer, and should say
+// why. While the API server is away — a restart, a network fault — it
+// waits and watches again until ctx ends: the object may reach the state
+// meanwhile, and answering early with what was read before would tell the
+// caller it never did.
 func (w watcher) until(ctx context.Context, resourceVersion string) (bool, error) {
+	var away retryDelay
 	for ctx.Err() == nil {
 		wi, err := w.open(ctx, resourceVersion)
 		if err != nil {
 			if ctx.Err() != nil {
 				return false, nil
 			}
-			return false, fmt.Errorf("watch: %w", err)
+			if cannotWatch(err) {
+				return false, fmt.Errorf("watch: %w", err)
+			}
+			if !away.wait(ctx) {
+				return false, nil
+			}
+			continue
 		}
 		reached, closed := w.drain(ctx, wi, &resourceVersion)
 		wi.Stop()
@@ -50,8 +62,15 @@ func (w watcher) until(ctx context.Context, resourceVersion string) (bool, error
 			return w.done(watch.Deleted, nil), nil
 		}
 		if err != nil {
-			return false, nil
+			// Watch again from the last version seen: the events since then
+			// come with it (or, if the server no longer has them, the watch
+			// closes at once and the next read catches up).
+			if !away.wait(ctx) {
+				return false, nil
+			}
+			continue
 		}
+		away = 0
 		if w.done(watch.Modified, obj) {
 			return true, nil
 		}
@@ -60,6 +79,30 @@ func (w watcher) until(ctx context.Context, resourceVersion string) (bool, error
 		}
 	}
 	return false, nil
+}
+
+// cannotWatch tells a watch that can never be opened from an API server
+// that is away for now.
+func cannotWatch(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || apierrors.IsMethodNotSupported(err) ||
+		apierrors.IsNotFound(err) || apierrors.IsBadRequest(err) || apierrors.IsInvalid(err)
+}
+
+// retryDelay is how long to wait before the next try while the API server
+// is away: 250ms, doubling up to 4s.
+type retryDelay time.Duration
+
+// wait sleeps for the next delay, and reports false if ctx ended first.
+func (d *retryDelay) wait(ctx context.Context) bool {
+	*d = retryDelay(min(max(2*time.Duration(*d), 250*time.Millisecond), 4*time.Second))
+	t := time.NewTimer(time.Duration(*d))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // drain reads events until the state is reached, the watch closes, or ctx
