@@ -276,9 +276,12 @@ func upgrade(t *testing.T, prefix, bin string, waves *waveClusters) {
 		}
 		return false, out
 	})
+	wavesFrom := time.Now()
 	waves.replace(t, bin)
-	t.Logf("%s: %d rollouts in their states, and one in waves over two more clusters; worker replaced (new up, then old stopped) in %s", prefix, len(cases), took.Round(time.Millisecond))
-	waves.finish(t, waveName, replacedAt, prefix)
+	wavesAt := time.Now()
+	t.Logf("%s: %d rollouts in their states, and one in waves over two more clusters; worker replaced (new up, then old stopped) in %s, then in both clusters in %s",
+		prefix, len(cases), took.Round(time.Millisecond), wavesAt.Sub(wavesFrom).Round(time.Millisecond))
+	waves.finish(t, waveName, wavesAt, prefix)
 
 	for i, uc := range cases {
 		readStatus(t, names[i], "after")
