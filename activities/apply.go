@@ -186,12 +186,41 @@ func (a *Activities) lacksAfterWatch(ctx context.Context, in VerifyInput, live k
 	return lacks
 }
 
-// watchContext bounds a watch by limit (0: none) and by WatchLimit.
+// watchContext bounds a watch by limit (0: none) and by WatchLimit, and
+// ends it when the worker is told to stop (see workerStopping).
 func (a *Activities) watchContext(ctx context.Context, limit time.Duration) (context.Context, context.CancelFunc) {
 	if a.WatchLimit > 0 && (limit == 0 || a.WatchLimit < limit) {
 		limit = a.WatchLimit
 	}
-	return watchContext(ctx, limit)
+	wctx, cancel := watchContext(ctx, limit)
+	if !activity.IsActivity(ctx) {
+		return wctx, cancel
+	}
+	sctx, stop := context.WithCancelCause(wctx)
+	go func() {
+		select {
+		case <-activity.GetWorkerStopChannel(ctx):
+			stop(errWorkerStopping)
+		case <-sctx.Done():
+		}
+	}()
+	return sctx, func() { stop(nil); cancel() }
+}
+
+// errWorkerStopping ends a watch whose worker is told to stop (a rolling
+// update, a scale-in): the activity fails at once, retryably, and Temporal
+// gives it to a worker that stays — rather than the stopping worker holding
+// it until its stop timeout, or answering with a state that merely is the
+// last one it saw.
+var errWorkerStopping = errors.New("the worker is stopping")
+
+// workerStopping is the retryable error of an activity whose watch ended
+// because its worker is stopping, or nil.
+func workerStopping(wctx context.Context) error {
+	if context.Cause(wctx) == errWorkerStopping {
+		return temporal.NewApplicationError("the worker is stopping; another worker goes on with this wait", ErrWorkerStopping)
+	}
+	return nil
 }
 
 // watchContext ends a little before the activity's own deadline (so the

@@ -44,6 +44,9 @@ func (a *Activities) AwaitTrafficChange(ctx context.Context, in AwaitTrafficInpu
 		}
 		return true
 	})
+	if err := workerStopping(wctx); err != nil {
+		return TrafficChange{}, err
+	}
 	warnNoWatch(ctx, err)
 	return change, nil
 }

@@ -24,7 +24,11 @@ func (a *Activities) AwaitRevision(ctx context.Context, in AwaitRevisionInput) (
 	defer keepAlive(ctx)()
 	wctx, cancel := a.watchContext(ctx, in.For)
 	st, err := a.Knative.AwaitRevision(wctx, in.RevisionRef)
+	stopping := workerStopping(wctx)
 	cancel()
+	if stopping != nil {
+		return st, stopping
+	}
 	if st.Name == "" {
 		return st, err // the first read failed
 	}

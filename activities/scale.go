@@ -71,6 +71,9 @@ func (a *Activities) AwaitPods(ctx context.Context, in AwaitPodsInput) (knative.
 	wctx, cancel := a.watchContext(ctx, waitFor(in.For, in.Until))
 	defer cancel()
 	st, err := a.Knative.AwaitPods(wctx, in.RevisionRef, in.Want, in.AtMost)
+	if err := workerStopping(wctx); err != nil {
+		return st, err
+	}
 	if st.Name == "" {
 		return st, err // the first read failed
 	}
@@ -94,6 +97,9 @@ func (a *Activities) AwaitReserve(ctx context.Context, in AwaitReserveInput) (kn
 	wctx, cancel := a.watchContext(ctx, waitFor(in.For, in.Until))
 	defer cancel()
 	st, err := a.Knative.AwaitReserve(wctx, in.RevisionRef)
+	if err := workerStopping(wctx); err != nil {
+		return st, err
+	}
 	if st.Name == "" {
 		return st, err
 	}

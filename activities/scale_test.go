@@ -43,3 +43,24 @@ func TestSetScaleRefusesDrift(t *testing.T) {
 		t.Fatalf("SetScale without a check: %v", err)
 	}
 }
+
+// A worker told to stop (a rolling update) gives up a stage's wait at once,
+// with a retryable error, so Temporal hands it to a worker that stays; it
+// neither holds it until its stop timeout nor answers with the pods it last
+// saw, which the workflow would take for the stage's end.
+func TestAwaitPodsGivesWayToAStoppingWorker(t *testing.T) {
+	f := newFixture(t, helloObjects()...)
+	stop := make(chan struct{})
+	f.env.SetWorkerStopChannel(stop)
+	time.AfterFunc(300*time.Millisecond, func() { close(stop) })
+	ref := knative.RevisionRef{Namespace: ns, Name: "hello-00002"}
+	start := time.Now()
+	_, err := f.env.ExecuteActivity(f.a.AwaitPods, AwaitPodsInput{RevisionRef: ref, Want: 3, For: time.Minute, Until: time.Now().Add(time.Minute)})
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != ErrWorkerStopping || appErr.NonRetryable() {
+		t.Fatalf("AwaitPods on a stopping worker: %v; want a retryable %s", err, ErrWorkerStopping)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("AwaitPods took %s to give way", took)
+	}
+}

@@ -28,6 +28,9 @@ const (
 	ErrDrift            = "TrafficDrift"
 	ErrScaleDrift       = "ScaleDrift"
 	ErrNotVisible       = "TrafficNotVisible"
+	// ErrWorkerStopping: a wait was cut short by its worker stopping; it is
+	// retried on another worker.
+	ErrWorkerStopping = "WorkerStopping"
 	// ErrWriteRefused: the API server refused a traffic write for a reason
 	// outside the traffic list (the object's template, a cluster limit,
 	// RBAC). Rolling back would be refused too; the operator must fix it.
