@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/test/stack"
+	"github.com/sluicehq/sluice/test/testkit"
 )
 
 // startAPIServer runs etcd and a real kube-apiserver with Knative Serving's
@@ -47,13 +48,7 @@ func startAPIServer(t *testing.T) *stack.Stack {
 
 func kubectl(t *testing.T, s *stack.Stack, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out, err := s.Kubectl(ctx, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return testkit.Kubectl(t, s.Kubectl, args...)
 }
 
 // TestChartOnAPIServer: the chart's objects, with its defaults and with every

@@ -31,6 +31,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -284,13 +285,7 @@ func (g *guide) sh(script string) string {
 
 func (g *guide) kubectl(args ...string) string {
 	g.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out, err := g.s.Kubectl(ctx, args...)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	return out
+	return testkit.Kubectl(g.t, g.s.Kubectl, args...)
 }
 
 // helm runs one of the guide's helm commands, with the webhook
@@ -508,7 +503,11 @@ func (g *guide) pointWebhooks(addr string) {
 				ops = append(ops, map[string]any{"op": "remove", "path": p + "/service"},
 					map[string]any{"op": "add", "path": p + "/url", "value": "https://" + addr + wh.ClientConfig.Service.Path})
 			case addr == "" && wh.ClientConfig.URL != "":
-				path := wh.ClientConfig.URL[strings.Index(wh.ClientConfig.URL[len("https://"):], "/")+len("https://"):]
+				u, err := url.Parse(wh.ClientConfig.URL)
+				if err != nil {
+					g.t.Fatal(err)
+				}
+				path := u.Path
 				ops = append(ops, map[string]any{"op": "remove", "path": p + "/url"},
 					map[string]any{"op": "add", "path": p + "/service", "value": map[string]any{"namespace": sluiceNS, "name": "sluice-receiver", "path": path, "port": 443}})
 			}

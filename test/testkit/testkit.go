@@ -5,6 +5,7 @@ package testkit
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -98,4 +99,17 @@ func Name(t testing.TB, max int) string {
 	h.Write([]byte(t.Name()))
 	suffix := fmt.Sprintf("-%06x", h.Sum32()&0xffffff)
 	return strings.TrimRight(n[:max-len(suffix)], "-") + suffix
+}
+
+// Kubectl runs kubectl through run (a stack's Kubectl) with a two-minute
+// limit and fails the test if it fails; it returns the output.
+func Kubectl(t testing.TB, run func(context.Context, ...string) (string, error), args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := run(ctx, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
