@@ -18,8 +18,14 @@ import (
 // maxRecent bounds the measurements kept in the state; the history keeps all.
 const maxRecent = 40
 
-func newAnalysisState(an *config.Analysis) *api.AnalysisState {
-	st := &api.AnalysisState{}
+// analysisState is what a rollout's analysis has measured and decided so
+// far. It is carried through continue-as-new with api.AnalysisState's JSON,
+// which is also how the status shows it; the rollout's analysis activities
+// (analysis rounds, webhooks) live in this file beside it.
+type analysisState api.AnalysisState
+
+func newAnalysisState(an *config.Analysis) *analysisState {
+	st := &analysisState{}
 	for _, c := range an.Checks {
 		st.Tallies = append(st.Tallies, analysis.Tally{Name: c.Name, Kind: checkKind(c), DryRun: c.DryRun,
 			Limits: analysis.Limits{Failure: c.FailureLimit, ConsecutiveError: c.ConsecutiveErrorLimit, Inconclusive: c.InconclusiveLimit}})
@@ -45,8 +51,8 @@ func (r *rollout) analysing() bool {
 	return r.st.Analysis != nil && r.st.Policy.Analysis != nil
 }
 
-func (r *rollout) remember(ms []analysis.Measurement) {
-	an := r.st.Analysis
+// remember keeps a round's measurements, the newest maxRecent of all.
+func (an *analysisState) remember(ms []analysis.Measurement) {
 	an.Recent = append(an.Recent, ms...)
 	if n := len(an.Recent) - maxRecent; n > 0 {
 		an.Recent = append([]analysis.Measurement(nil), an.Recent[n:]...)
@@ -61,8 +67,8 @@ func (r *rollout) holdAnalysis(ctx workflow.Context, left time.Duration, summary
 	interval := r.st.Policy.Analysis.Interval
 	step := r.st.Step + 1
 	if left > 0 {
-		if !workflow.Now(ctx).Before(an.NextAt) {
-			an.NextAt = workflow.Now(ctx).Add(interval)
+		if an.due(workflow.Now(ctx)) {
+			an.schedule(workflow.Now(ctx), interval)
 			if !r.analyze(ctx, false) {
 				return false
 			}
@@ -111,12 +117,9 @@ func (r *rollout) analyze(ctx workflow.Context, final bool) bool {
 	if pol.Comparisons() {
 		ms = append(ms, r.score(ctx, ms))
 	}
-	for i := range ms {
-		an.Tallies[i].Record(ms[i])
-	}
+	an.tally(ms)
 	r.report(ctx, ms)
-	an.Rounds++
-	d := analysis.Judge(an.Tallies, final)
+	d := an.judge(final)
 	switch d.Action {
 	case analysis.Rollback:
 		r.startRollback(api.OutcomeRolledBack, d.Reason)
@@ -155,7 +158,7 @@ func (r *rollout) collect(ctx workflow.Context, ps []pending) []analysis.Measure
 
 // report keeps a round's measurements and sends them as one progress event.
 func (r *rollout) report(ctx workflow.Context, ms []analysis.Measurement) {
-	r.remember(ms)
+	r.st.Analysis.remember(ms)
 	r.emitAnalysis(ctx, ms)
 }
 
@@ -176,12 +179,11 @@ func (r *rollout) score(ctx workflow.Context, ms []analysis.Measurement) analysi
 
 // callHook starts one webhook call for the current moment of the rollout.
 func (r *rollout) callHook(ctx workflow.Context, h config.Webhook) pending {
-	an := r.st.Analysis
-	an.Calls++
+	call := r.st.Analysis.nextCall()
 	v := view(&r.st, workflow.Now(ctx))
 	step := v.StepNumber
 	p := analysis.Payload{
-		Name: h.Name, Moment: string(h.At), ID: fmt.Sprintf("%s/%s/%d", r.st.RolloutID, h.Name, an.Calls), Metadata: h.Metadata,
+		Name: h.Name, Moment: string(h.At), ID: fmt.Sprintf("%s/%s/%d", r.st.RolloutID, h.Name, call), Metadata: h.Metadata,
 		Rollout: analysis.RolloutInfo{
 			WorkflowID: api.RolloutID(v.Target), Namespace: v.Target.Namespace, Kind: v.Target.Kind, Name: v.Target.Name,
 			Candidate: v.Candidate, Stable: v.Stable, Phase: string(v.Phase), Step: step, StepCount: v.StepCount,
@@ -248,15 +250,45 @@ func (r *rollout) endHooks(ctx workflow.Context) {
 
 // forgive is called when a person resumes a pause the analysis made: its
 // cause is accepted, and after a step's closing round the step may end.
-func forgive(an *api.AnalysisState, now time.Time, interval time.Duration, step int, final bool) {
+func (an *analysisState) forgive(now time.Time, interval time.Duration, step int, final bool) {
 	for i := range an.Tallies {
 		an.Tallies[i].Forgive()
 	}
 	if final {
 		an.FinalStep = step
 	}
+	an.schedule(now, interval)
+}
+
+// tally counts a round's measurements, one per tally in order.
+func (an *analysisState) tally(ms []analysis.Measurement) {
+	for i := range ms {
+		an.Tallies[i].Record(ms[i])
+	}
+}
+
+// judge ends a round: what the tallies say the rollout does now.
+func (an *analysisState) judge(final bool) analysis.Decision {
+	an.Rounds++
+	return analysis.Judge(an.Tallies, final)
+}
+
+// due reports whether the hold's next round is due at now.
+func (an *analysisState) due(now time.Time) bool { return !now.Before(an.NextAt) }
+
+// schedule sets the next round an interval after now.
+func (an *analysisState) schedule(now time.Time, interval time.Duration) {
 	an.NextAt = now.Add(interval)
 }
+
+// nextCall numbers a webhook call, for its payload's ID.
+func (an *analysisState) nextCall() int {
+	an.Calls++
+	return an.Calls
+}
+
+// view is the analysis as the status shows it.
+func (an *analysisState) view() *api.AnalysisState { return (*api.AnalysisState)(an) }
 
 func (r *rollout) templateVars() config.TemplateVars {
 	st := &r.st

@@ -32,6 +32,53 @@ type capacityState struct {
 	Written map[string]knative.ScaleBounds `json:"written,omitempty"`
 }
 
+// on reports whether the rollout stages pods: a plan with its stages.
+func (c *capacityState) on() bool { return c != nil && len(c.Stages) > 0 }
+
+// carried is what a superseding candidate's run keeps: the stable's count
+// and bounds, which the stable may no longer show.
+func (c *capacityState) carried() *capacityState {
+	if c == nil {
+		return nil
+	}
+	return &capacityState{StablePods: c.StablePods, StableBounds: c.StableBounds}
+}
+
+// last is the bounds sluice last wrote on revision, if it wrote any.
+func (c *capacityState) last(revision string) (knative.ScaleBounds, bool) {
+	b, ok := c.Written[revision]
+	return b, ok
+}
+
+// wrote records the bounds sluice wrote on revision.
+func (c *capacityState) wrote(revision string, b knative.ScaleBounds) {
+	if c.Written == nil {
+		c.Written = map[string]knative.ScaleBounds{}
+	}
+	c.Written[revision] = b
+}
+
+// forget drops what sluice wrote on revision: someone else's bounds are
+// there now, and resuming writes the stage's over them unchecked.
+func (c *capacityState) forget(revision string) { delete(c.Written, revision) }
+
+// saw records the Ready pods last read of the candidate or the stable.
+func (c *capacityState) saw(candidate bool, pods int32) {
+	if candidate {
+		c.CandidatePods = pods
+	} else {
+		c.StablePodsNow = pods
+	}
+}
+
+// view is the capacity plan as the status shows it; nil without stages.
+func (c *capacityState) view() *api.CapacityStatus {
+	if !c.on() {
+		return nil
+	}
+	return &api.CapacityStatus{StablePods: c.StablePods, Stages: c.Stages, CandidatePods: c.CandidatePods, StablePodsNow: c.StablePodsNow}
+}
+
 // planCapacity derives the stages from the stable's pods and bounds the
 // candidate to the first stage at once, before it brings up more pods than
 // that. It reports whether the rollout goes on.
@@ -91,7 +138,7 @@ func (r *rollout) stageScale(ctx workflow.Context, revision string, b knative.Sc
 func (r *rollout) writeScale(ctx workflow.Context, revision string, b knative.ScaleBounds, checked bool) bool {
 	c := r.st.Capacity
 	in := activities.ScaleInput{RevisionRef: knative.RevisionRef{Namespace: r.st.Target.Namespace, Name: revision}, Bounds: b}
-	if last, ok := c.Written[revision]; ok && checked {
+	if last, ok := c.last(revision); ok && checked {
 		in.Last = &last
 	}
 	summary := fmt.Sprintf("scale %s to min %s max %s", revision, orNone(b.Min), orNone(b.Max))
@@ -99,17 +146,14 @@ func (r *rollout) writeScale(ctx workflow.Context, revision string, b knative.Sc
 		reason := summary + " failed: " + errorMessage(err) + "; fix it, then resume to retry, or abort to roll back"
 		var appErr *temporal.ApplicationError
 		if errors.As(err, &appErr) && appErr.Type() == activities.ErrScaleDrift {
-			delete(c.Written, revision)
+			c.forget(revision)
 			reason = fmt.Sprintf("%s: %s; resume to write sluice's bounds over them, or abort to roll back", summary, errorMessage(err))
 		}
 		r.st.pauseFor(pausedByError, reason, workflow.Now(ctx))
 		r.emit(ctx, events.ProgressPaused, reason, "")
 		return false
 	}
-	if c.Written == nil {
-		c.Written = map[string]knative.ScaleBounds{}
-	}
-	c.Written[revision] = b
+	c.wrote(revision, b)
 	return true
 }
 
@@ -141,11 +185,7 @@ func (r *rollout) awaitPods(ctx workflow.Context, revision string, want int32, a
 	}
 	var st knative.RevisionState
 	err := fut.Get(ctx, &st)
-	if revision == r.st.Candidate {
-		r.st.Capacity.CandidatePods = st.Pods
-	} else {
-		r.st.Capacity.StablePodsNow = st.Pods
-	}
+	r.st.Capacity.saw(revision == r.st.Candidate, st.Pods)
 	if err == nil && (st.Pods >= want && !atMost || st.Pods <= want && atMost) {
 		return true
 	}
@@ -276,7 +316,7 @@ func (r *rollout) awaitGone(ctx workflow.Context, revision, what string) {
 	var st knative.RevisionState
 	err := workflow.ExecuteActivity(watchOptions(ctx, p.StageTimeout, podsSummary(revision, 0, true)), a.AwaitPods, in).Get(ctx, &st)
 	if err == nil {
-		r.st.Capacity.StablePodsNow = st.Pods
+		r.st.Capacity.saw(false, st.Pods)
 	}
 	if err != nil || st.Found && st.Pods > 0 {
 		workflow.GetLogger(ctx).Warn(what+": the stable still runs pods in reserve (Knative scales it to zero only with scale-to-zero on); the candidate gets its last pod anyway",
@@ -302,7 +342,7 @@ func (r *rollout) capacityBack(ctx workflow.Context) {
 		if s.Weight != r.st.Weight {
 			continue
 		}
-		if last, ok := c.Written[r.st.Candidate]; ok && last != knative.Pods(s.Candidate) && !r.setScale(ctx, r.st.Candidate, knative.Pods(s.Candidate)) {
+		if last, ok := c.last(r.st.Candidate); ok && last != knative.Pods(s.Candidate) && !r.setScale(ctx, r.st.Candidate, knative.Pods(s.Candidate)) {
 			return
 		}
 		break
@@ -339,18 +379,4 @@ func followsLatest(traffic []servingTraffic) bool {
 		}
 	}
 	return false
-}
-
-// carriedCapacity is what a superseding candidate's run keeps: the stable's
-// count and bounds, which the stable may no longer show.
-func carriedCapacity(c *capacityState) *capacityState {
-	if c == nil {
-		return nil
-	}
-	return &capacityState{StablePods: c.StablePods, StableBounds: c.StableBounds}
-}
-
-// capacityOn reports whether this rollout stages pods.
-func (r *rollout) capacityOn() bool {
-	return r.st.Capacity != nil && len(r.st.Capacity.Stages) > 0
 }

@@ -70,7 +70,7 @@ func (r *rollout) signals(ctx workflow.Context) workflow.Selector {
 	sel.AddReceive(workflow.GetSignalChannel(ctx, api.SignalWaveVerdict), func(c workflow.ReceiveChannel, _ bool) {
 		var v api.WaveVerdict
 		c.Receive(ctx, &v)
-		r.noteVerdict(v)
+		r.st.Wave.note(v)
 	})
 	return sel
 }
@@ -100,7 +100,7 @@ func (r *rollout) drainSignals(ctx workflow.Context) string {
 		}
 		var v api.WaveVerdict
 		for workflow.GetSignalChannel(ctx, api.SignalWaveVerdict).ReceiveAsync(&v) {
-			r.noteVerdict(v)
+			r.st.Wave.note(v)
 			progressed = true
 		}
 		if !progressed {
@@ -247,7 +247,7 @@ func (r *rollout) resume(now time.Time) {
 	}
 	analysed := p.Cause == pausedByAnalysis || p.Cause == pausedByFinalRound
 	if analysed && st.Analysis != nil && st.Policy.Analysis != nil {
-		forgive(st.Analysis, now, st.Policy.Analysis.Interval, st.Step+1, p.Cause == pausedByFinalRound)
+		st.Analysis.forgive(now, st.Policy.Analysis.Interval, st.Step+1, p.Cause == pausedByFinalRound)
 	}
 	st.Rebase = st.Rebase || p.Cause == pausedByDrift
 	st.Pause = nil

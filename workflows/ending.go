@@ -34,7 +34,7 @@ func (r *rollout) startRollback(outcome api.Outcome, reason string) {
 
 func (r *rollout) rollback(ctx workflow.Context) {
 	restore := rollbackTraffic(&r.st)
-	if r.capacityOn() {
+	if r.st.Capacity.on() {
 		r.capacityBack(ctx)
 		if r.st.paused() {
 			return
@@ -43,7 +43,7 @@ func (r *rollout) rollback(ctx workflow.Context) {
 	if !r.writeTraffic(ctx, restore, "roll back to "+r.st.Stable) {
 		return
 	}
-	if r.capacityOn() {
+	if r.st.Capacity.on() {
 		r.releaseCandidate(ctx)
 	}
 	r.st.Weight = 0
@@ -85,7 +85,7 @@ func (r *rollout) supersede(ctx workflow.Context) error {
 		workflow.GetLogger(ctx).Info("ignoring candidate that is not newer", "candidate", next, "current", r.st.Candidate)
 		return nil
 	}
-	if r.st.Phase != api.PhaseResolving && r.capacityOn() {
+	if r.st.Phase != api.PhaseResolving && r.st.Capacity.on() {
 		r.capacityBack(ctx)
 		if r.st.paused() {
 			return nil
@@ -94,7 +94,7 @@ func (r *rollout) supersede(ctx workflow.Context) error {
 	if r.st.Phase != api.PhaseResolving && !r.writeTraffic(ctx, r.st.Baseline, "return "+r.st.Candidate+"'s traffic to "+r.st.Stable) {
 		return nil
 	}
-	if r.capacityOn() {
+	if r.st.Capacity.on() {
 		r.releaseCandidate(ctx)
 	}
 	r.st.Outcome, r.st.Reason = api.OutcomeSuperseded, "superseded by "+next
@@ -109,7 +109,7 @@ func (r *rollout) supersede(ctx workflow.Context) error {
 		Target: r.st.Target, Candidate: next, Phase: api.PhaseResolving, StartedAt: workflow.Now(ctx),
 		Original: r.st.Original, Baseline: r.st.Baseline, Live: r.st.Live, Stable: r.st.Stable,
 		Commands: r.st.Commands, Superseded: append(r.st.Superseded, r.st.Candidate), Runs: r.st.Runs,
-		EventsEnabled: r.st.EventsEnabled, Capacity: carriedCapacity(r.st.Capacity),
+		EventsEnabled: r.st.EventsEnabled, Capacity: r.st.Capacity.carried(),
 	}
 	return workflow.NewContinueAsNewError(ctx, api.RolloutWorkflow, RunInput{Input: api.Input{Target: r.st.Target, Candidate: next}, Carry: &carry})
 }

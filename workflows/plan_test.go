@@ -124,7 +124,7 @@ func TestDetailsMarkdown(t *testing.T) {
 	}
 	// With analysis, one line of checks comes before the steps.
 	v, lo := 0.8, 0.99
-	r.st.Analysis = &api.AnalysisState{Tallies: []analysis.Tally{
+	r.st.Analysis = &analysisState{Tallies: []analysis.Tally{
 		{Name: "success-rate", Kind: analysis.KindCheck, Passed: 2, Failures: 1,
 			Last: &analysis.Measurement{Result: analysis.Failed, Value: &v, Min: &lo}},
 		{Name: "smoke", Kind: analysis.KindWebhook, Passed: 3, Last: &analysis.Measurement{Result: analysis.Passed, StatusCode: 204}},
@@ -139,7 +139,7 @@ func TestDetailsMarkdown(t *testing.T) {
 	}
 	// A comparison shows its shift from the stable; the score its band.
 	shift, score, low := 30.0, 50.0, 29.0
-	r.st.Analysis = &api.AnalysisState{Tallies: []analysis.Tally{
+	r.st.Analysis = &analysisState{Tallies: []analysis.Tally{
 		{Name: "latency", Kind: analysis.KindCompare, Failures: 1, Last: &analysis.Measurement{Result: analysis.Failed, Value: &shift,
 			Compare: &analysis.CompareResult{Direction: analysis.Increase, Shift: shift, Low: &low, Allowed: 10}}},
 		{Name: "p99", Kind: analysis.KindCompare, DryRun: true, Last: &analysis.Measurement{Result: analysis.Inconclusive}},

@@ -78,7 +78,7 @@ func (r *rollout) run(ctx workflow.Context) (api.Result, error) {
 		case r.st.Abort != nil:
 			r.startRollback(api.OutcomeAborted, fmt.Sprintf("aborted by %s: %s", r.st.Abort.By, r.st.Abort.Reason))
 		case r.waveRollback():
-			_, reason := r.takeVerdict()
+			_, reason := r.st.Wave.take()
 			r.startRollback(api.OutcomeRolledBack, "wave plan: "+reason)
 		case r.st.DeleteHints != r.st.DeleteChecked:
 			r.checkTarget(ctx)
@@ -99,7 +99,7 @@ func (r *rollout) run(ctx workflow.Context) (api.Result, error) {
 			case api.PhaseWaitingReady:
 				r.waitReady(ctx)
 			case api.PhaseStepping, api.PhaseGate:
-				if r.st.Wave != nil && !r.st.Wave.Released {
+				if r.st.Wave.holds() {
 					r.awaitRelease(ctx)
 				} else {
 					r.applyStep(ctx)

@@ -15,7 +15,7 @@ import (
 // api.Status, built from it by view.
 type state struct {
 	// Wave is this rollout's part in a wave plan; nil without one.
-	Wave          *api.WaveState    `json:"wave,omitempty"`
+	Wave          *waveState        `json:"wave,omitempty"`
 	Target        knative.TargetRef `json:"target"`
 	Object        knative.ObjectRef `json:"object"`
 	Configuration string            `json:"configuration,omitempty"`
@@ -78,7 +78,7 @@ type state struct {
 	EventsEnabled bool   `json:"eventsEnabled,omitempty"`
 
 	// Analysis is set when the policy has checks or webhooks.
-	Analysis *api.AnalysisState `json:"analysis,omitempty"`
+	Analysis *analysisState `json:"analysis,omitempty"`
 	// Capacity is set when the policy stages pods.
 	Capacity *capacityState `json:"capacity,omitempty"`
 
@@ -164,7 +164,7 @@ func view(st *state, now time.Time) api.Status {
 		Original: st.Original, Baseline: st.Baseline, Live: st.Live, Weight: st.Weight,
 		StepCount: len(st.Policy.Steps),
 		StartedAt: st.StartedAt, ReadyDeadline: st.ReadyDeadline, Deadline: st.Deadline, HoldUntil: st.HoldUntil,
-		Analysis: st.Analysis, Commands: st.Commands, Wave: st.Wave,
+		Analysis: st.Analysis.view(), Commands: st.Commands, Wave: st.Wave.view(),
 		Ending: st.Ending, Outcome: st.Outcome, Reason: st.Reason, EndedAt: st.EndedAt, Runs: st.Runs,
 	}
 	if p := st.Pause; p != nil {
@@ -175,9 +175,7 @@ func view(st *state, now time.Time) api.Status {
 	case st.Phase == api.PhaseHolding, st.Phase == api.PhaseGate, st.Phase == api.PhaseStepping, st.Weight > 0, started:
 		v.StepNumber = st.Step + 1
 	}
-	if c := st.Capacity; c != nil && len(c.Stages) > 0 {
-		v.Capacity = &api.CapacityStatus{StablePods: c.StablePods, Stages: c.Stages, CandidatePods: c.CandidatePods, StablePodsNow: c.StablePodsNow}
-	}
+	v.Capacity = st.Capacity.view()
 	v.Steps = make([]api.StepStatus, len(st.Policy.Steps))
 	for i := range v.Steps {
 		v.Steps[i] = st.stepPlan(i)

@@ -44,20 +44,20 @@ func (r *rollout) applyStep(ctx workflow.Context) {
 	r.st.Phase = api.PhaseStepping
 	desired := trafficAt(r.st.Baseline, r.st.Stable, r.st.Candidate, step.Weight)
 	run.StartedAt = workflow.Now(ctx)
-	if r.capacityOn() && !r.stageUp(ctx, i) {
+	if r.st.Capacity.on() && !r.stageUp(ctx, i) {
 		return
 	}
 	if !r.writeTraffic(ctx, desired, fmt.Sprintf("set traffic %d%%", step.Weight)) {
 		return
 	}
-	if r.capacityOn() && !r.stageDown(ctx, i) {
+	if r.st.Capacity.on() && !r.stageDown(ctx, i) {
 		return
 	}
 	r.st.Weight = step.Weight
 	r.st.Phase = api.PhaseHolding
 	r.st.HoldUntil = workflow.Now(ctx).Add(step.Hold)
 	if r.analysing() {
-		r.st.Analysis.NextAt = workflow.Now(ctx).Add(r.st.Policy.Analysis.Interval)
+		r.st.Analysis.schedule(workflow.Now(ctx), r.st.Policy.Analysis.Interval)
 	}
 	r.emit(ctx, events.ProgressStep, "", "")
 }
@@ -90,14 +90,14 @@ func (r *rollout) hold(ctx workflow.Context) {
 	}
 	run.EndedAt = workflow.Now(ctx)
 	if last {
-		if r.capacityOn() {
+		if r.st.Capacity.on() {
 			r.releaseCandidate(ctx)
 		}
 		reason := fmt.Sprintf("%s has 100%% of the traffic that %s had", r.st.Candidate, r.st.Stable)
 		if r.st.Stable == "" {
 			reason = r.st.Candidate + " has all the traffic: it is the target's first Revision"
 		}
-		if r.st.Wave != nil && r.st.Wave.Released {
+		if r.st.Wave.released() {
 			r.reachWave(ctx, reason)
 			return
 		}

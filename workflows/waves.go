@@ -10,6 +10,54 @@ import (
 	"github.com/sluicehq/sluice/knative"
 )
 
+// waveState is a rollout's part in its target's wave plan: the wave it is
+// in, whether it joined and was released, and the verdicts the wave sent.
+// It is carried through continue-as-new with api.WaveState's JSON, which is
+// also how the status shows it.
+type waveState api.WaveState
+
+// holds reports whether the plan still holds the rollout before its first
+// step; false without a plan.
+func (wv *waveState) holds() bool { return wv != nil && !wv.Released }
+
+// released reports whether the rollout runs in a plan that released it.
+func (wv *waveState) released() bool { return wv != nil && wv.Released }
+
+// heard reports whether a verdict waits to be acted on.
+func (wv *waveState) heard() bool { return wv.Pending != "" }
+
+// note records a verdict for the main loop; none without a plan.
+func (wv *waveState) note(v api.WaveVerdict) {
+	if wv != nil {
+		wv.Pending, wv.PendingReason = v.Verdict, v.Reason
+	}
+}
+
+// take acts on the pending verdict: it becomes the last one.
+func (wv *waveState) take() (string, string) {
+	wv.Verdict, wv.Reason, wv.Pending, wv.PendingReason = wv.Pending, wv.PendingReason, "", ""
+	return wv.Verdict, wv.Reason
+}
+
+// rollbackHeard reports whether the wave sent a rollback not yet acted on.
+func (wv *waveState) rollbackHeard() bool { return wv != nil && wv.Pending == api.VerdictRollback }
+
+// joinedEnded is what joining a wave that has ended means: it will say
+// nothing more, and a successful one lets the rollout run and end without
+// waiting at 100%. A verdict already heard stands.
+func (wv *waveState) joinedEnded(res api.WaveResult) {
+	if wv.Pending != "" {
+		return
+	}
+	wv.Pending, wv.PendingReason = api.VerdictStop, fmt.Sprintf("the wave of release %s has ended %s: %s", wv.Release, res.Outcome, res.Reason)
+	if res.Outcome == api.WaveSucceeded {
+		wv.Pending = api.VerdictDone
+	}
+}
+
+// view is the rollout's part in its wave as the status shows it.
+func (wv *waveState) view() *api.WaveState { return (*api.WaveState)(wv) }
+
 // planWave sets up the rollout's part in its target's wave plan, or ends
 // it when this worker's cluster cannot take part.
 func (r *rollout) planWave(ctx workflow.Context, release string) bool {
@@ -24,7 +72,7 @@ func (r *rollout) planWave(ctx workflow.Context, release string) bool {
 		return false
 	}
 	shared := knative.TargetRef{Namespace: t.Namespace, Kind: t.Kind, Name: t.Name}
-	r.st.Wave = &api.WaveState{ID: api.WaveID(shared, release), Release: release, Wave: plan.WaveOf(t.Cluster) + 1}
+	r.st.Wave = &waveState{ID: api.WaveID(shared, release), Release: release, Wave: plan.WaveOf(t.Cluster) + 1}
 	return true
 }
 
@@ -47,21 +95,16 @@ func (r *rollout) awaitRelease(ctx workflow.Context) {
 			return
 		}
 		wv.Joined = true
-		if res.Ended && wv.Pending == "" {
-			// A wave that ended will say nothing more: a successful one
-			// lets this rollout run and end without waiting at 100%.
-			wv.Pending, wv.PendingReason = api.VerdictStop, fmt.Sprintf("the wave of release %s has ended %s: %s", wv.Release, res.Result.Outcome, res.Result.Reason)
-			if res.Result.Outcome == api.WaveSucceeded {
-				wv.Pending = api.VerdictDone
-			}
+		if res.Ended {
+			wv.joinedEnded(res.Result)
 		}
 		r.publish(ctx)
 	}
-	if wv.Pending == "" {
-		r.awaitFor(ctx, 0, fmt.Sprintf("wait for wave %d's release", wv.Wave), func() bool { return wv.Pending != "" })
+	if !wv.heard() {
+		r.awaitFor(ctx, 0, fmt.Sprintf("wait for wave %d's release", wv.Wave), wv.heard)
 		return
 	}
-	verdict, reason := r.takeVerdict()
+	verdict, reason := wv.take()
 	switch verdict {
 	case api.VerdictRelease, api.VerdictDone:
 		wv.Released = true
@@ -74,13 +117,6 @@ func (r *rollout) awaitRelease(ctx workflow.Context) {
 	default:
 		r.startRollback(api.OutcomeAborted, "wave plan: "+reason)
 	}
-}
-
-// takeVerdict acts on the pending verdict: it becomes the last one.
-func (r *rollout) takeVerdict() (string, string) {
-	wv := r.st.Wave
-	wv.Verdict, wv.Reason, wv.Pending, wv.PendingReason = wv.Pending, wv.PendingReason, "", ""
-	return wv.Verdict, wv.Reason
 }
 
 // reachWave is the last step's end in a wave plan: the wave hears the
@@ -98,11 +134,11 @@ func (r *rollout) reachWave(ctx workflow.Context, reason string) {
 // Succeeded; rollback (a later wave failed and the plan says so) undoes it.
 func (r *rollout) awaitWaveEnd(ctx workflow.Context) {
 	wv := r.st.Wave
-	if wv.Pending == "" {
-		r.awaitFor(ctx, 0, "wait at 100% for the wave plan to end", func() bool { return wv.Pending != "" })
+	if !wv.heard() {
+		r.awaitFor(ctx, 0, "wait at 100% for the wave plan to end", wv.heard)
 		return
 	}
-	verdict, reason := r.takeVerdict()
+	verdict, reason := wv.take()
 	if verdict == api.VerdictRollback {
 		r.startRollback(api.OutcomeRolledBack, "wave plan: "+reason)
 		return
@@ -113,8 +149,7 @@ func (r *rollout) awaitWaveEnd(ctx workflow.Context) {
 // waveRollback reports whether a rollback verdict came while the rollout
 // runs: a wave failed and the plan rolls the released clusters back.
 func (r *rollout) waveRollback() bool {
-	wv := r.st.Wave
-	return wv != nil && wv.Pending == api.VerdictRollback && r.st.Phase != api.PhaseRollingBack && !r.st.Phase.Done()
+	return r.st.Wave.rollbackHeard() && r.st.Phase != api.PhaseRollingBack && !r.st.Phase.Done()
 }
 
 func (r *rollout) member(ctx workflow.Context, event string) api.WaveMember {
@@ -132,12 +167,5 @@ func (r *rollout) endWave(ctx workflow.Context) {
 	if wv := r.st.Wave; wv != nil && wv.Joined && !wv.Told {
 		wv.Told = true
 		r.tellWave(ctx, r.member(ctx, api.MemberEnded))
-	}
-}
-
-// noteVerdict records a wave's verdict for the main loop.
-func (r *rollout) noteVerdict(v api.WaveVerdict) {
-	if wv := r.st.Wave; wv != nil {
-		wv.Pending, wv.PendingReason = v.Verdict, v.Reason
 	}
 }
