@@ -136,25 +136,26 @@ func waitReadyPods(t *testing.T, rev string, n int32, timeout time.Duration) {
 	})
 }
 
+// capacityCase is one Service at min-scale 8 rolled out in capacity mode
+// (or not), and what its peak of pods may be.
+type capacityCase struct {
+	name     string
+	ann      map[string]string
+	maxPeak  int32
+	shareCap bool
+	crash    bool
+}
+
 // Capacity mode on Knative's own autoscaler: a Service at min-scale 8
 // rolled out with the availability strategy never runs more than 8 pods
 // and its surge of 1, and the candidate never serves more than its Ready
-// pods can — also with the worker killed mid-stage; the same Service shape
-// rolled out without capacity mode peaks at 16.
+// pods can; the same Service shape rolled out without capacity mode peaks
+// at 16. Each Service is its own, so they roll out side by side.
 func TestCapacityAvailabilityOnKnative(t *testing.T) {
-	c := ctl(t)
-	minScale := map[string]string{"autoscaling.knative.dev/min-scale": "8"}
-	for _, tc := range []struct {
-		name     string
-		ann      map[string]string
-		maxPeak  int32
-		shareCap bool
-		crash    bool
-	}{
+	t.Parallel()
+	for _, tc := range []capacityCase{
 		{"cap30", map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/capacity": "availability", "sluice.dev/hold": "2s",
 			"sluice.dev/capacity-timeout": "90s"}, 9, true, false},
-		{"capkill30", map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/capacity": "availability", "sluice.dev/hold": "2s",
-			"sluice.dev/capacity-timeout": "90s"}, 9, true, true},
 		// resource: never above the stable's 8 but for two moments this
 		// stack shows — the candidate's first pod (Knative needs one to
 		// call it Ready) and the stable's last pod in reserve, which Knative
@@ -164,57 +165,76 @@ func TestCapacityAvailabilityOnKnative(t *testing.T) {
 			"sluice.dev/capacity-timeout": "20s"}, 9, false, false},
 		{"nocap30", map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/steps": "25,50,100", "sluice.dev/hold": "2s"}, 16, false, false},
 	} {
-		deploy(t, tc.name, "example.com/"+tc.name+":v1", tc.ann, minScale)
-		waitOutcome(t, c, svcTarget(tc.name), tc.name+"-00001", 90*time.Second)
-		waitClosed(t, c, tc.name)
-		waitReadyPods(t, tc.name+"-00001", 8, 90*time.Second)
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rolloutAtEight(t, tc)
+		})
+	}
+}
 
-		sampler := samplePods(t, tc.name, tc.name+"-00001", tc.name+"-00002", 8)
-		start := time.Now()
-		deploy(t, tc.name, "example.com/"+tc.name+":v2", tc.ann, minScale)
-		if tc.crash {
-			waitStatus(t, c, svcTarget(tc.name), 90*time.Second, "stage 3", func(s api.Status) bool {
-				return s.Candidate == tc.name+"-00002" && s.StepNumber >= 3
-			})
-			crashWorker(t, 3*time.Second)
-		}
-		st := waitOutcome(t, c, svcTarget(tc.name), tc.name+"-00002", 4*time.Minute)
-		if st.Outcome != api.OutcomeSucceeded {
-			sampler.end()
-			t.Fatalf("%s: outcome %s: %s", tc.name, st.Outcome, st.Reason)
-		}
-		waitReadyPods(t, tc.name+"-00002", 8, 60*time.Second)
-		ps := sampler.end()
-		peak, peakAt, midPeak, samples, over := ps.peak, ps.peakAt, ps.midPeak, ps.samples, ps.shareOver
-		t.Logf("%s: peak %d pods (%s), %d while both Revisions had traffic, over %d samples in %s (%d steps)",
-			tc.name, peak, peakAt, midPeak, samples, time.Since(start).Round(time.Second), len(st.Steps))
-		if tc.name == "capres30" && midPeak > 8 {
-			t.Errorf("%s: %d pods while both Revisions had traffic, want at most the stable's 8", tc.name, midPeak)
-		}
-		if peak > tc.maxPeak {
-			t.Errorf("%s: %d pods at the peak (%s), want at most %d", tc.name, peak, peakAt, tc.maxPeak)
-		}
-		// The admission webhook bounded the candidate as Knative created
-		// it; the rollout gave the template's bounds back at the end.
-		rev, err := stk.Serving.ServingV1().Revisions(ns).Get(context.Background(), tc.name+"-00002", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got, bounded := rev.Annotations["sluice.dev/template-scale"]; bounded != (tc.maxPeak < 16) || (bounded && got != `{"min":"8"}`) {
-			t.Errorf("%s: candidate created with template-scale %q (set %v), want it set only in capacity mode", tc.name, got, bounded)
-		}
-		if got := rev.Annotations["autoscaling.knative.dev/min-scale"]; got != "8" || rev.Annotations["autoscaling.knative.dev/max-scale"] != "" {
-			t.Errorf("%s: candidate's bounds at the end: min-scale %q max-scale %q, want its template's 8 and none", tc.name, got, rev.Annotations["autoscaling.knative.dev/max-scale"])
-		}
-		if tc.shareCap && over != "" {
-			t.Errorf("%s: %s", tc.name, over)
-		}
-		if got := serviceTraffic(t, tc.name); got != tc.name+"-00002=100%" {
-			t.Errorf("%s: traffic at the end %s", tc.name, got)
-		}
-		if tc.maxPeak < 16 && (st.Capacity == nil || st.Capacity.StablePods != 8 || len(st.Capacity.Stages) != 8) {
-			t.Errorf("%s: capacity plan %+v, want 8 stages from 8 pods", tc.name, st.Capacity)
-		}
+// The availability strategy's bounds hold with the worker killed mid-stage
+// (alone: it kills the stack's worker).
+func TestCapacityAvailabilityWorkerKilledMidStage(t *testing.T) {
+	rolloutAtEight(t, capacityCase{"capkill30", map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/capacity": "availability", "sluice.dev/hold": "2s",
+		"sluice.dev/capacity-timeout": "90s"}, 9, true, true})
+}
+
+// rolloutAtEight runs one capacityCase: a first Revision on 8 Ready pods,
+// then a second rolled out while a sampler counts both Revisions' pods.
+func rolloutAtEight(t *testing.T, tc capacityCase) {
+	t.Helper()
+	c := ctl(t)
+	minScale := map[string]string{"autoscaling.knative.dev/min-scale": "8"}
+	deploy(t, tc.name, "example.com/"+tc.name+":v1", tc.ann, minScale)
+	waitOutcome(t, c, svcTarget(tc.name), tc.name+"-00001", 90*time.Second)
+	waitClosed(t, c, tc.name)
+	waitReadyPods(t, tc.name+"-00001", 8, 90*time.Second)
+
+	sampler := samplePods(t, tc.name, tc.name+"-00001", tc.name+"-00002", 8)
+	start := time.Now()
+	deploy(t, tc.name, "example.com/"+tc.name+":v2", tc.ann, minScale)
+	if tc.crash {
+		waitStatus(t, c, svcTarget(tc.name), 90*time.Second, "stage 3", func(s api.Status) bool {
+			return s.Candidate == tc.name+"-00002" && s.StepNumber >= 3
+		})
+		crashWorker(t, 3*time.Second)
+	}
+	st := waitOutcome(t, c, svcTarget(tc.name), tc.name+"-00002", 4*time.Minute)
+	if st.Outcome != api.OutcomeSucceeded {
+		sampler.end()
+		t.Fatalf("%s: outcome %s: %s", tc.name, st.Outcome, st.Reason)
+	}
+	waitReadyPods(t, tc.name+"-00002", 8, 60*time.Second)
+	ps := sampler.end()
+	peak, peakAt, midPeak, samples, over := ps.peak, ps.peakAt, ps.midPeak, ps.samples, ps.shareOver
+	t.Logf("%s: peak %d pods (%s), %d while both Revisions had traffic, over %d samples in %s (%d steps)",
+		tc.name, peak, peakAt, midPeak, samples, time.Since(start).Round(time.Second), len(st.Steps))
+	if tc.name == "capres30" && midPeak > 8 {
+		t.Errorf("%s: %d pods while both Revisions had traffic, want at most the stable's 8", tc.name, midPeak)
+	}
+	if peak > tc.maxPeak {
+		t.Errorf("%s: %d pods at the peak (%s), want at most %d", tc.name, peak, peakAt, tc.maxPeak)
+	}
+	// The admission webhook bounded the candidate as Knative created
+	// it; the rollout gave the template's bounds back at the end.
+	rev, err := stk.Serving.ServingV1().Revisions(ns).Get(context.Background(), tc.name+"-00002", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, bounded := rev.Annotations["sluice.dev/template-scale"]; bounded != (tc.maxPeak < 16) || (bounded && got != `{"min":"8"}`) {
+		t.Errorf("%s: candidate created with template-scale %q (set %v), want it set only in capacity mode", tc.name, got, bounded)
+	}
+	if got := rev.Annotations["autoscaling.knative.dev/min-scale"]; got != "8" || rev.Annotations["autoscaling.knative.dev/max-scale"] != "" {
+		t.Errorf("%s: candidate's bounds at the end: min-scale %q max-scale %q, want its template's 8 and none", tc.name, got, rev.Annotations["autoscaling.knative.dev/max-scale"])
+	}
+	if tc.shareCap && over != "" {
+		t.Errorf("%s: %s", tc.name, over)
+	}
+	if got := serviceTraffic(t, tc.name); got != tc.name+"-00002=100%" {
+		t.Errorf("%s: traffic at the end %s", tc.name, got)
+	}
+	if tc.maxPeak < 16 && (st.Capacity == nil || st.Capacity.StablePods != 8 || len(st.Capacity.Stages) != 8) {
+		t.Errorf("%s: capacity plan %+v, want 8 stages from 8 pods", tc.name, st.Capacity)
 	}
 }
 

@@ -23,6 +23,9 @@ const (
 	netnsDataPlane  = 4
 	netnsAutoscaler = 5
 	netnsPrometheus = 6
+	// The ApiServerSource adapter serves its probes on a hard-coded port
+	// (8080): in a namespace of its own, stacks run side by side.
+	netnsAdapter = 7
 )
 
 func (s *Stack) startBridge(ctx context.Context) error {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -33,9 +34,10 @@ type Bridge struct {
 	prefix string // "10.213.7"
 	Host   string
 
-	mu    sync.Mutex
-	netns []string
-	links []string
+	mu        sync.Mutex
+	netns     []string
+	links     []string
+	listeners []net.Listener
 }
 
 // NewBridge makes a bridge on 10.213.<n>.0/24 for a random n, so stacks of
@@ -202,6 +204,9 @@ func (b *Bridge) Close() {
 	ctx := context.Background()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	for _, ln := range b.listeners {
+		_ = ln.Close()
+	}
 	for _, n := range b.netns {
 		_ = b.ip(ctx, "netns", "del", n)
 	}
@@ -216,4 +221,41 @@ func (b *Bridge) ip(ctx context.Context, args ...string) error {
 		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// Forward makes addr (a loopback host:port of this machine) reachable at the
+// same host:port inside namespace name, for a component there that is
+// handed a loopback URL. It stops when the stack's bridge closes.
+func (b *Bridge) Forward(name, addr string) error {
+	ln, err := b.Listen(name, addr)
+	if err != nil {
+		return fmt.Errorf("forward %s into %s: %w", addr, name, err)
+	}
+	b.mu.Lock()
+	b.listeners = append(b.listeners, ln)
+	b.mu.Unlock()
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go pipe(in, addr)
+		}
+	}()
+	return nil
+}
+
+// pipe copies a connection both ways to addr, dialled from this machine.
+func pipe(in net.Conn, addr string) {
+	defer in.Close()
+	out, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return
+	}
+	defer out.Close()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(out, in); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(in, out); done <- struct{}{} }()
+	<-done
 }

@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -153,7 +155,9 @@ func (s *Stack) startAdapter(ctx context.Context) error {
 
 // StartAdapter runs Knative Eventing's ApiServerSource adapter as an
 // ApiServerSource of Revisions and Services in Namespace (Resource mode)
-// would, sending to sink. It binds port 8080: one per machine.
+// would, sending to sink. Its probe port is hard-coded (8080), so on a stack
+// with network namespaces it runs in one of its own, where a loopback sink
+// is forwarded to this machine's.
 func (s *Stack) StartAdapter(ctx context.Context, sinkURL string) error {
 	cfg, _ := json.Marshal(map[string]any{
 		"namespaces": []string{Namespace}, "allNamespaces": false, "mode": "Resource",
@@ -164,8 +168,25 @@ func (s *Stack) StartAdapter(ctx context.Context, sinkURL string) error {
 	})
 	env := []string{"K_SINK=" + sinkURL, "NAMESPACE=" + Namespace, "NAME=sluice-stack", "K_COMPONENT=apiserversource",
 		"K_SOURCE_CONFIG=" + string(cfg)}
+	args := []string{s.opts.Tools.Adapter, "--kubeconfig=" + s.Kubeconfig}
+	if s.bridge != nil {
+		name, _, err := s.bridge.Namespace(ctx, netnsAdapter)
+		if err != nil {
+			return err
+		}
+		sink, err := url.Parse(sinkURL)
+		if err != nil {
+			return fmt.Errorf("the adapter's sink %q: %w", sinkURL, err)
+		}
+		if ip := net.ParseIP(sink.Hostname()); sink.Hostname() == "localhost" || ip != nil && ip.IsLoopback() {
+			if err := s.bridge.Forward(name, sink.Host); err != nil {
+				return err
+			}
+		}
+		args = append(Exec(name), args...)
+	}
 	var err error
-	s.adapter, err = startProc(s.opts.Dir, "apiserversource", env, s.opts.Tools.Adapter, "--kubeconfig="+s.Kubeconfig)
+	s.adapter, err = startProc(s.opts.Dir, "apiserversource", env, args[0], args[1:]...)
 	if err != nil {
 		return err
 	}

@@ -104,7 +104,7 @@ type Options struct {
 	// receiver then run with their own ServiceAccounts' tokens — exactly the
 	// rights the manifests give them — instead of the administrator's.
 	DeployDir string
-	// Adapter runs the ApiServerSource adapter (it binds port 8080: one per machine).
+	// Adapter runs the ApiServerSource adapter, in a network namespace of its own.
 	Adapter bool
 	// ProgressSink is K_SINK for the worker's progress events.
 	ProgressSink string
