@@ -220,6 +220,11 @@ func (w *wave) note(ctx workflow.Context, m api.WaveMember) {
 		now := workflow.Now(ctx)
 		switch m.Event {
 		case api.MemberJoined:
+			if ms.WorkflowID == m.WorkflowID && ms.Candidate == m.Candidate && !ms.JoinedAt.IsZero() {
+				// The same rollout asking again (it heard nothing for a
+				// while): it joined when it first said so.
+				now = ms.JoinedAt
+			}
 			ms.WorkflowID, ms.Candidate, ms.JoinedAt = m.WorkflowID, m.Candidate, now
 		case api.MemberReached:
 			ms.ReachedAt = now

@@ -104,3 +104,43 @@ func TestWaveJoinedAfterTheWaveSucceeded(t *testing.T) {
 		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
 	}
 }
+
+// A rollout whose join reached its wave as the wave ended hears nothing:
+// it asks again after a while, and the ended wave's result stops it.
+func TestWaveRolloutAsksAgainWhenItHearsNothing(t *testing.T) {
+	plan := "waves:\n- {clusters: [east]}\n- {clusters: [west]}\n"
+	h := newHarnessIn(t, "west", helloObjects(map[string]string{config.AnnotationWaves: plan}, true)...)
+	var joins []time.Duration
+	begin := h.env.Now()
+	h.env.OnActivity(a.JoinWave, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.JoinWaveInput) (activities.JoinWaveResult, error) {
+			joins = append(joins, h.env.Now().Sub(begin))
+			if len(joins) < 4 {
+				return activities.JoinWaveResult{}, nil
+			}
+			return activities.JoinWaveResult{Ended: true, Result: api.WaveResult{Outcome: api.WaveFailed, Reason: "wave 1 failed in cluster east: hello-00002 RolledBack: analysis"}}, nil
+		})
+	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", api.SignalWaveMember, mock.Anything).Return(nil)
+	h.env.ExecuteWorkflow(Rollout, RunInput{Input: api.Input{Target: helloTarget.In("west"), Candidate: "hello-00002", RequestedBy: "test"}})
+	res := h.result()
+	if res.Outcome != api.OutcomeAborted || !strings.HasPrefix(res.Reason, "wave plan: the wave of release ") ||
+		!strings.Contains(res.Reason, "has ended Failed: wave 1 failed in cluster east") {
+		t.Fatalf("outcome %s: %s", res.Outcome, res.Reason)
+	}
+	// Asked again a minute apart at first: a quarter of the time waited,
+	// at least a minute.
+	if len(joins) != 4 || joins[1]-joins[0] < time.Minute || joins[2]-joins[1] < time.Minute || joins[3]-joins[2] > 2*time.Minute {
+		t.Fatalf("joined at %v", joins)
+	}
+	if got := h.traffic("hello"); len(got) != 3 || got[0].RevisionName != "hello-00001" || *got[0].Percent != 90 {
+		t.Fatalf("traffic after the stop: %+v", got)
+	}
+}
+
+func TestWaveRecheckBounds(t *testing.T) {
+	for waited, want := range map[time.Duration]time.Duration{0: time.Minute, 3 * time.Minute: time.Minute, 8 * time.Minute: 2 * time.Minute, 24 * time.Hour: 10 * time.Minute} {
+		if got := waveRecheck(waited); got != want {
+			t.Errorf("waveRecheck(%s) = %s, want %s", waited, got, want)
+		}
+	}
+}

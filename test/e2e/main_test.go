@@ -12,6 +12,10 @@
 // run alone, first; every other scenario works on objects of its own and
 // calls t.Parallel, so they run together afterwards (`make test` runs
 // four at a time), and the suite grows without the run growing with it.
+// The two longest scenarios, which mostly wait on holds (the upgrade under
+// running rollouts, waves across two clusters), `make test` runs in a
+// second process beside the rest, each process on a stack of its own
+// (test/run.sh). A scenario deletes its Services when it ends.
 package e2e
 
 import (
