@@ -114,30 +114,37 @@ func Wave(ctx workflow.Context, in api.WaveStart) (api.WaveResult, error) {
 		w.emit(ctx, typ, failure, by)
 	}
 	// A rollout that joined as the wave decided has had no word: answer it
-	// too. A join that arrives while the wave completes makes Temporal run
-	// this task again with it, so none is left waiting.
+	// too — also one whose join the signal loop read while this waited for
+	// its events or answers. The wave returns only right after a round that
+	// answered no one, without yielding in between, so no join read before
+	// it goes unanswered; one that arrives as the wave completes makes
+	// Temporal run this task again with it.
 	w.answerLate(ctx, failure)
 	w.details(ctx)
-	for _, f := range w.sent {
-		_ = f.Get(ctx, nil) // a sink that never answers loses the event, not the wave
+	for {
+		for _, f := range w.sent {
+			_ = f.Get(ctx, nil) // a sink that never answers loses the event, not the wave
+		}
+		if w.answerLate(ctx, failure) == 0 {
+			break
+		}
 	}
 	return api.WaveResult{Outcome: w.st.Outcome, Reason: w.st.Reason}, nil
 }
 
 // answerLate reads the member news not yet read and answers every rollout
 // that joined but was never told anything: stopped after a failure, done
-// (released, no wait at 100%) after a success.
-func (w *wave) answerLate(ctx workflow.Context, failure string) {
+// (released, no wait at 100%) after a success. It returns how many it told.
+func (w *wave) answerLate(ctx workflow.Context, failure string) int {
 	var m api.WaveMember
 	for workflow.GetSignalChannel(ctx, api.SignalWaveMember).ReceiveAsync(&m) {
 		w.note(ctx, m)
 	}
 	untold := func(m api.WaveMemberStatus) bool { return m.WorkflowID != "" && m.Verdict == "" && m.EndedAt.IsZero() }
 	if failure != "" {
-		w.tell(ctx, untold, api.VerdictStop, "not released: "+failure)
-		return
+		return w.tell(ctx, untold, api.VerdictStop, "not released: "+failure)
 	}
-	w.tell(ctx, untold, api.VerdictDone, w.st.Reason)
+	return w.tell(ctx, untold, api.VerdictDone, w.st.Reason)
 }
 
 // details shows the wave in the Temporal UI's current details: its phase,
@@ -220,11 +227,6 @@ func (w *wave) note(ctx workflow.Context, m api.WaveMember) {
 		now := workflow.Now(ctx)
 		switch m.Event {
 		case api.MemberJoined:
-			if ms.WorkflowID == m.WorkflowID && ms.Candidate == m.Candidate && !ms.JoinedAt.IsZero() {
-				// The same rollout asking again (it heard nothing for a
-				// while): it joined when it first said so.
-				now = ms.JoinedAt
-			}
 			ms.WorkflowID, ms.Candidate, ms.JoinedAt = m.WorkflowID, m.Candidate, now
 		case api.MemberReached:
 			ms.ReachedAt = now
@@ -274,7 +276,7 @@ func (w *wave) stopping() string {
 // tell sends verdict to the rollouts of the members pick selects, and waits
 // for Temporal to take each signal. A rollout that has closed meanwhile
 // cannot hear it and needs not to.
-func (w *wave) tell(ctx workflow.Context, pick func(api.WaveMemberStatus) bool, verdict, reason string) {
+func (w *wave) tell(ctx workflow.Context, pick func(api.WaveMemberStatus) bool, verdict, reason string) int {
 	var futures []workflow.Future
 	for i := range w.st.Members {
 		m := &w.st.Members[i]
@@ -288,4 +290,5 @@ func (w *wave) tell(ctx workflow.Context, pick func(api.WaveMemberStatus) bool, 
 	for _, f := range futures {
 		_ = f.Get(ctx, nil)
 	}
+	return len(futures)
 }

@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"fmt"
-	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -59,18 +58,6 @@ func (wv *waveState) joinedEnded(res api.WaveResult) {
 // view is the rollout's part in its wave as the status shows it.
 func (wv *waveState) view() *api.WaveState { return (*api.WaveState)(wv) }
 
-// changeWaveRecheck marks the rollouts that ask their wave again when it
-// has said nothing for a while (workflow.GetVersion): those started before
-// wait for its word alone, as their histories say.
-const changeWaveRecheck = "wave-recheck"
-
-// waveRecheck is how long a rollout waiting for its wave's release waits
-// before it joins again: a quarter of its time so far, between a minute and
-// ten, so a long soak of earlier waves costs a few activities an hour.
-func waveRecheck(waited time.Duration) time.Duration {
-	return min(max(waited/4, time.Minute), 10*time.Minute)
-}
-
 // planWave sets up the rollout's part in its target's wave plan, or ends
 // it when this worker's cluster cannot take part.
 func (r *rollout) planWave(ctx workflow.Context, release string) bool {
@@ -114,21 +101,7 @@ func (r *rollout) awaitRelease(ctx workflow.Context) {
 		r.publish(ctx)
 	}
 	if !wv.heard() {
-		summary := fmt.Sprintf("wait for wave %d's release", wv.Wave)
-		if workflow.GetVersion(ctx, changeWaveRecheck, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-			// Started before rollouts asked again: wait as they did.
-			r.awaitFor(ctx, 0, summary, wv.heard)
-			return
-		}
-		from := workflow.Now(ctx)
-		d := waveRecheck(from.Sub(r.st.StartedAt))
-		r.awaitFor(ctx, d, summary, wv.heard)
-		if !wv.heard() && workflow.Now(ctx).Sub(from) >= d {
-			// No word for a while: a join that reached the wave as it
-			// ended can go unanswered. Joining again is harmless to a
-			// running wave, and an ended one answers with its result.
-			wv.Joined = false
-		}
+		r.awaitFor(ctx, 0, fmt.Sprintf("wait for wave %d's release", wv.Wave), wv.heard)
 		return
 	}
 	verdict, reason := wv.take()
