@@ -70,14 +70,6 @@ func deployTo(t *testing.T, s *stack.Stack, name, image string, ann, templateAnn
 			if _, err := svcs.Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 				t.Fatalf("create Service %s: %v", name, err)
 			}
-			// Gone with its test: its pods, queue-proxies and the requests
-			// sent to them would otherwise load the stack for the rest of
-			// the suite (scale to zero is off here).
-			t.Cleanup(func() {
-				if err := svcs.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-					t.Logf("delete Service %s: %v", name, err)
-				}
-			})
 			return
 		}
 		if err != nil {
