@@ -12,12 +12,9 @@
 // run alone, first; every other scenario works on objects of its own and
 // calls t.Parallel, so they run together afterwards (`make test` runs
 // four at a time), and the suite grows without the run growing with it.
-// The two longest scenarios, which mostly wait on holds (the upgrade under
-// running rollouts, waves across two clusters), `make test` runs in a
-// second process beside the rest, each process on a stack of its own
-// (test/run.sh). Services stay until the stack stops: a deleted pod's IP
-// goes to the next pod, and Prometheus, still holding the old pod's
-// target_info for that address, then cannot join the built-in checks.
+// Services stay until the stack stops: a deleted pod's IP goes to the
+// next pod, and Prometheus, still holding the old pod's target_info for
+// that address, then cannot join the built-in checks.
 package e2e
 
 import (
