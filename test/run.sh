@@ -9,8 +9,13 @@ cd "$(dirname "$0")/.."
 start=$SECONDS
 # Screenshots and other artifacts of the tests land here.
 export SLUICE_ARTIFACTS=${SLUICE_ARTIFACTS:-$PWD/test-artifacts}
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+mkdir -p "$SLUICE_ARTIFACTS"
+# The whole verbose log stays with the artifacts: per-test times and
+# every failure's context.
+log=$SLUICE_ARTIFACTS/go-test.log
+# Names of whatever failed, repeated on the last lines so a short tail of
+# the output still says what to look at.
+failures=()
 
 # Four parallel tests at a time: the e2e scenarios that share nothing run
 # together on the stack (test/e2e/main_test.go says which).
@@ -24,6 +29,7 @@ if [[ $status -ne 0 ]]; then
   echo "Failures (from the verbose log):"
   grep -nE -B3 -A40 '^\s*--- FAIL|^panic:|^FAIL\s' "$log" | tail -400
   [[ $failed -eq 0 ]] && failed=1
+  mapfile -t failures < <(grep -E '^\s*--- FAIL|^FAIL\s+\S+' "$log" | sed -E 's/^\s+//; s/ \([0-9.]+s\)$//' | sort -u)
 fi
 
 # docs/install.md, followed step by step on a stack of its own, after the
@@ -36,6 +42,7 @@ if SLUICE_INSTALL_GUIDE=1 go test -count=1 -timeout 15m -v -run '^TestInstallGui
   grep -E 'install\.md —|not covered|^(ok|--- PASS)' "$guidelog" | sed -E 's/^\s*guide_test\.go:[0-9]+: //'
 else
   failed=$((failed + 1))
+  failures+=("install guide (TestInstallGuide)")
   grep -nE '_test\.go:[0-9]+:|^\s*--- FAIL|^panic:|^FAIL' "$guidelog" | cut -c1-400 | tail -60
 fi
 rm -f "$guidelog"
@@ -50,6 +57,7 @@ if SLUICE_CHAOS=short go test -count=1 -timeout 25m -v -run '^TestChaos$' ./test
   sed -nE '/chaos: seed .* rollouts in/,/_test\.go:[0-9]+:|--- (PASS|FAIL)/p' "$chaoslog"
 else
   failed=$((failed + 1))
+  failures+=("short chaos run (TestChaos)")
   # The summary and the test's own messages; the stack's logs it dumps
   # after them are in the artifacts directory, not here.
   sed -nE '/chaos: seed .* rollouts in/,/_test\.go:[0-9]+:|--- (PASS|FAIL)/p' "$chaoslog"
@@ -63,6 +71,12 @@ if SLUICE_DEMO_UNATTENDED=1 ./bin/sluice-dev --temporal-port 0 --ui-port 0; then
   passed=$((passed + 1))
 else
   failed=$((failed + 1))
+  failures+=("unattended demo (sluice-dev)")
+fi
+if [[ ${#failures[@]} -gt 0 ]]; then
+  echo
+  echo "What failed:"
+  printf '  %s\n' "${failures[@]}"
 fi
 echo "tests and demo took $((SECONDS - start))s"
 echo "$passed passed, $failed failed"
