@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/measure"
+	"github.com/sluicehq/sluice/mirror"
 )
 
 // Activities reads and writes Knative objects. The workflow refers to its
@@ -38,6 +39,15 @@ type Activities struct {
 	Cluster string
 	// Temporal joins rollouts to their wave (JoinWave).
 	Temporal client.Client
+	// Mirror shows progress on Rollout resources and as Kubernetes events;
+	// nil when the cluster does not serve the Rollout resource.
+	Mirror *mirror.Writer
+}
+
+// progress reports whether a rollout's progress goes anywhere: to an
+// event sink, or to its Rollout resource.
+func (a *Activities) progress() bool {
+	return a.Events != nil || (a.Mirror != nil && a.Mirror.Served())
 }
 
 // ResolveTarget reads the target's policy, its live traffic and its stable
@@ -64,8 +74,11 @@ func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolv
 		return Resolved{}, a.refuse(err.Error(), ErrInvalidPolicy, target.Object)
 	}
 	if !opted {
-		return Resolved{}, a.refuse(fmt.Sprintf(
-			"%s is not opted in to sluice rollouts: set the annotation %s: enabled", t, config.AnnotationRollout), ErrNotOptedIn, knative.ObjectRef{})
+		// Its progress goes to the event sink only: a target that is not
+		// opted in gets no Rollout resource.
+		return Resolved{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"%s is not opted in to sluice rollouts: set the annotation %s: enabled", t, config.AnnotationRollout), ErrNotOptedIn, nil,
+			Refusal{Events: a.Events != nil})
 	}
 	policy, err := config.FromAnnotations(target.Annotations, a.Defaults)
 	if err != nil {
@@ -89,7 +102,7 @@ func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolv
 		Routed:              target.Live.Routed(),
 		Stable:              knative.Stable(target.Live.Spec, in.Candidate, revs),
 		CandidateGeneration: knative.ReadRevisionLabels(cand.Labels).Generation,
-		Events:              a.Events != nil,
+		Events:              a.progress(),
 		CandidateBounds:     knative.TemplateBounds(cand),
 		Release:             ReleaseOf(cand),
 	}
@@ -112,12 +125,17 @@ type Refusal struct {
 // refuse is the non-retryable error of a target whose policy the service
 // owner must fix, with the Refusal as its detail.
 func (a *Activities) refuse(msg, errType string, mark knative.ObjectRef) error {
-	return temporal.NewNonRetryableApplicationError(msg, errType, nil, Refusal{Events: a.Events != nil, Mark: mark})
+	return temporal.NewNonRetryableApplicationError(msg, errType, nil, Refusal{Events: a.progress(), Mark: mark})
 }
 
-// EmitProgress sends one progress event. The event's ID comes from the
-// workflow, so a retry after a lost acknowledgement repeats the same event.
+// EmitProgress sends one progress event, and shows it on the target's
+// Rollout resource and among its Kubernetes events. The event's ID comes
+// from the workflow, so a retry after a lost acknowledgement repeats the
+// same event, and the same resource write.
 func (a *Activities) EmitProgress(ctx context.Context, p events.Progress) error {
+	if a.Mirror != nil {
+		a.Mirror.Progress(ctx, p)
+	}
 	if a.Events == nil {
 		return nil
 	}

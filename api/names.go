@@ -93,3 +93,11 @@ func Activities() []string {
 		ActivityMeasureCheck, ActivityCallWebhook, ActivityEmitProgress, ActivityJoinWave,
 	}
 }
+
+// Who a progress event names as the cause of a transition sluice made by
+// itself ("by"): sluice, or sluice's analysis or drift watch for a pause.
+const (
+	BySluice   = "sluice"
+	ByAnalysis = "sluice analysis"
+	ByDrift    = "sluice drift"
+)

@@ -64,6 +64,9 @@ type ProgressData struct {
 	Weight  int64  `json:"weight"`
 	Traffic string `json:"traffic,omitempty"`
 	Reason  string `json:"reason,omitempty"`
+	// HoldUntil is when the step's hold ends, on step events of a step
+	// that holds.
+	HoldUntil *time.Time `json:"holdUntil,omitempty"`
 	// By is who caused the transition: the sender of a command, or "sluice".
 	By       string `json:"by,omitempty"`
 	Sequence int    `json:"sequence"`

@@ -25,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
+	"github.com/sluicehq/sluice/mirror"
 	"github.com/sluicehq/sluice/settings"
 	"github.com/sluicehq/sluice/version"
 	"github.com/sluicehq/sluice/workflows"
@@ -37,6 +38,8 @@ type Worker struct {
 	Serving  servingclient.Interface
 	// Events sends progress events; nil sends none.
 	Events *events.Sender
+	// Mirror writes Rollout resources and Kubernetes events; nil writes none.
+	Mirror *mirror.Writer
 	Log    *slog.Logger
 	// Registry receives sluice's and the SDK's metrics; it must be the one
 	// the Temporal client's metrics handler writes to.
@@ -78,7 +81,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		MaxConcurrentActivityExecutionSize: sz.MaxActivities,
 	})
 	acts := &activities.Activities{Knative: knative.Client{Serving: w.Serving}, Defaults: w.Settings.Defaults, Events: w.Events,
-		Cluster: w.Settings.Cluster, Temporal: w.Temporal}
+		Cluster: w.Settings.Cluster, Temporal: w.Temporal, Mirror: w.Mirror}
 	Register(tw, acts)
 	// A cluster's worker also runs wave workflows, on the queue every
 	// cluster shares: they only signal and wait, so any cluster serves.
@@ -110,6 +113,10 @@ func (w *Worker) Run(ctx context.Context) error {
 			return fmt.Errorf("start Temporal worker on task queue %s: %w", api.WaveTaskQueue, err)
 		}
 		defer ww.Stop()
+	}
+	if w.Mirror != nil {
+		ref := &mirror.Refresher{Writer: w.Mirror, Source: rolloutStatus{w.Temporal}, Cluster: w.Settings.Cluster, Log: w.Log}
+		go w.Mirror.Serve(ctx, ref.Run)
 	}
 	w.Log.Info("worker started", "taskQueue", w.Settings.TaskQueue, "cluster", w.Settings.Cluster, "http", ln.Addr().String())
 	<-ctx.Done()

@@ -130,7 +130,7 @@ func (r *rollout) analyze(ctx workflow.Context, final bool) bool {
 			cause = pausedByFinalRound
 		}
 		r.st.pauseFor(cause, d.Reason, workflow.Now(ctx))
-		r.emit(ctx, events.ProgressPaused, d.Reason, "sluice analysis")
+		r.emit(ctx, events.ProgressPaused, d.Reason, api.ByAnalysis)
 		return false
 	}
 	return true

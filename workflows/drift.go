@@ -93,7 +93,7 @@ func (r *rollout) settleWatch(ctx workflow.Context) {
 // pauseForDrift pauses the rollout because someone else changed its traffic.
 func (r *rollout) pauseForDrift(ctx workflow.Context, reason string) {
 	r.st.pauseFor(pausedByDrift, reason, workflow.Now(ctx))
-	r.emit(ctx, events.ProgressPaused, reason, "")
+	r.emit(ctx, events.ProgressPaused, reason, api.ByDrift)
 }
 
 // rebase makes the live traffic the rollout's new starting point, after an

@@ -33,7 +33,10 @@ func (r *rollout) emit(ctx workflow.Context, typ, reason, by string) {
 		},
 	}
 	if by == "" {
-		p.Data.By = "sluice"
+		p.Data.By = api.BySluice
+	}
+	if v.Phase == api.PhaseHolding && !v.HoldUntil.IsZero() && v.StepNumber < v.StepCount {
+		p.Data.HoldUntil = &v.HoldUntil
 	}
 	if c := v.Capacity; c != nil {
 		p.Data.Pods = &events.ProgressPods{Candidate: c.CandidatePods, Stable: c.StablePodsNow, StableFrom: c.StablePods}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"k8s.io/client-go/rest"
 	"log/slog"
 	"os"
 
@@ -19,6 +20,9 @@ type serverClients struct {
 	temporal client.Client
 	serving  servingclient.Interface
 	reg      *prometheus.Registry
+	kube     *rest.Config
+	// namespace is the Temporal namespace.
+	namespace string
 }
 
 // connectServer dials Temporal (TEMPORAL_* settings, overridden by the
@@ -47,7 +51,7 @@ func connectServer(cmd *cobra.Command, log *slog.Logger, program, kubeconfig str
 	if err == nil {
 		var serving servingclient.Interface
 		if serving, err = worker.ServingClient(kc); err == nil {
-			return &serverClients{temporal: tc, serving: serving, reg: reg}, nil
+			return &serverClients{temporal: tc, serving: serving, reg: reg, kube: kc, namespace: opts.Namespace}, nil
 		}
 	}
 	tc.Close()

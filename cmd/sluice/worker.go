@@ -31,7 +31,10 @@ defaults SLUICE_DEFAULT_STEPS, SLUICE_DEFAULT_HOLD, SLUICE_DEFAULT_PROGRESS_DEAD
 SLUICE_DEFAULT_VERIFY_TIMEOUT, SLUICE_DEFAULT_DEADLINE; the worker's size
 SLUICE_WORKFLOW_POLLERS, SLUICE_ACTIVITY_POLLERS, SLUICE_MAX_ACTIVITIES and its Kubernetes
 API rate SLUICE_KUBE_QPS, SLUICE_KUBE_BURST (docs/operations.md). Progress events go to K_SINK, with
-K_CE_OVERRIDES applied (the SinkBinding convention); without K_SINK none are sent.`,
+K_CE_OVERRIDES applied (the SinkBinding convention); without K_SINK none are sent.
+Where the cluster serves rollouts.sluice.dev, each target's Rollout resource
+shows its rollout (SLUICE_ROLLOUT_RESOURCES=off turns them off), linking to
+the Temporal UI at SLUICE_TEMPORAL_UI.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -57,7 +60,11 @@ K_CE_OVERRIDES applied (the SinkBinding convention); without K_SINK none are sen
 			if err != nil {
 				return err
 			}
-			w := &worker.Worker{Settings: settings, Temporal: sc.temporal, Serving: sc.serving, Events: sender, Log: log, Registry: sc.reg,
+			mirror, err := worker.NewMirror(sc.kube, sc.namespace, log)
+			if err != nil {
+				return err
+			}
+			w := &worker.Worker{Settings: settings, Temporal: sc.temporal, Serving: sc.serving, Events: sender, Mirror: mirror, Log: log, Registry: sc.reg,
 				Listening: func(addr string) { fmt.Fprintf(cmd.ErrOrStderr(), "health and metrics on http://%s\n", addr) }}
 			return w.Run(cmd.Context())
 		},
