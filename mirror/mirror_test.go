@@ -137,7 +137,8 @@ func TestFromStatusShowsAGate(t *testing.T) {
 	v := api.Status{
 		Target: knative.TargetRef{Namespace: "default", Kind: "Service", Name: "hello"},
 		Phase:  api.PhaseGate, Shown: api.PhaseGate, Candidate: "hello-00002", Stable: "hello-00001", Weight: 10,
-		StepNumber: 1, StepCount: 3, StartedAt: t0, AsOf: t0.Add(6 * time.Minute),
+		StepNumber: 2, StepCount: 3, StartedAt: t0, AsOf: t0.Add(6 * time.Minute),
+		Steps:    []api.StepStatus{{Weight: 10}, {Weight: 50, Gate: true}, {Weight: 100}},
 		Commands: []api.CommandRecord{{Name: "promote", By: "bob", At: t0.Add(time.Minute), Rejected: "not at a gate"}},
 	}
 	prev := FromProgress(progress(2, "step", api.PhaseHolding, 10, 1, "sluice", ""), Status{})
@@ -149,7 +150,10 @@ func TestFromStatusShowsAGate(t *testing.T) {
 	if s.LastCommand != nil {
 		t.Errorf("a rejected command shows as the last one: %+v", s.LastCommand)
 	}
-	if c := meta.FindStatusCondition(s.Conditions, ConditionReconciling); c == nil || c.Message == "" || c.Reason != "AwaitingPromotion" {
+	if want := "awaiting promotion before step 2/3 (50%): `sluice promote hello` goes on"; s.Message != want {
+		t.Errorf("gate message %q, want %q", s.Message, want)
+	}
+	if c := meta.FindStatusCondition(s.Conditions, ConditionReconciling); c == nil || c.Message != s.Message || c.Reason != "AwaitingPromotion" {
 		t.Errorf("gate: Reconciling %+v", c)
 	}
 	if !s.newer(prev) {

@@ -57,6 +57,10 @@ func (r *Refresher) Run(ctx context.Context) {
 		return
 	}
 	factory.Start(ctx.Done())
+	if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		store := inf.GetStore()
+		r.Writer.cache.Store(&store)
+	}
 	<-ctx.Done()
 	factory.Shutdown()
 	r.mu.Lock()

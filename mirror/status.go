@@ -81,8 +81,9 @@ func FromStatus(v api.Status, prev Status) Status {
 	if v.Phase.Done() {
 		s.Outcome, s.Message, s.Paused = string(v.Phase), v.Reason, false
 	}
-	if s.Message == "" && v.Phase == api.PhaseGate {
-		s.Message = fmt.Sprintf("awaiting promotion before step %d: `sluice promote %s` goes on", v.StepNumber+1, v.Target.Name)
+	if s.Message == "" && v.Phase == api.PhaseGate && v.StepNumber > 0 && v.StepNumber <= len(v.Steps) {
+		s.Message = fmt.Sprintf("awaiting promotion before step %d/%d (%d%%): `sluice promote %s` goes on",
+			v.StepNumber, v.StepCount, v.Steps[v.StepNumber-1].Weight, v.Target.Name)
 	}
 	return s
 }
@@ -117,6 +118,10 @@ func (s *Status) Finish(generation int64) {
 	case "":
 		if msg == "" {
 			msg = fmt.Sprintf("%s at %d%% (step %s)", s.Candidate, s.Weight, s.Progress)
+			if s.HoldUntil != nil {
+				msg += ", holding until " + s.HoldUntil.UTC().Format(time.TimeOnly) + " UTC"
+			}
+			s.Message = msg
 		}
 		set(ConditionReady, false, reason, msg)
 		set(ConditionReconciling, true, reason, msg)

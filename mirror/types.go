@@ -48,9 +48,10 @@ type Spec struct {
 	Target Target `json:"target"`
 }
 
-// Target is the Knative object whose traffic the rollouts write.
+// Target is the Knative Service, or Configuration (Route mode), that the
+// service owner opted in.
 type Target struct {
-	// APIVersion and Kind are serving.knative.dev/v1 Service or Route.
+	// APIVersion and Kind are serving.knative.dev/v1 Service or Configuration.
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	Name       string `json:"name"`

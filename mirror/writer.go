@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/events"
@@ -57,7 +58,10 @@ type Writer struct {
 	UI, Namespace string
 	Log           *slog.Logger
 
-	served   atomic.Bool
+	served atomic.Bool
+	// cache, once the refresher's informer has synced, holds every Rollout:
+	// a write reads the one it replaces from it rather than the API server.
+	cache    atomic.Pointer[cache.Store]
 	mu       sync.Mutex
 	limiters map[types.UID]*rate.Limiter
 }
@@ -128,7 +132,11 @@ func (w *Writer) Rebuild(ctx context.Context, t knative.TargetRef, v api.Status)
 func (w *Writer) write(ctx context.Context, t knative.TargetRef, next func(Status) Status) (types.UID, error) {
 	rollouts := w.Dynamic.Resource(GVR).Namespace(t.Namespace)
 	for attempt := 0; ; attempt++ {
-		obj, err := rollouts.Get(ctx, t.Name, metav1.GetOptions{})
+		obj, err := w.cached(t)
+		if obj == nil || attempt > 0 {
+			// Not cached yet, or the cached one was stale: ask.
+			obj, err = rollouts.Get(ctx, t.Name, metav1.GetOptions{})
+		}
 		if apierrors.IsNotFound(err) {
 			obj, err = w.create(ctx, t)
 			if obj == nil && err == nil {
@@ -170,6 +178,23 @@ func (w *Writer) write(ctx context.Context, t knative.TargetRef, next func(Statu
 		}
 		return uid, nil
 	}
+}
+
+// cached is t's Rollout as the informer holds it, nil if it holds none.
+func (w *Writer) cached(t knative.TargetRef) (*unstructured.Unstructured, error) {
+	store := w.cache.Load()
+	if store == nil {
+		return nil, nil
+	}
+	item, ok, err := (*store).GetByKey(t.Namespace + "/" + t.Name)
+	if err != nil || !ok {
+		return nil, err
+	}
+	u, ok := item.(*unstructured.Unstructured)
+	if !ok {
+		return nil, nil
+	}
+	return u.DeepCopy(), nil
 }
 
 // create makes t's Rollout, owned by the target so it goes when the target

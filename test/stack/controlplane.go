@@ -236,6 +236,9 @@ func (s *Stack) applyDeploy(ctx context.Context) error {
 	if _, err := s.kubectl(ctx, "apply", "--server-side", "-k", s.opts.DeployDir); err != nil {
 		return err
 	}
+	if err := s.waitEstablished(ctx, "rollouts.sluice.dev"); err != nil {
+		return err
+	}
 	port, err := freePort()
 	if err != nil {
 		return err

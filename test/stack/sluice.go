@@ -39,6 +39,9 @@ func (s *Stack) workerEnv() []string {
 	if s.opts.ProgressSink != "" {
 		env = append(env, "K_SINK="+s.opts.ProgressSink)
 	}
+	if s.UIURL != "" {
+		env = append(env, "SLUICE_TEMPORAL_UI="+s.UIURL) // the Rollout resources' links
+	}
 	return env
 }
 
