@@ -292,6 +292,9 @@ func (w *Writer) event(ctx context.Context, t knative.TargetRef, uid types.UID, 
 	sum := sha256.Sum256([]byte(p.ID))
 	d := p.Data
 	msg := d.Candidate
+	if p.Type == events.ProgressStarted && d.Stable != "" {
+		msg = fmt.Sprintf("rolling out %s, stable %s", d.Candidate, d.Stable)
+	}
 	if d.Step > 0 && d.Phase != string(api.PhaseRollingBack) {
 		msg = fmt.Sprintf("%s at %d%% (step %d/%d)", d.Candidate, d.Weight, d.Step, d.StepCount)
 	}

@@ -201,6 +201,10 @@ var inlineCode = regexp.MustCompile("`([^`]+)`")
 // release's name: helm install sluice charts/sluice.
 var helmRelease = regexp.MustCompile(`\bhelm\s+(install|upgrade|uninstall|template|status|rollback|get\s+\w+)\s+sluice$`)
 
+// annotationKey finds a sluice.dev/ annotation key in a YAML example (not
+// the API group of sluice's Rollout resource, sluice.dev/v1alpha1).
+var annotationKey = regexp.MustCompile(`sluice\.dev/[a-z][a-z-]*"?\s*:`)
+
 // TestDocsPolicyExamplesLint runs every YAML example that carries a sluice
 // annotation through lint: a whole object as it is, a fragment of
 // annotations as a Service's, a fragment of an analysis or wave document as
@@ -212,7 +216,7 @@ func TestDocsPolicyExamplesLint(t *testing.T) {
 	for _, file := range docFiles(t) {
 		code, _ := blocks(t, file)
 		for _, b := range code {
-			if b.lang != "yaml" || !(strings.Contains(b.text, "sluice.dev/") || strings.Contains(b.text, "checks:") || strings.HasPrefix(strings.TrimSpace(b.text), "waves:")) {
+			if b.lang != "yaml" || !(annotationKey.MatchString(b.text) || strings.Contains(b.text, "checks:") || strings.HasPrefix(strings.TrimSpace(b.text), "waves:")) {
 				continue
 			}
 			docs, err := exampleDocs(b)

@@ -75,7 +75,7 @@ func helm(t *testing.T, args ...string) (string, error) {
 // render is `helm template` of the chart, as objects.
 func render(t *testing.T, args ...string) []*unstructured.Unstructured {
 	t.Helper()
-	out, err := helm(t, append([]string{"template", "sluice", chartDir(t), "--namespace", namespace, "--include-crds"}, args...)...)
+	out, err := helm(t, append([]string{"template", "sluice", chartDir(t), "--namespace", namespace}, args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

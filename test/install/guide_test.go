@@ -124,6 +124,16 @@ func TestInstallGuide(t *testing.T) {
 	if traffic := g.kubectl("get", "ksvc", "hello", "-o", "jsonpath={.status.traffic[*].revisionName}={.status.traffic[*].percent}"); traffic != "hello-00002=100" {
 		t.Errorf("after the rollout Knative serves %q, want hello-00002=100", traffic)
 	}
+	// The Rollout resource and the events, written by the worker with the
+	// chart's RBAC alone, a moment after the rollout's end.
+	for _, c := range []struct{ line, want string }{
+		{"kubectl get rollout hello", "Succeeded"}, {"kubectl describe ksvc hello", "RolloutSucceeded"},
+	} {
+		testkit.Eventually(t, 30*time.Second, time.Second, c.line+" to show "+c.want, func() (bool, string) {
+			out := g.sh(g.command(c.line))
+			return strings.Contains(out, c.want) && strings.Contains(out, "hello-00002"), out
+		})
+	}
 
 	// Uninstalling, in the guide's order.
 	g.logStep("Uninstalling")
