@@ -42,6 +42,9 @@ type Activities struct {
 	// Mirror shows progress on Rollout resources and as Kubernetes events;
 	// nil when the cluster does not serve the Rollout resource.
 	Mirror *mirror.Writer
+	// TrafficWrites, if set, is told how long each ApplyTraffic took and
+	// whether Knative's status showed the traffic in that time.
+	TrafficWrites func(d time.Duration, visible bool)
 }
 
 // progress reports whether a rollout's progress goes anywhere: to an

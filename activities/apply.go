@@ -146,6 +146,7 @@ func (a *Activities) VerifyTraffic(ctx context.Context, in VerifyInput) error {
 // Visible false, and the workflow goes on verifying.
 func (a *Activities) ApplyTraffic(ctx context.Context, in ApplyTrafficInput) (ApplyTrafficResult, error) {
 	defer keepAlive(ctx)()
+	start := time.Now()
 	set, live, err := a.setTraffic(ctx, in.SetTrafficInput)
 	if err != nil {
 		return ApplyTrafficResult{}, err
@@ -153,6 +154,9 @@ func (a *Activities) ApplyTraffic(ctx context.Context, in ApplyTrafficInput) (Ap
 	// The patch's answer is where the watch starts: no second read.
 	v := VerifyInput{Object: in.Object, Desired: in.Desired, Generation: set.Generation}
 	lacks := a.lacksAfterWatch(ctx, v, live, in.VerifyFor)
+	if a.TrafficWrites != nil {
+		a.TrafficWrites(time.Since(start), lacks == "")
+	}
 	return ApplyTrafficResult{SetTrafficResult: set, Visible: lacks == "", Lacks: lacks}, nil
 }
 

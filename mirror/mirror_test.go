@@ -3,9 +3,12 @@ package mirror
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -14,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/sluicehq/sluice/analysis"
 	"github.com/sluicehq/sluice/api"
@@ -268,5 +272,82 @@ func TestEventKinds(t *testing.T) {
 		if got := typ + "/" + reason; got != c.want {
 			t.Errorf("%s by %s: %s, want %s", c.typ, c.by, got, c.want)
 		}
+	}
+}
+
+// TestMetrics: each progress event counts once however often its activity
+// runs; step durations come from consecutive steps of one rollout; the
+// gauges describe the Rollouts in the cache.
+func TestMetrics(t *testing.T) {
+	ctx := context.Background()
+	w, _ := newWriter(t, service("hello"))
+	reg := prometheus.NewRegistry()
+	w.Metrics = NewMetrics(reg, w)
+	step2 := progress(3, "step", api.PhaseHolding, 50, 2, "sluice", "")
+	round := progress(4, "analysis", api.PhaseHolding, 50, 2, "sluice", "")
+	round.Data.Measurements = []analysis.Measurement{{Name: "success-rate", Result: analysis.Failed}}
+	for _, p := range []events.Progress{
+		progress(1, "started", api.PhaseWaitingReady, 0, 0, "sluice", ""),
+		progress(2, "step", api.PhaseHolding, 10, 1, "sluice", ""),
+		step2, step2, round, round, // retried activities
+		progress(5, "rolledback", api.PhaseRolledBack, 0, 2, "sluice", "analysis"),
+	} {
+		w.Progress(ctx, p)
+	}
+	if got := testutil.ToFloat64(w.Metrics.started); got != 1 {
+		t.Errorf("started %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(w.Metrics.ended.WithLabelValues("RolledBack")); got != 1 {
+		t.Errorf("rolled back %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(w.Metrics.verdicts.WithLabelValues("success-rate", "Failed")); got != 1 {
+		t.Errorf("failed measurements %v, want 1", got)
+	}
+	if n := testutil.CollectAndCount(w.Metrics.steps); n != 1 {
+		t.Fatalf("step histogram has %d series", n)
+	}
+	if err := testutil.CollectAndCompare(w.Metrics.steps, strings.NewReader(`
+# HELP sluice_rollout_step_seconds Time from one step's traffic write to the next step's: the hold, its analysis and the write and verification of the next share.
+# TYPE sluice_rollout_step_seconds histogram
+sluice_rollout_step_seconds_bucket{le="1"} 0
+sluice_rollout_step_seconds_bucket{le="5"} 0
+sluice_rollout_step_seconds_bucket{le="15"} 0
+sluice_rollout_step_seconds_bucket{le="30"} 0
+sluice_rollout_step_seconds_bucket{le="60"} 1
+sluice_rollout_step_seconds_bucket{le="120"} 1
+sluice_rollout_step_seconds_bucket{le="300"} 1
+sluice_rollout_step_seconds_bucket{le="600"} 1
+sluice_rollout_step_seconds_bucket{le="1800"} 1
+sluice_rollout_step_seconds_bucket{le="3600"} 1
+sluice_rollout_step_seconds_bucket{le="14400"} 1
+sluice_rollout_step_seconds_bucket{le="+Inf"} 1
+sluice_rollout_step_seconds_sum 60
+sluice_rollout_step_seconds_count 1
+`)); err != nil {
+		t.Error(err)
+	}
+
+	// The gauges, from a cache holding the Rollout as written.
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	u, err := w.Dynamic.Resource(GVR).Namespace("default").Get(ctx, "hello", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Add(u); err != nil {
+		t.Fatal(err)
+	}
+	w.cache.Store(&store)
+	if err := testutil.CollectAndCompare(w.Metrics.state, strings.NewReader(`
+# HELP sluice_rollout_candidate_weight_percent The share of each target's candidate Revision, in percent, from its Rollout resource.
+# TYPE sluice_rollout_candidate_weight_percent gauge
+sluice_rollout_candidate_weight_percent{candidate="hello-00002",name="hello",namespace="default",phase="RolledBack"} 0
+# HELP sluice_rollout_ended 1 for each target whose last rollout ended, by outcome, from its Rollout resource.
+# TYPE sluice_rollout_ended gauge
+sluice_rollout_ended{name="hello",namespace="default",outcome="RolledBack"} 1
+`), "sluice_rollout_candidate_weight_percent", "sluice_rollout_ended"); err != nil {
+		t.Error(err)
+	}
+	if got := testutil.CollectAndCount(w.Metrics.state, "sluice_rollouts_running"); got != len(phases) {
+		t.Errorf("running gauge has %d phases, want %d", got, len(phases))
 	}
 }

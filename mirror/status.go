@@ -27,6 +27,10 @@ func FromProgress(p events.Progress, prev Status) Status {
 	}
 	if prev.RolloutID == s.RolloutID {
 		s.Analysis, s.LastCommand, s.Paused, s.Message = prev.Analysis, prev.LastCommand, prev.Paused, prev.Message
+		s.StepStartedAt = prev.StepStartedAt
+	}
+	if p.Type == events.ProgressStep {
+		s.StepStartedAt = &metav1.Time{Time: p.Time}
 	}
 	if d.HoldUntil != nil {
 		s.HoldUntil = &metav1.Time{Time: *d.HoldUntil}
@@ -68,6 +72,9 @@ func FromStatus(v api.Status, prev Status) Status {
 	}
 	if v.Phase == api.PhaseHolding && !v.HoldUntil.IsZero() && v.StepNumber < v.StepCount {
 		s.HoldUntil = &metav1.Time{Time: v.HoldUntil}
+	}
+	if n := v.StepNumber; n > 0 && n <= len(v.Steps) && !v.Steps[n-1].StartedAt.IsZero() {
+		s.StepStartedAt = &metav1.Time{Time: v.Steps[n-1].StartedAt}
 	}
 	if s.Analysis == nil && v.Analysis != nil {
 		s.Analysis = latestRound(v.Analysis.Recent)

@@ -74,8 +74,10 @@ type Status struct {
 	Progress  string `json:"progress,omitempty"`
 	// Traffic is the traffic split as sluice last wrote it.
 	Traffic string `json:"traffic,omitempty"`
-	// HoldUntil is when the current step's hold ends.
-	HoldUntil *metav1.Time `json:"holdUntil,omitempty"`
+	// StepStartedAt is when the current step's share was written;
+	// HoldUntil when its hold ends.
+	StepStartedAt *metav1.Time `json:"stepStartedAt,omitempty"`
+	HoldUntil     *metav1.Time `json:"holdUntil,omitempty"`
 	// Analysis is the last analysis round's verdict.
 	Analysis *Analysis `json:"analysis,omitempty"`
 	// Outcome is set once the rollout ended (Succeeded, RolledBack,

@@ -57,6 +57,8 @@ type Writer struct {
 	// for each Rollout's link to its workflow; no link without UI.
 	UI, Namespace string
 	Log           *slog.Logger
+	// Metrics, if set, counts the progress events written.
+	Metrics *Metrics
 
 	served atomic.Bool
 	// cache, once the refresher's informer has synced, holds every Rollout:
@@ -106,7 +108,10 @@ func (w *Writer) Progress(ctx context.Context, p events.Progress) {
 	defer cancel()
 	d := p.Data
 	t := knative.TargetRef{Namespace: d.Namespace, Kind: d.Kind, Name: d.Name}
-	uid, err := w.write(ctx, t, func(prev Status) Status { return FromProgress(p, prev) })
+	uid, err := w.write(ctx, t, func(prev Status) Status {
+		w.Metrics.progress(p, prev)
+		return FromProgress(p, prev)
+	})
 	if err != nil {
 		w.Log.Warn("Rollout resource not written", "target", t.String(), "event", p.ID, "error", err)
 	}

@@ -82,6 +82,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	})
 	acts := &activities.Activities{Knative: knative.Client{Serving: w.Serving}, Defaults: w.Settings.Defaults, Events: w.Events,
 		Cluster: w.Settings.Cluster, Temporal: w.Temporal, Mirror: w.Mirror}
+	if w.Registry != nil {
+		m := mirror.NewMetrics(w.Registry, w.Mirror)
+		acts.TrafficWrites = m.TrafficWrite
+		if w.Mirror != nil {
+			w.Mirror.Metrics = m
+		}
+	}
 	Register(tw, acts)
 	// A cluster's worker also runs wave workflows, on the queue every
 	// cluster shares: they only signal and wait, so any cluster serves.

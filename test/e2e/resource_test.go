@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -162,6 +164,28 @@ func TestRolloutResource(t *testing.T) {
 		t.Errorf("after a rollback, Stalled is %q", got)
 	}
 	keepObject(t, ctx, name, "degraded")
+
+	// The worker's /metrics says the same.
+	testkit.Eventually(t, 20*time.Second, 500*time.Millisecond, "the worker's rollout metrics", func() (bool, string) {
+		resp, err := http.Get("http://" + stk.WorkerHTTP + "/metrics")
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var lines []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "sluice_rollout") && strings.Contains(l, name) || strings.HasPrefix(l, "sluice_rollouts_ended_total") ||
+				strings.HasPrefix(l, "sluice_traffic_write_seconds_count") {
+				lines = append(lines, l)
+			}
+		}
+		got := strings.Join(lines, "\n")
+		return strings.Contains(got, `sluice_rollout_ended{name="`+name+`",namespace="default",outcome="RolledBack"} 1`) &&
+			strings.Contains(got, `sluice_rollouts_ended_total{outcome="RolledBack"}`) &&
+			strings.Contains(got, `sluice_rollout_candidate_weight_percent{candidate="`+bad+`",name="`+name+`"`) &&
+			strings.Contains(got, `sluice_traffic_write_seconds_count{visible="true"}`), got
+	})
 
 	// kubectl describe ksvc tells the story, each event once.
 	described, err := stk.Kubectl(ctx, "describe", "ksvc", "-n", ns, name)
