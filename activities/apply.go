@@ -55,7 +55,7 @@ func (a *Activities) setTraffic(ctx context.Context, in SetTrafficInput) (SetTra
 		}
 		if !in.Force && !knative.SameTraffic(live.Spec, in.Expected) {
 			return SetTrafficResult{}, knative.Live{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-				"traffic on %s was changed outside sluice: expected %s, found %s; resume to take the live traffic as the new starting point, or abort to roll back",
+				"traffic on %s was changed outside sluice: expected %s, found %s; resume to take the live traffic as the new starting point, or abort to roll back (a GitOps tool that re-applies spec.traffic from Git does this: see docs/gitops.md)",
 				in.Object, knative.FormatTraffic(in.Expected), knative.FormatTraffic(live.Spec)), ErrDrift, nil)
 		}
 		written, err := a.Knative.PatchTraffic(ctx, in.Object, live.ResourceVersion, in.Desired)

@@ -83,7 +83,7 @@ func (r *rollout) settleWatch(ctx workflow.Context) {
 		r.watchAfter = now.Add(driftRetry)
 	case change.Changed && r.st.Phase == api.PhaseHolding && !r.st.paused():
 		r.pauseForDrift(ctx, fmt.Sprintf(
-			"traffic on %s was changed outside sluice during the hold: expected %s, found %s; resume to take the live traffic as the new starting point, or abort to roll back",
+			"traffic on %s was changed outside sluice during the hold: expected %s, found %s; resume to take the live traffic as the new starting point, or abort to roll back (a GitOps tool that re-applies spec.traffic from Git does this: see docs/gitops.md)",
 			r.st.Object, knative.FormatTraffic(r.st.Live), knative.FormatTraffic(change.Found)))
 	case now.Sub(w.started) < driftSpan-minTimeout:
 		r.watchAfter = now.Add(driftRetry) // it could not watch: try again later
