@@ -12,6 +12,8 @@ import (
 	lua "github.com/yuin/gopher-lua"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+
+	"github.com/sluicehq/sluice/mirror"
 )
 
 // captured are Rollout objects as kubectl printed them during the e2e
@@ -89,7 +91,7 @@ func argoHealth(t *testing.T, obj map[string]any) (string, string) {
 		L.Call(1, 0)
 	}
 	L.SetGlobal("obj", toLua(L, obj))
-	if err := L.DoFile(filepath.Join("argocd", "resource_customizations", "sluice.dev", "Rollout", "health.lua")); err != nil {
+	if err := L.DoFile(filepath.Join("argocd", "resource_customizations", mirror.Group, mirror.Kind, "health.lua")); err != nil {
 		t.Fatalf("health.lua: %v", err)
 	}
 	hs, ok := L.Get(-1).(*lua.LTable)
