@@ -121,6 +121,7 @@ func (r *Refresher) deleted(ctx context.Context, obj any) {
 		return
 	}
 	r.schedule(ro.Namespace+"/"+ro.Name, nil)
+	r.Writer.forget(ro.Namespace, ro.Name)
 	go func() {
 		if _, err := r.refresh(ctx, r.target(ro)); err == nil {
 			r.Log.Info("Rollout resource deleted; rebuilt from its workflow", "rollout", ro.Namespace+"/"+ro.Name)

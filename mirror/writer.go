@@ -63,7 +63,9 @@ type Writer struct {
 	served atomic.Bool
 	// cache, once the refresher's informer has synced, holds every Rollout:
 	// a write reads the one it replaces from it rather than the API server.
-	cache    atomic.Pointer[cache.Store]
+	cache   atomic.Pointer[cache.Store]
+	written sync.Map // namespace/name → *unstructured.Unstructured, as last written
+
 	mu       sync.Mutex
 	limiters map[types.UID]*rate.Limiter
 }
@@ -174,19 +176,29 @@ func (w *Writer) write(ctx context.Context, t knative.TargetRef, next func(Statu
 			return uid, err
 		}
 		obj.Object["status"] = st
-		_, err = rollouts.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
-		if apierrors.IsConflict(err) && attempt < 3 {
-			continue // written meanwhile: decide again on what it shows now
+		updated, err := rollouts.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
+		if (apierrors.IsConflict(err) || apierrors.IsNotFound(err)) && attempt < 3 {
+			// Written, or deleted, meanwhile: decide again on what it
+			// shows now.
+			w.written.Delete(t.Namespace + "/" + t.Name)
+			continue
 		}
 		if err != nil {
 			return uid, fmt.Errorf("write the status of Rollout %s/%s: %w", t.Namespace, t.Name, err)
 		}
+		w.written.Store(t.Namespace+"/"+t.Name, updated)
 		return uid, nil
 	}
 }
 
-// cached is t's Rollout as the informer holds it, nil if it holds none.
+// cached is t's Rollout as this writer last wrote it or, failing that, as
+// the informer holds it; nil if neither has it. The informer learns of a
+// write only after it, so the next event of the same rollout would find it
+// a version behind and pay for a conflict and a read.
 func (w *Writer) cached(t knative.TargetRef) (*unstructured.Unstructured, error) {
+	if u, ok := w.written.Load(t.Namespace + "/" + t.Name); ok {
+		return u.(*unstructured.Unstructured).DeepCopy(), nil
+	}
 	store := w.cache.Load()
 	if store == nil {
 		return nil, nil
@@ -351,3 +363,6 @@ func (w *Writer) allow(uid types.UID) bool {
 func bySluice(by string) bool {
 	return by == "" || by == api.BySluice || strings.HasPrefix(by, api.BySluice+" ")
 }
+
+// forget drops what the writer remembers of a Rollout that was deleted.
+func (w *Writer) forget(namespace, name string) { w.written.Delete(namespace + "/" + name) }
