@@ -121,7 +121,7 @@ func TestRenderQuery(t *testing.T) {
 	vars := TemplateVars{Namespace: "shop", Candidate: "cart-00001", Revision: "cart-00002", Window: PromDuration(90 * time.Second)}
 	// OpenTelemetry: the Revision is on target_info (joined per scrape
 	// target), or on the series themselves; OpenCensus: on the series.
-	join := ` * on (job, instance) group_left () target_info{k8s_namespace_name="shop",kn_revision_name="cart-00002"})`
+	join := ` * on (job, instance) group_left () max by (job, instance) (target_info{k8s_namespace_name="shop",kn_revision_name="cart-00002"}))`
 	direct := `{k8s_namespace_name="shop",kn_revision_name="cart-00002"`
 	for _, tt := range []struct{ metrics, check, want string }{
 		{MetricsOpenTelemetry, BuiltinSuccessRate, `1 - ((sum (rate(kn_serving_invocation_duration_seconds_count{http_response_status_code=~"5.."}[90s])` + join +

@@ -88,7 +88,11 @@ var flavours = map[string]flavour{
 		count:  "kn_serving_invocation_duration_seconds_count", sum: "kn_serving_invocation_duration_seconds_sum",
 		bucket: "kn_serving_invocation_duration_seconds_bucket",
 		scoped: func(agg, s, m string) string {
-			return agg + ` (rate(` + selector(s, m) + `[{{.Window}}]) * on (job, instance) group_left () ` + otelTarget + `)` +
+			// max by (job, instance): one target_info per scrape target even
+			// while a pod's address is reused and the old pod's series has
+			// not yet gone stale; without it the join fails ("matching
+			// labels must be unique on one side").
+			return agg + ` (rate(` + selector(s, m) + `[{{.Window}}]) * on (job, instance) group_left () max by (job, instance) (` + otelTarget + `))` +
 				` or ` + aggRate(agg, selector(s, otelRevision, m))
 		},
 		serverError: `http_response_status_code=~"5.."`,

@@ -78,7 +78,7 @@ webhooks:
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	want := `rate(kn_serving_invocation_duration_seconds_count{http_response_status_code=~"5.."}[60s]) * on (job, instance) group_left () target_info{k8s_namespace_name="default",kn_revision_name="hello-00002"}`
+	want := `rate(kn_serving_invocation_duration_seconds_count{http_response_status_code=~"5.."}[60s]) * on (job, instance) group_left () max by (job, instance) (target_info{k8s_namespace_name="default",kn_revision_name="hello-00002"})`
 	if len(queries) != tl[0].Measured || !strings.Contains(queries[0], want) {
 		t.Fatalf("%d queries for %d measurements; first %q", len(queries), tl[0].Measured, queries[0])
 	}
