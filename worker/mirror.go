@@ -29,7 +29,7 @@ const EnvTemporalUI = "SLUICE_TEMPORAL_UI"
 
 // NewMirror returns the writer of Rollout resources, or nil when they are
 // turned off. It writes nothing until the cluster serves rollouts.sluice.dev
-// (ServeMirror finds out).
+// (Writer.Serve finds out).
 func NewMirror(cfg *rest.Config, temporalNamespace string, log *slog.Logger) (*mirror.Writer, error) {
 	if v := os.Getenv(EnvRolloutResources); strings.EqualFold(v, "off") || strings.EqualFold(v, "false") {
 		log.Info("Rollout resources turned off", "env", EnvRolloutResources)
