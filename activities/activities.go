@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/measure"
 	"github.com/sluicehq/sluice/mirror"
+	"github.com/sluicehq/sluice/notify"
 )
 
 // Activities reads and writes Knative objects. The workflow refers to its
@@ -42,15 +43,18 @@ type Activities struct {
 	// Mirror shows progress on Rollout resources and as Kubernetes events;
 	// nil when the cluster does not serve the Rollout resource.
 	Mirror *mirror.Writer
+	// Notify queues progress for notifications (Slack, Teams, webhooks);
+	// nil sends none.
+	Notify *notify.Notifier
 	// TrafficWrites, if set, is told how long each ApplyTraffic took and
 	// whether Knative's status showed the traffic in that time.
 	TrafficWrites func(d time.Duration, visible bool)
 }
 
 // progress reports whether a rollout's progress goes anywhere: to an
-// event sink, or to its Rollout resource.
+// event sink, its Rollout resource, or notifications.
 func (a *Activities) progress() bool {
-	return a.Events != nil || (a.Mirror != nil && a.Mirror.Served())
+	return a.Events != nil || (a.Mirror != nil && a.Mirror.Served()) || (a.Notify != nil && a.Notify.Configured())
 }
 
 // ResolveTarget reads the target's policy, its live traffic and its stable
@@ -138,6 +142,9 @@ func (a *Activities) refuse(msg, errType string, mark knative.ObjectRef) error {
 func (a *Activities) EmitProgress(ctx context.Context, p events.Progress) error {
 	if a.Mirror != nil {
 		a.Mirror.Progress(ctx, p)
+	}
+	if a.Notify != nil {
+		a.Notify.Progress(p)
 	}
 	if a.Events == nil {
 		return nil

@@ -119,6 +119,12 @@ func prefixLookalike(key string) (string, bool) {
 func unknownKeys(annotations map[string]string) []error {
 	var errs []error
 	for _, key := range sortedKeys(annotations) {
+		if strings.HasPrefix(key, NotificationPrefix) {
+			if err := subscription(key, annotations[key]); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		if !strings.HasPrefix(key, Prefix) {
 			if meant, ok := prefixLookalike(key); ok {
 				errs = append(errs, &FieldError{Key: key, Value: annotations[key],

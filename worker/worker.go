@@ -26,6 +26,7 @@ import (
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/mirror"
+	"github.com/sluicehq/sluice/notify"
 	"github.com/sluicehq/sluice/settings"
 	"github.com/sluicehq/sluice/version"
 	"github.com/sluicehq/sluice/workflows"
@@ -40,7 +41,10 @@ type Worker struct {
 	Events *events.Sender
 	// Mirror writes Rollout resources and Kubernetes events; nil writes none.
 	Mirror *mirror.Writer
-	Log    *slog.Logger
+	// Notify sends notifications and RunNotify runs it; nil sends none.
+	Notify    *notify.Notifier
+	RunNotify func(context.Context)
+	Log       *slog.Logger
 	// Registry receives sluice's and the SDK's metrics; it must be the one
 	// the Temporal client's metrics handler writes to.
 	Registry *prometheus.Registry
@@ -81,7 +85,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		MaxConcurrentActivityExecutionSize: sz.MaxActivities,
 	})
 	acts := &activities.Activities{Knative: knative.Client{Serving: w.Serving}, Defaults: w.Settings.Defaults, Events: w.Events,
-		Cluster: w.Settings.Cluster, Temporal: w.Temporal, Mirror: w.Mirror}
+		Cluster: w.Settings.Cluster, Temporal: w.Temporal, Mirror: w.Mirror, Notify: w.Notify}
+	if w.Registry != nil && w.Notify != nil {
+		w.Notify.Metrics = notify.NewMetrics(w.Registry)
+	}
 	if w.Registry != nil {
 		m := mirror.NewMetrics(w.Registry, w.Mirror)
 		acts.TrafficWrites = m.TrafficWrite
@@ -124,6 +131,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.Mirror != nil {
 		ref := &mirror.Refresher{Writer: w.Mirror, Source: rolloutStatus{w.Temporal}, Cluster: w.Settings.Cluster, Log: w.Log}
 		go w.Mirror.Serve(ctx, ref.Run)
+	}
+	if w.RunNotify != nil {
+		go w.RunNotify(ctx)
 	}
 	w.Log.Info("worker started", "taskQueue", w.Settings.TaskQueue, "cluster", w.Settings.Cluster, "http", ln.Addr().String())
 	<-ctx.Done()

@@ -64,7 +64,12 @@ the Temporal UI at SLUICE_TEMPORAL_UI.`,
 			if err != nil {
 				return err
 			}
-			w := &worker.Worker{Settings: settings, Temporal: sc.temporal, Serving: sc.serving, Events: sender, Mirror: mirror, Log: log, Registry: sc.reg,
+			notifier, runNotify, err := worker.NewNotifier(sc.kube, sc.namespace, log)
+			if err != nil {
+				return err
+			}
+			w := &worker.Worker{Settings: settings, Temporal: sc.temporal, Serving: sc.serving, Events: sender, Mirror: mirror,
+				Notify: notifier, RunNotify: runNotify, Log: log, Registry: sc.reg,
 				Listening: func(addr string) { fmt.Fprintf(cmd.ErrOrStderr(), "health and metrics on http://%s\n", addr) }}
 			return w.Run(cmd.Context())
 		},

@@ -58,13 +58,16 @@ func keepObject(t *testing.T, ctx context.Context, name, state string) {
 // ending at a gate shows as awaiting promotion; a Rollout deleted in the
 // middle comes back and the rollout goes on unharmed; a pipeline's kubectl
 // wait returns 0 once the candidate has all the traffic and fails as soon
-// as a candidate is rolled back; kubectl describe ksvc tells the story.
+// as a candidate is rolled back; kubectl describe ksvc tells the story; the
+// rollback reaches Slack, Teams and a webhook, once each.
 func TestRolloutResource(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c := ctl(t)
 	const name = "rr1"
-	firstRollout(t, c, name, map[string]string{"sluice.dev/steps": "20,100", "sluice.dev/hold": "8s", "sluice.dev/gates": "100"})
+	chat, subscribe := notifications(t)
+	subscribe["sluice.dev/steps"], subscribe["sluice.dev/hold"], subscribe["sluice.dev/gates"] = "20,100", "8s", "100"
+	firstRollout(t, c, name, subscribe)
 	if got := rolloutField(ctx, name, ".status.outcome"); got != "Succeeded" {
 		t.Fatalf("after the first rollout, the Rollout's outcome is %q", got)
 	}
@@ -164,6 +167,9 @@ func TestRolloutResource(t *testing.T) {
 		t.Errorf("after a rollback, Stalled is %q", got)
 	}
 	keepObject(t, ctx, name, "degraded")
+	// Subscribed to rollbacks only, the chat services heard of this one
+	// rollback alone.
+	checkRollbackNotified(t, chat, name, bad)
 
 	// The worker's /metrics says the same.
 	testkit.Eventually(t, 20*time.Second, 500*time.Millisecond, "the worker's rollout metrics", func() (bool, string) {

@@ -42,6 +42,10 @@ func (s *Stack) workerEnv() []string {
 	if s.UIURL != "" {
 		env = append(env, "SLUICE_TEMPORAL_UI="+s.UIURL) // the Rollout resources' links
 	}
+	if s.opts.DeployDir != "" {
+		// As the Deployment sets it: the worker's own namespace.
+		env = append(env, "SLUICE_NOTIFICATIONS_NAMESPACE=sluice-system")
+	}
 	return env
 }
 
