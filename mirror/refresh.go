@@ -29,10 +29,14 @@ type Refresher struct {
 	Source StatusSource
 	// Cluster is the worker's cluster, part of its rollouts' workflow IDs.
 	Cluster string
-	Log     *slog.Logger
+	// Commander carries out commands asked on the resources; nil refuses
+	// them.
+	Commander Commander
+	Log       *slog.Logger
 
-	mu     sync.Mutex
-	timers map[string]*time.Timer
+	mu       sync.Mutex
+	timers   map[string]*time.Timer
+	commands map[string]bool // namespace/name/id under way
 }
 
 // holdSlack is how long after a hold's end the workflow is read: time for
@@ -77,6 +81,9 @@ func (r *Refresher) observe(ctx context.Context, obj any) {
 		return
 	}
 	key := ro.Namespace + "/" + ro.Name
+	if pendingCommand(ro) {
+		r.command(ctx, ro)
+	}
 	if ro.Status.Ended || ro.Status.Paused || ro.Status.HoldUntil == nil {
 		r.schedule(key, nil)
 		return

@@ -43,9 +43,39 @@ type Rollout struct {
 	Status            Status `json:"status,omitzero"`
 }
 
-// Spec names the target the Rollout mirrors; sluice writes it, nobody edits it.
+// Spec names the target the Rollout mirrors (sluice writes it, and the
+// sluice-rollout-commands admission policy keeps it), and carries the last
+// command asked through Kubernetes.
 type Spec struct {
 	Target Target `json:"target"`
+	// Command asks the rollout to promote, pause, resume or abort:
+	// Kubernetes RBAC (patch on rollouts) decides who may, the admission
+	// policy makes By the requester's own user name, and the worker turns
+	// it into the Temporal update and answers in status.command.
+	Command *CommandRequest `json:"command,omitempty"`
+}
+
+// CommandRequest is a command asked on the Rollout resource.
+type CommandRequest struct {
+	// ID is the asker's, unique per command: the worker acts once per ID.
+	ID string `json:"id"`
+	// Name is promote, promote-full, pause, resume or abort.
+	Name string `json:"name"`
+	// By is the requester's Kubernetes user name (checked on admission).
+	By     string `json:"by"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// CommandResult is the rollout's answer to the last command asked on the
+// resource.
+type CommandResult struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	By       string `json:"by"`
+	Accepted bool   `json:"accepted"`
+	// Message is the rollout's answer, or why the command was refused.
+	Message string      `json:"message"`
+	At      metav1.Time `json:"at"`
 }
 
 // Target is the Knative Service, or Configuration (Route mode), that the
@@ -90,6 +120,8 @@ type Status struct {
 	Ended bool `json:"ended"`
 	// LastCommand is the last command a person or program gave.
 	LastCommand *Command `json:"lastCommand,omitempty"`
+	// Command answers spec.command, once the worker has acted on it.
+	Command *CommandResult `json:"command,omitempty"`
 	// WorkflowID is the rollout's Temporal workflow; URL its page in the
 	// Temporal UI, when the worker knows the UI's address.
 	WorkflowID string `json:"workflowID,omitempty"`

@@ -166,7 +166,7 @@ func (w *Writer) write(ctx context.Context, t knative.TargetRef, next func(Statu
 			s.URL = fmt.Sprintf("%s/namespaces/%s/workflows/%s", strings.TrimSuffix(w.UI, "/"),
 				url.PathEscape(w.Namespace), url.PathEscape(s.WorkflowID))
 		}
-		s.Conditions = r.Status.Conditions
+		s.Conditions, s.Command = r.Status.Conditions, r.Status.Command
 		s.Finish(r.Generation)
 		if reflect.DeepEqual(s, r.Status) {
 			return uid, nil

@@ -6,10 +6,16 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -17,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/mirror"
+	"github.com/sluicehq/sluice/workflows/control"
 )
 
 // EnvRolloutResources turns the Rollout resources off ("off"); by default
@@ -64,4 +71,58 @@ func (s rolloutStatus) RolloutStatus(ctx context.Context, t knative.TargetRef) (
 		return api.Status{}, false, fmt.Errorf("decode the status of %s: %w", api.RolloutID(t), err)
 	}
 	return st, true, nil
+}
+
+// commander carries out the commands asked on Rollout resources, once the
+// cluster proves it checks who asked them.
+type commander struct {
+	control *control.Client
+	kube    kubernetes.Interface
+
+	mu        sync.Mutex
+	checkedAt time.Time
+	checked   error
+}
+
+// verifiedFor is how long one look at the admission policy is trusted.
+const verifiedFor = 30 * time.Second
+
+// Verified reports whether the sluice-rollout-commands policy is installed
+// and bound to deny: only then is spec.command.by the requester's name.
+func (c *commander) Verified(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.checkedAt.IsZero() && time.Since(c.checkedAt) < verifiedFor {
+		return c.checked
+	}
+	c.checked, c.checkedAt = c.verify(ctx), time.Now()
+	return c.checked
+}
+
+func (c *commander) verify(ctx context.Context) error {
+	adm := c.kube.AdmissionregistrationV1()
+	install := "install it with sluice's manifests (config/deploy/115-policy-rollout-commands.yaml, or the chart)"
+	_, err := adm.ValidatingAdmissionPolicies().Get(ctx, mirror.CommandPolicy, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("the ValidatingAdmissionPolicy %s is not installed; %s", mirror.CommandPolicy, install)
+	}
+	if err != nil {
+		return fmt.Errorf("read the ValidatingAdmissionPolicy %s: %w", mirror.CommandPolicy, err)
+	}
+	b, err := adm.ValidatingAdmissionPolicyBindings().Get(ctx, mirror.CommandPolicy, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("the ValidatingAdmissionPolicyBinding %s is not installed; %s", mirror.CommandPolicy, install)
+	}
+	if err != nil {
+		return fmt.Errorf("read the ValidatingAdmissionPolicyBinding %s: %w", mirror.CommandPolicy, err)
+	}
+	if b.Spec.PolicyName != mirror.CommandPolicy || !slices.Contains(b.Spec.ValidationActions, admissionv1.Deny) {
+		return fmt.Errorf("the ValidatingAdmissionPolicyBinding %s must bind policy %s with validationActions [Deny]", mirror.CommandPolicy, mirror.CommandPolicy)
+	}
+	return nil
+}
+
+// Command sends the command on behalf of by, deduplicated by id.
+func (c *commander) Command(ctx context.Context, t knative.TargetRef, name, by, reason, id string) (string, error) {
+	return c.control.SendAs(ctx, t, name, api.Command{By: by, Reason: reason}, id)
 }

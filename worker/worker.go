@@ -30,6 +30,7 @@ import (
 	"github.com/sluicehq/sluice/settings"
 	"github.com/sluicehq/sluice/version"
 	"github.com/sluicehq/sluice/workflows"
+	"github.com/sluicehq/sluice/workflows/control"
 )
 
 // Worker runs rollouts: it polls the task queue and serves health and metrics.
@@ -129,7 +130,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer ww.Stop()
 	}
 	if w.Mirror != nil {
-		ref := &mirror.Refresher{Writer: w.Mirror, Source: rolloutStatus{w.Temporal}, Cluster: w.Settings.Cluster, Log: w.Log}
+		ref := &mirror.Refresher{Writer: w.Mirror, Source: rolloutStatus{w.Temporal}, Cluster: w.Settings.Cluster, Log: w.Log,
+			Commander: &commander{kube: w.Mirror.Kube, control: &control.Client{Temporal: w.Temporal,
+				TaskQueue: w.Settings.TaskQueue, Cluster: w.Settings.Cluster, Identity: "sluice-worker"}}}
 		go w.Mirror.Serve(ctx, ref.Run)
 	}
 	if w.RunNotify != nil {

@@ -130,6 +130,7 @@ func newPromoteCommand(g *globals) *cobra.Command {
 		Short: "End the current hold or pass the current gate; with --full, go to 100% now",
 		Example: `  sluice promote hello
   sluice promote hello --full --reason "metrics look good"
+  sluice promote hello --via kubernetes   # as the kube context's user, with no Temporal access
   sluice promote configuration/api -n shop --no-wait`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -187,15 +188,25 @@ type commandFlags struct {
 	noWait bool
 	// timeout bounds the wait for the rollout's answer.
 	timeout time.Duration
+	// via is where the command goes: temporal or kubernetes.
+	via string
 }
 
 func (f *commandFlags) add(cmd *cobra.Command, reasonHelp string) {
 	cmd.Flags().StringVar(&f.reason, "reason", "", reasonHelp)
 	cmd.Flags().BoolVar(&f.noWait, "no-wait", false, "send as a signal and return at once; the rollout validates it on arrival (see sluice status)")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", defaultTimeout, "how long to wait for the rollout's answer (exit 9 when it passes)")
+	cmd.Flags().StringVar(&f.via, "via", viaTemporal, "temporal: send to Temporal as --as; kubernetes: ask on the target's Rollout resource as the kube context's user, whom Kubernetes authenticates and authorizes (no Temporal access needed)")
 }
 
 func sendCommand(cmd *cobra.Command, g *globals, arg, name string, f commandFlags) error {
+	switch f.via {
+	case viaTemporal:
+	case viaKubernetes:
+		return askViaKubernetes(cmd, g, arg, name, f)
+	default:
+		return fmt.Errorf("--via: want %s or %s, got %q", viaTemporal, viaKubernetes, f.via)
+	}
 	target, c, closeFn, err := g.forTarget(cmd, arg)
 	if err != nil {
 		return err

@@ -209,11 +209,19 @@ func (c *Client) pending(ctx context.Context, target knative.TargetRef) []api.Pe
 // Send delivers a command as an update and waits for the workflow's answer.
 // A command the rollout rejects returns a *RejectedError with the reason.
 func (c *Client) Send(ctx context.Context, target knative.TargetRef, command, reason string) (string, error) {
+	return c.SendAs(ctx, target, command, api.Command{By: c.Identity, Reason: reason}, "")
+}
+
+// SendAs is Send on behalf of cmd.By, who was authenticated elsewhere (a
+// command asked on the Rollout resource). A non-empty updateID makes a
+// repeated delivery of the same command act once.
+func (c *Client) SendAs(ctx context.Context, target knative.TargetRef, command string, cmd api.Command, updateID string) (string, error) {
 	target = target.In(c.Cluster)
 	h, err := c.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   api.RolloutID(target),
+		UpdateID:     updateID,
 		UpdateName:   command,
-		Args:         []any{api.Command{By: c.Identity, Reason: reason}},
+		Args:         []any{cmd},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
