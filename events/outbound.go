@@ -67,6 +67,9 @@ type ProgressData struct {
 	// HoldUntil is when the step's hold ends, on step events of a step
 	// that holds.
 	HoldUntil *time.Time `json:"holdUntil,omitempty"`
+	// GateAfterHold is set, with HoldUntil, when the hold ends at a gate:
+	// the rollout then awaits promotion, and no event says so until then.
+	GateAfterHold bool `json:"gateAfterHold,omitempty"`
 	// By is who caused the transition: the sender of a command, or "sluice".
 	By       string `json:"by,omitempty"`
 	Sequence int    `json:"sequence"`

@@ -140,3 +140,25 @@ func toUnstructured(t *testing.T, ro Rollout) *unstructured.Unstructured {
 	}
 	return &unstructured.Unstructured{Object: u}
 }
+
+// TestRefresherReadsOnlyAtGates: a hold that ends in a step, a pause or
+// the end brings a progress event of its own; only one that ends at a gate
+// has the worker read the workflow when it ends.
+func TestRefresherReadsOnlyAtGates(t *testing.T) {
+	w, _ := newWriter(t)
+	r := &Refresher{Writer: w, Log: slog.New(slog.DiscardHandler)}
+	until := metav1.NewTime(time.Now().Add(time.Hour))
+	for _, gate := range []bool{false, true} {
+		ro := Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "hello"},
+			Spec:   Spec{Target: Target{APIVersion: "serving.knative.dev/v1", Kind: "Service", Name: "hello"}},
+			Status: Status{Phase: "Holding", HoldUntil: &until, GateAfterHold: gate}}
+		r.observe(context.Background(), toUnstructured(t, ro))
+		r.mu.Lock()
+		_, scheduled := r.timers["default/hello"]
+		r.mu.Unlock()
+		if scheduled != gate {
+			t.Errorf("gate after the hold %v: a read scheduled %v", gate, scheduled)
+		}
+	}
+	r.schedule("default/hello", nil)
+}

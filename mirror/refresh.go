@@ -74,7 +74,8 @@ func (r *Refresher) Run(ctx context.Context) {
 	}
 }
 
-// observe schedules a read of the workflow when the hold the Rollout shows ends.
+// observe carries out a command asked on the Rollout, and schedules a read
+// of the workflow when the hold it shows ends at a gate.
 func (r *Refresher) observe(ctx context.Context, obj any) {
 	ro, ok := decode(obj)
 	if !ok {
@@ -84,7 +85,9 @@ func (r *Refresher) observe(ctx context.Context, obj any) {
 	if pendingCommand(ro) {
 		r.command(ctx, ro)
 	}
-	if ro.Status.Ended || ro.Status.Paused || ro.Status.HoldUntil == nil {
+	if ro.Status.Ended || ro.Status.Paused || ro.Status.HoldUntil == nil || !ro.Status.GateAfterHold {
+		// The rollout's next event tells of what follows: only a gate
+		// waits in silence.
 		r.schedule(key, nil)
 		return
 	}

@@ -33,7 +33,7 @@ func FromProgress(p events.Progress, prev Status) Status {
 		s.StepStartedAt = &metav1.Time{Time: p.Time}
 	}
 	if d.HoldUntil != nil {
-		s.HoldUntil = &metav1.Time{Time: *d.HoldUntil}
+		s.HoldUntil, s.GateAfterHold = &metav1.Time{Time: *d.HoldUntil}, d.GateAfterHold
 	}
 	if !bySluice(d.By) {
 		s.LastCommand = &Command{Name: strings.TrimPrefix(p.Type, events.ProgressPrefix), By: d.By, Reason: d.Reason, At: metav1.Time{Time: p.Time}}
@@ -71,7 +71,9 @@ func FromStatus(v api.Status, prev Status) Status {
 		s.RolloutID, s.Sequence, s.Analysis = prev.RolloutID, prev.Sequence, prev.Analysis
 	}
 	if v.Phase == api.PhaseHolding && !v.HoldUntil.IsZero() && v.StepNumber < v.StepCount {
+		n := v.StepNumber // the next step's index
 		s.HoldUntil = &metav1.Time{Time: v.HoldUntil}
+		s.GateAfterHold = n < len(v.Steps) && v.Steps[n].Gate && !v.Steps[n].GatePassed
 	}
 	if n := v.StepNumber; n > 0 && n <= len(v.Steps) && !v.Steps[n-1].StartedAt.IsZero() {
 		s.StepStartedAt = &metav1.Time{Time: v.Steps[n-1].StartedAt}

@@ -108,6 +108,9 @@ type Status struct {
 	// HoldUntil when its hold ends.
 	StepStartedAt *metav1.Time `json:"stepStartedAt,omitempty"`
 	HoldUntil     *metav1.Time `json:"holdUntil,omitempty"`
+	// GateAfterHold says the hold ends at a gate: the worker reads the
+	// workflow then, since no progress event tells of the wait.
+	GateAfterHold bool `json:"gateAfterHold,omitempty"`
 	// Analysis is the last analysis round's verdict.
 	Analysis *Analysis `json:"analysis,omitempty"`
 	// Outcome is set once the rollout ended (Succeeded, RolledBack,
