@@ -398,6 +398,9 @@ type deployment struct {
 								Name, Key string
 								Optional  *bool
 							} `json:"secretKeyRef"`
+							FieldRef *struct {
+								FieldPath string `json:"fieldPath"`
+							} `json:"fieldRef"`
 						} `json:"valueFrom"`
 					} `json:"env"`
 				} `json:"containers"`
@@ -431,10 +434,16 @@ func (g *guide) runPod(name string) {
 		}
 	}
 	for _, e := range c.Env {
-		if e.ValueFrom != nil {
+		switch {
+		case e.ValueFrom == nil:
+			env[e.Name] = e.Value
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
+			env[e.Name] = sluiceNS // what the kubelet gives the pod
+		case e.ValueFrom.FieldRef != nil:
+			g.t.Fatalf("%s: %s comes from the pod's %s, which this runner does not give", name, e.Name, e.ValueFrom.FieldRef.FieldPath)
+		default:
 			g.t.Fatalf("%s: %s comes from a Secret; the guide's install sets none", name, e.Name)
 		}
-		env[e.Name] = e.Value
 	}
 	if env["TEMPORAL_NAMESPACE"] != temporalNS {
 		g.t.Errorf("%s: TEMPORAL_NAMESPACE %q from the guide's helm install, want %q", name, env["TEMPORAL_NAMESPACE"], temporalNS)
