@@ -220,6 +220,13 @@ const (
 	ReadinessFromWatch = "watch"
 )
 
+// GateAfterHold reports whether the step after the one s stands at waits
+// for a promotion that has not come.
+func (s *Status) GateAfterHold() bool {
+	n := s.StepNumber // the next step's index
+	return n >= 0 && n < len(s.Steps) && s.Steps[n].Gate && !s.Steps[n].GatePassed
+}
+
 // ReadinessSource says in words who told the rollout its candidate's state,
 // for the status and the UI; "" before anything did.
 func (s *Status) ReadinessSource() string {

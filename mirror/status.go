@@ -71,9 +71,7 @@ func FromStatus(v api.Status, prev Status) Status {
 		s.RolloutID, s.Sequence, s.Analysis = prev.RolloutID, prev.Sequence, prev.Analysis
 	}
 	if v.Phase == api.PhaseHolding && !v.HoldUntil.IsZero() && v.StepNumber < v.StepCount {
-		n := v.StepNumber // the next step's index
-		s.HoldUntil = &metav1.Time{Time: v.HoldUntil}
-		s.GateAfterHold = n < len(v.Steps) && v.Steps[n].Gate && !v.Steps[n].GatePassed
+		s.HoldUntil, s.GateAfterHold = &metav1.Time{Time: v.HoldUntil}, v.GateAfterHold()
 	}
 	if n := v.StepNumber; n > 0 && n <= len(v.Steps) && !v.Steps[n-1].StartedAt.IsZero() {
 		s.StepStartedAt = &metav1.Time{Time: v.Steps[n-1].StartedAt}

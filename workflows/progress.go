@@ -37,7 +37,7 @@ func (r *rollout) emit(ctx workflow.Context, typ, reason, by string) {
 	}
 	if v.Phase == api.PhaseHolding && !v.HoldUntil.IsZero() && v.StepNumber < v.StepCount {
 		p.Data.HoldUntil = &v.HoldUntil
-		p.Data.GateAfterHold = gateAfterHold(v)
+		p.Data.GateAfterHold = v.GateAfterHold()
 	}
 	if c := v.Capacity; c != nil {
 		p.Data.Pods = &events.ProgressPods{Candidate: c.CandidatePods, Stable: c.StablePodsNow, StableFrom: c.StablePods}
@@ -87,11 +87,4 @@ func endEvent(p api.Phase) string {
 		return events.ProgressSuperseded
 	}
 	return events.ProgressFailed
-}
-
-// gateAfterHold reports whether the step after the one v holds at waits
-// for a promotion.
-func gateAfterHold(v api.Status) bool {
-	n := v.StepNumber // the next step's index
-	return n >= 0 && n < len(v.Steps) && v.Steps[n].Gate && !v.Steps[n].GatePassed
 }
