@@ -68,7 +68,7 @@ func (a *Activities) setTraffic(ctx context.Context, in SetTrafficInput) (SetTra
 			continue
 		}
 		if err != nil {
-			return SetTrafficResult{}, knative.Live{}, writeError(err, in.Object)
+			return SetTrafficResult{}, knative.Live{}, writeError(ctx, err, in.Object)
 		}
 		return SetTrafficResult{Generation: written.Generation, Changed: true}, written, nil
 	}
@@ -252,10 +252,12 @@ const watchMargin = 250 * time.Millisecond
 // field is about something else — the object's template against a cluster
 // limit, RBAC, another admission webhook — which sluice cannot fix by
 // rolling back (that write would be refused too).
-func writeError(err error, o knative.ObjectRef) error {
+func writeError(ctx context.Context, err error, o knative.ObjectRef) error {
 	switch {
 	case apierrors.IsNotFound(err):
 		return temporal.NewNonRetryableApplicationError(o.String()+" was deleted during the rollout", ErrTargetNotFound, err)
+	case passingDenial(ctx, err):
+		return fmt.Errorf("write traffic to %s: %w", o, retryDenial(err))
 	case (apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err)) && !refusesTraffic(err):
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("the API server refused the traffic write to %s for a reason outside the traffic list: %v", o, err), ErrWriteRefused, err)
 	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) || apierrors.IsUnsupportedMediaType(err):

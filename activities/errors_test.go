@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -33,13 +34,13 @@ func TestWriteErrorSortsRefusals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var appErr *temporal.ApplicationError
-			if err := writeError(tt.err, o); !errors.As(err, &appErr) || appErr.Type() != tt.want || !appErr.NonRetryable() {
+			if err := writeError(context.Background(), tt.err, o); !errors.As(err, &appErr) || appErr.Type() != tt.want || !appErr.NonRetryable() {
 				t.Fatalf("writeError = %v, want a non-retryable %s", err, tt.want)
 			}
 		})
 	}
 	var appErr *temporal.ApplicationError
-	if err := writeError(apierrors.NewInternalError(errors.New("failed calling webhook")), o); errors.As(err, &appErr) {
+	if err := writeError(context.Background(), apierrors.NewInternalError(errors.New("failed calling webhook")), o); errors.As(err, &appErr) {
 		t.Fatalf("a 500 must be retried, got %v", err)
 	}
 }

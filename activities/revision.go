@@ -53,6 +53,8 @@ func (a *Activities) MarkEnded(ctx context.Context, in MarkInput) error {
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil
+	case passingDenial(ctx, err):
+		return retryDenial(err)
 	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):
 		return temporal.NewNonRetryableApplicationError(err.Error(), "MarkRefused", err)
 	case err != nil:

@@ -36,6 +36,8 @@ func (a *Activities) SetScale(ctx context.Context, in ScaleInput) error {
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrScaleDrift, err)
 	case apierrors.IsNotFound(err):
 		return nil
+	case passingDenial(ctx, err):
+		return retryDenial(err)
 	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err):
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrWriteRefused, err)
 	}

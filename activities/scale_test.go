@@ -2,10 +2,15 @@ package activities
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/sluicehq/sluice/knative"
 )
@@ -62,5 +67,37 @@ func TestAwaitPodsGivesWayToAStoppingWorker(t *testing.T) {
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("AwaitPods took %s to give way", took)
+	}
+}
+
+// An API server that has just started refuses every request until it has
+// read its RBAC objects: the worker's own permission, refused then, is
+// retried for a while rather than stopping the rollout. An admission
+// webhook's 403 says the same thing again, and is not.
+func TestSetScaleRetriesAnAuthorizerThatIsStarting(t *testing.T) {
+	gr := schema.GroupResource{Group: "serving.knative.dev", Resource: "revisions"}
+	rbac := apierrors.NewForbidden(gr, "hello-00002", errors.New(`User "system:serviceaccount:sluice-system:sluice-worker" cannot patch resource "revisions" in API group "serving.knative.dev" in the namespace "default"`))
+	admission := apierrors.NewForbidden(gr, "hello-00002", errors.New(`admission webhook "policy.example.com" denied the request: revisions are frozen`))
+	for _, tt := range []struct {
+		name      string
+		err       error
+		retryable bool
+	}{{"the authorizer", rbac, true}, {"an admission webhook", admission, false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, helloObjects()...)
+			f.k.PrependReactor("patch", "revisions", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, tt.err })
+			_, err := f.env.ExecuteActivity(f.a.SetScale, ScaleInput{RevisionRef: knative.RevisionRef{Namespace: ns, Name: "hello-00002"}, Bounds: knative.Pods(3)})
+			var appErr *temporal.ApplicationError
+			if !errors.As(err, &appErr) || appErr.NonRetryable() == tt.retryable {
+				t.Fatalf("SetScale refused by %s: %v; want retryable %v", tt.name, err, tt.retryable)
+			}
+			if tt.retryable && !strings.Contains(err.Error(), "has just started") {
+				t.Fatalf("a retried refusal must say why: %v", err)
+			}
+		})
+	}
+	// Once the grace has passed, the same refusal is the permission missing.
+	if !authzDenial(rbac) || authzDenial(admission) || authzDenial(errors.New("cannot")) {
+		t.Fatal("authzDenial sorts the authorizer's 403 from others wrongly")
 	}
 }

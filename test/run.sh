@@ -52,6 +52,7 @@ rm -f "$guidelog"
 echo
 echo "Chaos, short:"
 chaoslog=$(mktemp)
+chaoswhy=
 if SLUICE_CHAOS=short go test -count=1 -timeout 25m -v -run '^TestChaos$' ./test/chaos/ >"$chaoslog" 2>&1; then
   passed=$((passed + 1))
   sed -nE '/chaos: seed .* rollouts in/,/_test\.go:[0-9]+:|--- (PASS|FAIL)/p' "$chaoslog"
@@ -62,6 +63,9 @@ else
   # after them are in the artifacts directory, not here.
   sed -nE '/chaos: seed .* rollouts in/,/_test\.go:[0-9]+:|--- (PASS|FAIL)/p' "$chaoslog"
   grep -nE '_test\.go:[0-9]+:|^\s*--- FAIL|^panic:|^FAIL' "$chaoslog" | grep -vE '^[0-9]+:\s*(time=|\{)' | head -100
+  # Repeated at the very end: a short tail of the output then says why.
+  chaoswhy=$({ sed -nE '/invariant violations: [1-9]/,/_test\.go:[0-9]+:|^\s*$/p' "$chaoslog"; grep -E '_test\.go:[0-9]+:' "$chaoslog"; } |
+    grep -vE '^\s*(time=|\{)' | cut -c1-300 | awk '!seen[$0]++' | head -20)
 fi
 rm -f "$chaoslog"
 
@@ -77,6 +81,7 @@ if [[ ${#failures[@]} -gt 0 ]]; then
   echo
   echo "What failed:"
   printf '  %s\n' "${failures[@]}"
+  [[ -n $chaoswhy ]] && printf 'The chaos run said:\n%s\n' "$chaoswhy"
 fi
 echo "tests and demo took $((SECONDS - start))s"
 echo "$passed passed, $failed failed"

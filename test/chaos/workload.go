@@ -350,11 +350,13 @@ func (w *workload) status(ctx context.Context, service string) (api.Status, bool
 // A rollout that ends first is noted, unless it ends as endOK.
 func (w *workload) waitFor(ctx context.Context, e *expect, what string, endOK api.Outcome, cond func(api.Status) bool) bool {
 	deadline := time.Now().Add(w.timeout)
+	var last api.Status
 	for time.Now().Before(deadline) {
 		st, ok := w.status(ctx, e.Service)
 		if !ok {
 			return false
 		}
+		last = st
 		if cond(st) {
 			return true
 		}
@@ -366,7 +368,11 @@ func (w *workload) waitFor(ctx context.Context, e *expect, what string, endOK ap
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	e.Notes = append(e.Notes, fmt.Sprintf("%s not reached within %s", what, w.timeout))
+	note := fmt.Sprintf("%s not reached within %s; last seen: %s, step %d, %d%%", what, w.timeout, last.Phase, last.StepNumber, last.Weight)
+	if last.Paused {
+		note += ", paused: " + last.PauseReason
+	}
+	e.Notes = append(e.Notes, note)
 	return false
 }
 
