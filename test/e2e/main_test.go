@@ -94,6 +94,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	code := m.Run()
+	stopClusters()
 	fmt.Fprintln(os.Stderr, "e2e: the stack's peak memory:", stk.PeakRSS())
 	fmt.Fprintln(os.Stderr, "e2e: the data plane:", stk.QueueProxyUsage())
 	// The same invariant over every rollout of the suite, scenario or not.

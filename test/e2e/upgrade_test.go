@@ -103,7 +103,8 @@ func upgradeCases() []upgradeCase {
 // build (the new worker up before the old one stops), and each rollout must
 // end as its plan says, with no workflow task failed and this CLI reading
 // each one before and after. Then the same from this build back to the
-// previous release: a bad upgrade reverted while rollouts run.
+// previous release: a bad upgrade reverted while rollouts run. The way
+// back's rollouts are put in their states while the way up's end.
 //
 // Not parallel: it replaces the stack's worker and receiver, and puts this
 // build's back at the end.
@@ -121,25 +122,33 @@ func TestUpgradeUnderRunningRollouts(t *testing.T) {
 	}
 	current := os.Getenv("SLUICE_BIN")
 	ctx := context.Background()
+	// Two more clusters, east and west, for a rollout waiting for its
+	// wave: on the previous release too.
+	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	waves := &waveClusters{east: cluster(startCtx, t, "east"), west: cluster(startCtx, t, "west"), c: ctl(t)}
 	defer func() {
 		// The scenarios after this one run on this build, whatever happened.
-		if stk.Sluice() != current {
-			if _, err := stk.ReplaceSluice(ctx, current); err != nil {
-				t.Errorf("put this build back: %v", err)
+		for _, s := range []*stack.Stack{stk, waves.east, waves.west} {
+			if s.Sluice() != current {
+				if _, err := s.ReplaceSluice(ctx, current); err != nil {
+					t.Errorf("put this build back: %v", err)
+				}
 			}
 		}
 	}()
 	if _, err := stk.ReplaceSluice(ctx, previous); err != nil {
 		t.Fatalf("start the previous release: %v", err)
 	}
-	// Two more clusters, east and west, for a rollout waiting for its wave:
-	// on the previous release too.
-	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	east, west := startClusterWith(startCtx, t, "east", previous), startClusterWith(startCtx, t, "west", previous)
-	waves := &waveClusters{east: east, west: west, c: ctl(t)}
-	upgrade(t, "up", current, waves)
-	upgrade(t, "down", previous, waves)
+	waves.replace(t, previous)
+	up := prepare(t, "up", waves)
+	up.replace(t, current)
+	// The way back's rollouts start on this build while the way up's
+	// finish their waits: one stack, two sets of Services.
+	down := prepare(t, "down", waves)
+	up.end(t)
+	down.replace(t, previous)
+	down.end(t)
 }
 
 // waveClusters run one rollout in waves beside the upgrade's cases: east is
@@ -213,52 +222,67 @@ func (w *waveClusters) finish(t *testing.T, name string, replacedAt time.Time, p
 	})
 }
 
-// upgrade runs every upgradeCase on the sluice running now, replaces it
-// with bin once all are in their states, and sees each to its end. The
-// rollouts run at once; the test waits on each in turn.
-func upgrade(t *testing.T, prefix, bin string, waves *waveClusters) {
+// upgradeRun is one direction of the upgrade: its rollouts, put in their
+// states on the sluice running now, then seen to their ends on bin.
+type upgradeRun struct {
+	prefix, waveName string
+	cases            []upgradeCase
+	names            []string
+	waves            *waveClusters
+	// replacedAt is when the new worker took over; wavesAt when the wave
+	// clusters' did.
+	replacedAt, wavesAt time.Time
+}
+
+// prepare runs every upgradeCase, and one rollout in waves, on the sluice
+// running now, and returns once each waits in its state.
+func prepare(t *testing.T, prefix string, waves *waveClusters) *upgradeRun {
 	c := ctl(t)
-	cases := upgradeCases()
-	waveName := prefix + "-wave"
-	waves.start(t, waveName)
-	names := make([]string, len(cases))
-	for i, uc := range cases {
-		names[i] = prefix + "-" + shortName(uc.state)
+	r := &upgradeRun{prefix: prefix, waveName: prefix + "-wave", cases: upgradeCases(), waves: waves}
+	waves.start(t, r.waveName)
+	r.names = make([]string, len(r.cases))
+	for i, uc := range r.cases {
+		r.names[i] = prefix + "-" + shortName(uc.state)
 		all := map[string]string{"sluice.dev/rollout": "enabled"}
 		maps.Copy(all, uc.ann)
-		deploy(t, names[i], "example.com/"+names[i]+":v1", all, uc.tmpl)
+		deploy(t, r.names[i], "example.com/"+r.names[i]+":v1", all, uc.tmpl)
 	}
-	for i := range cases {
-		waitOutcome(t, c, svcTarget(names[i]), names[i]+"-00001", 2*time.Minute)
-		waitClosed(t, c, names[i])
+	for _, name := range r.names {
+		waitOutcome(t, c, svcTarget(name), name+"-00001", 2*time.Minute)
+		waitClosed(t, c, name)
 	}
-	for i, uc := range cases {
+	for i, uc := range r.cases {
 		next := maps.Clone(uc.tmpl)
 		if next == nil {
 			next = map[string]string{}
 		}
 		maps.Copy(next, uc.next)
-		deploy(t, names[i], "example.com/"+names[i]+":v2", nil, next)
+		deploy(t, r.names[i], "example.com/"+r.names[i]+":v2", nil, next)
 	}
-	for i, uc := range cases {
-		waitStatus(t, c, svcTarget(names[i]), 2*time.Minute, uc.state, func(s api.Status) bool { return uc.reach(names[i], s) })
+	for i, uc := range r.cases {
+		waitStatus(t, c, svcTarget(r.names[i]), 2*time.Minute, uc.state, func(s api.Status) bool { return uc.reach(r.names[i], s) })
 		if uc.put != nil {
-			uc.put(t, names[i])
+			uc.put(t, r.names[i])
 		}
 	}
-	for i, uc := range cases {
+	for i, uc := range r.cases {
 		if uc.reached != nil {
-			waitStatus(t, c, svcTarget(names[i]), time.Minute, uc.state, func(s api.Status) bool { return uc.reached(names[i], s) })
+			waitStatus(t, c, svcTarget(r.names[i]), time.Minute, uc.state, func(s api.Status) bool { return uc.reached(r.names[i], s) })
 		}
-		readStatus(t, names[i], "before")
+		readStatus(t, r.names[i], "before")
 	}
+	return r
+}
 
+// replace puts bin in place of sluice under r's rollouts, in this cluster
+// and then the wave's two, and sends the commands that end them.
+func (r *upgradeRun) replace(t *testing.T, bin string) {
 	from := stk.Sluice()
 	took, err := stk.ReplaceSluice(context.Background(), bin)
 	if err != nil {
 		t.Fatalf("replace %s with %s: %v", from, bin, err)
 	}
-	replacedAt := time.Now()
+	r.replacedAt = time.Now()
 	// Temporal sees the new worker process poll, naming the new build.
 	want := fmt.Sprintf("%d@*@sluice-worker/%s", stk.WorkerPID(), binVersion(t, bin))
 	testkit.Eventually(t, 30*time.Second, 500*time.Millisecond, "the new worker polling, as "+want, func() (bool, string) {
@@ -277,34 +301,44 @@ func upgrade(t *testing.T, prefix, bin string, waves *waveClusters) {
 		return false, out
 	})
 	wavesFrom := time.Now()
-	waves.replace(t, bin)
-	wavesAt := time.Now()
+	r.waves.replace(t, bin)
+	r.wavesAt = time.Now()
 	t.Logf("%s: %d rollouts in their states, and one in waves over two more clusters; worker replaced (new up, then old stopped) in %s, then in both clusters in %s",
-		prefix, len(cases), took.Round(time.Millisecond), wavesAt.Sub(wavesFrom).Round(time.Millisecond))
-	waves.finish(t, waveName, wavesAt, prefix)
+		r.prefix, len(r.cases), took.Round(time.Millisecond), r.wavesAt.Sub(wavesFrom).Round(time.Millisecond))
+	r.waves.finish(t, r.waveName, r.wavesAt, r.prefix)
 
-	for i, uc := range cases {
-		readStatus(t, names[i], "after")
+	for i, uc := range r.cases {
+		readStatus(t, r.names[i], "after")
 		for _, cmd := range uc.finish {
-			args := append([]string{cmd[0], names[i]}, cmd[1:]...)
+			args := append([]string{cmd[0], r.names[i]}, cmd[1:]...)
 			if out, err := sluice(t, args...); err != nil {
 				t.Fatalf("%s: sluice %s: %v\n%s", uc.state, strings.Join(args, " "), err, out)
 			}
 		}
 	}
-	for i, uc := range cases {
-		st := waitOutcome(t, c, svcTarget(names[i]), names[i]+"-00002", 4*time.Minute)
+}
+
+// end sees each of r's rollouts end as its plan says, after the
+// replacement: one that ended before it did not wait in its state under
+// the replacement, and proves nothing of it.
+func (r *upgradeRun) end(t *testing.T) {
+	c := ctl(t)
+	for i, uc := range r.cases {
+		st := waitOutcome(t, c, svcTarget(r.names[i]), r.names[i]+"-00002", 4*time.Minute)
 		if st.Outcome != uc.want {
 			t.Fatalf("%s: ended %s (%s), want %s", uc.state, st.Outcome, st.Reason, uc.want)
 		}
-		want := names[i] + "-00002=100%"
-		if uc.want != api.OutcomeSucceeded {
-			want = names[i] + "-00001=100%"
+		if !st.EndedAt.After(r.replacedAt) {
+			t.Fatalf("%s: ended at %s, before sluice was replaced at %s: its wait must outlast the setup", uc.state, st.EndedAt, r.replacedAt)
 		}
-		if got := serviceTraffic(t, names[i]); got != want {
+		want := r.names[i] + "-00002=100%"
+		if uc.want != api.OutcomeSucceeded {
+			want = r.names[i] + "-00001=100%"
+		}
+		if got := serviceTraffic(t, r.names[i]); got != want {
 			t.Fatalf("%s: traffic %s, want %s", uc.state, got, want)
 		}
-		t.Logf("%s: %-32s %s, %s after the replacement", prefix, uc.state, st.Outcome, st.EndedAt.Sub(replacedAt).Round(100*time.Millisecond))
+		t.Logf("%s: %-32s %s, %s after the replacement", r.prefix, uc.state, st.Outcome, st.EndedAt.Sub(r.replacedAt).Round(100*time.Millisecond))
 	}
 }
 
