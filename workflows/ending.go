@@ -111,6 +111,12 @@ func (r *rollout) supersede(ctx workflow.Context) error {
 		Commands: r.st.Commands, Superseded: append(r.st.Superseded, r.st.Candidate), Runs: r.st.Runs,
 		EventsEnabled: r.st.EventsEnabled, Capacity: r.st.Capacity.carried(),
 	}
+	if r.st.Stable == "" {
+		// The target's first rollout had no stable to keep: the newer
+		// candidate's run reads the traffic as it is, where the first
+		// Revision may serve it all by now, and steps from there.
+		carry.Original, carry.Baseline, carry.Live = nil, nil, nil
+	}
 	return workflow.NewContinueAsNewError(ctx, api.RolloutWorkflow, RunInput{Input: api.Input{Target: r.st.Target, Candidate: next}, Carry: &carry})
 }
 

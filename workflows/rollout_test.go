@@ -735,3 +735,49 @@ func TestRouteModeRollsOutOnTheRoute(t *testing.T) {
 		t.Fatalf("route writes = %d, want 3 (pin, 50%%, 100%%)", h.k.WriteCount("api-route"))
 	}
 }
+
+// A target's first rollout superseded by a newer Revision: the first
+// Revision serves the traffic by then, so the newer one is rolled out from
+// it step by step — not given all the traffic as if it were the first.
+func TestSupersededFirstRolloutLeavesAStableToStepFrom(t *testing.T) {
+	latest := servingv1.TrafficTarget{LatestRevision: new(true), Percent: new(int64(100))}
+	objs := []runtime.Object{
+		knativefake.Service(ns, "hello", map[string]string{config.AnnotationSteps: "25,50,100", config.AnnotationHold: "1m"}, latest),
+		knativefake.Revision(ns, "hello", 1, true),
+		knativefake.Revision(ns, "hello", 2, false),
+	}
+	h := newHarness(t, objs...)
+	// Knative is slow to show the first rollout's writes: the newer
+	// Revision arrives while the first is under way.
+	h.k.SetFrozen(true)
+	h.at(5*time.Second, func() {
+		_ = h.k.SetRevisionReady(ns, "hello-00002", "True", "", "")
+		h.env.SignalWorkflow(api.SignalCandidate, api.CandidateSignal{Revision: "hello-00002", Generation: 2, State: knative.RevisionReady, By: "ci"})
+		h.k.SetFrozen(false)
+	})
+	h.run("hello-00001")
+	var can *workflow.ContinueAsNewError
+	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("workflow error = %v, want continue-as-new with the newer candidate", err)
+	}
+	var next RunInput
+	if err := decodeInput(can, &next); err != nil {
+		t.Fatal(err)
+	}
+	if next.Candidate != "hello-00002" || next.Carry == nil || next.Carry.Superseded[0] != "hello-00001" {
+		t.Fatalf("continued with %+v", next)
+	}
+
+	h2 := newHarness(t)
+	h2.k = h.k
+	h2.env.RegisterActivity(&activities.Activities{Knative: knative.Client{Serving: h.k}, Defaults: config.BuiltinDefaults(), WatchLimit: testWatch})
+	h2.env.ExecuteWorkflow(Rollout, next)
+	st := h2.status()
+	var res api.Result
+	if err := h2.env.GetWorkflowResult(&res); err != nil || res.Outcome != api.OutcomeSucceeded {
+		t.Fatalf("second run: %+v, %v", res, err)
+	}
+	if st.Stable != "hello-00001" || len(st.Steps) != 3 || !strings.Contains(res.Reason, "that hello-00001 had") {
+		t.Fatalf("hello-00002 went from stable %q in %d steps (%s); want hello-00001's traffic, step by step", st.Stable, len(st.Steps), res.Reason)
+	}
+}
