@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -57,14 +58,18 @@ func (r *Refresher) command(ctx context.Context, ro Rollout) {
 		r.mu.Unlock()
 		return
 	}
+	for k := range r.commands {
+		// An earlier command of this Rollout, answered: a new one replaced it.
+		if strings.HasPrefix(k, ro.Namespace+"/"+ro.Name+"/") {
+			delete(r.commands, k)
+		}
+	}
 	r.commands[key] = true
 	r.mu.Unlock()
 	go func() {
-		defer func() {
-			r.mu.Lock()
-			delete(r.commands, key)
-			r.mu.Unlock()
-		}()
+		// The key stays after the answer is written: the informer may still
+		// hand over a copy from before it, and that copy must not send the
+		// command again. observe forgets it once a copy shows the answer.
 		ctx, cancel := context.WithTimeout(ctx, commandTimeout)
 		defer cancel()
 		res := CommandResult{ID: c.ID, Name: c.Name, By: c.By}
@@ -77,8 +82,24 @@ func (r *Refresher) command(ctx context.Context, ro Rollout) {
 			"by", c.By, "id", c.ID, "accepted", res.Accepted, "answer", res.Message)
 		if err := r.Writer.answer(ctx, ro.Namespace, ro.Name, res); err != nil {
 			r.Log.Warn("the answer to a command was not written to its Rollout", "rollout", ro.Namespace+"/"+ro.Name, "id", c.ID, "error", err)
+			// Not answered: the next copy of the Rollout may ask again.
+			r.forget(key)
 		}
 	}()
+}
+
+// answeredCommand forgets ro's command once ro shows its answer: copies
+// older than this one are not handed over again.
+func (r *Refresher) answeredCommand(ro Rollout) {
+	if c := ro.Spec.Command; c != nil && ro.Status.Command != nil && ro.Status.Command.ID == c.ID {
+		r.forget(ro.Namespace + "/" + ro.Name + "/" + c.ID)
+	}
+}
+
+func (r *Refresher) forget(key string) {
+	r.mu.Lock()
+	delete(r.commands, key)
+	r.mu.Unlock()
 }
 
 // carryOut checks a command and sends it.

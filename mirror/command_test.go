@@ -87,6 +87,8 @@ func TestCommandAskedOnTheResource(t *testing.T) {
 	if !res.Accepted || res.By != "alice" || res.Message != "promoted" {
 		t.Errorf("answer %+v", res)
 	}
+	r.observe(ctx, toUnstructured(t, ro)) // a copy from before the answer, handed over late
+	time.Sleep(50 * time.Millisecond)
 	if got := c.commands(); len(got) != 1 || got[0] != "hello promote alice looks good c1" {
 		t.Errorf("sent %q, want one promote by alice", got)
 	}

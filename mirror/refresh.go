@@ -84,6 +84,8 @@ func (r *Refresher) observe(ctx context.Context, obj any) {
 	key := ro.Namespace + "/" + ro.Name
 	if pendingCommand(ro) {
 		r.command(ctx, ro)
+	} else {
+		r.answeredCommand(ro)
 	}
 	if ro.Status.Ended || ro.Status.Paused || ro.Status.HoldUntil == nil || !ro.Status.GateAfterHold {
 		// The rollout's next event tells of what follows: only a gate
