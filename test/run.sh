@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of sluice — unit, replay, integration on a real Temporal
 # server, end-to-end on the local stack, the install guide on a stack of its
-# own, the demo unattended, and a short chaos run.
+# own, a short chaos run — and then the demo, unattended.
 # Expects the tool environment from test/tools/install.sh and SLUICE_BIN.
 # Prints each package's result and, last, a line "N passed, N failed".
 set -uo pipefail
@@ -10,46 +10,30 @@ start=$SECONDS
 # Screenshots and other artifacts of the tests land here.
 export SLUICE_ARTIFACTS=${SLUICE_ARTIFACTS:-$PWD/test-artifacts}
 mkdir -p "$SLUICE_ARTIFACTS"
-# The whole verbose logs stay with the artifacts: per-test times and
+# The whole verbose log stays with the artifacts: per-test times and
 # every failure's context.
 log=$SLUICE_ARTIFACTS/go-test.log
-e2elog=$SLUICE_ARTIFACTS/go-test-e2e.log
 # Names of whatever failed, repeated on the last lines so a short tail of
 # the output still says what to look at.
 failures=()
-passed=0
-failed=0
 
-# report adds a go test log's results to the totals and prints its
-# packages' lines, and its failures' context if it failed.
-report() {
-  local file=$1 status=$2 n
-  grep -E '^(ok|FAIL|panic:)' "$file" || true
-  passed=$((passed + $(grep -cE '^\s*--- PASS' "$file")))
-  n=$(grep -cE '^\s*--- FAIL' "$file")
-  if [[ $status -ne 0 ]]; then
-    echo
-    echo "Failures (from the verbose log):"
-    grep -nE -B3 -A40 '^\s*--- FAIL|^panic:|^FAIL\s' "$file" | tail -400
-    [[ $n -eq 0 ]] && n=1
-    mapfile -t -O "${#failures[@]}" failures < <(grep -E '^\s*--- FAIL|^FAIL\s+\S+' "$file" | sed -E 's/^\s+//; s/ \([0-9.]+s\)$//' | sort -u)
-  fi
-  failed=$((failed + n))
-}
+# Four parallel tests at a time: the e2e scenarios that share nothing run
+# together on the stack (test/e2e/main_test.go says which).
+go test -count=1 -timeout 30m -parallel 4 -v ./... >"$log" 2>&1
+status=$?
+grep -E '^(ok|FAIL|panic:)' "$log" || true
+passed=$(grep -cE '^\s*--- PASS' "$log")
+failed=$(grep -cE '^\s*--- FAIL' "$log")
+if [[ $status -ne 0 ]]; then
+  echo
+  echo "Failures (from the verbose log):"
+  grep -nE -B3 -A40 '^\s*--- FAIL|^panic:|^FAIL\s' "$log" | tail -400
+  [[ $failed -eq 0 ]] && failed=1
+  mapfile -t failures < <(grep -E '^\s*--- FAIL|^FAIL\s+\S+' "$log" | sed -E 's/^\s+//; s/ \([0-9.]+s\)$//' | sort -u)
+fi
 
-# Two lanes at once, one per core. The first: the e2e scenarios on their
-# stack, four parallel ones at a time (test/e2e/main_test.go says which
-# share nothing), most of its time spent waiting on holds and Knative.
-# The second, beside it: every other package, then the install guide and
-# the demo, each on a stack of its own.
-go test -count=1 -timeout 30m -parallel 4 -v ./test/e2e/ >"$e2elog" 2>&1 &
-e2e=$!
-
-mapfile -t packages < <(go list ./... | grep -vx 'github.com/sluicehq/sluice/test/e2e')
-go test -count=1 -timeout 30m -p 1 -parallel 4 -v "${packages[@]}" >"$log" 2>&1
-report "$log" $?
-
-# docs/install.md, followed step by step.
+# docs/install.md, followed step by step on a stack of its own, after the
+# other tests: the machine has no CPU to spare while they run.
 echo
 echo "Install guide:"
 guidelog=$(mktemp)
@@ -62,20 +46,6 @@ else
   grep -nE '_test\.go:[0-9]+:|^\s*--- FAIL|^panic:|^FAIL' "$guidelog" | cut -c1-400 | tail -60
 fi
 rm -f "$guidelog"
-
-echo
-echo "Demo, unattended:"
-if SLUICE_DEMO_UNATTENDED=1 ./bin/sluice-dev --temporal-port 0 --ui-port 0; then
-  passed=$((passed + 1))
-else
-  failed=$((failed + 1))
-  failures+=("unattended demo (sluice-dev)")
-fi
-
-echo
-echo "End to end (took $((SECONDS - start))s with the lane beside it):"
-wait "$e2e"
-report "$e2elog" $?
 
 # The short chaos run (a fixed seed) needs the machine to itself: beside
 # the other stacks it slows them all down and its API server restarts miss their deadlines.
@@ -99,6 +69,14 @@ else
 fi
 rm -f "$chaoslog"
 
+echo
+echo "Demo, unattended:"
+if SLUICE_DEMO_UNATTENDED=1 ./bin/sluice-dev --temporal-port 0 --ui-port 0; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1))
+  failures+=("unattended demo (sluice-dev)")
+fi
 if [[ ${#failures[@]} -gt 0 ]]; then
   echo
   echo "What failed:"

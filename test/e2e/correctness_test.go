@@ -161,7 +161,8 @@ func TestKnativeRoutedTheCandidateFirst(t *testing.T) {
 func TestTagsFollowTheirTargets(t *testing.T) {
 	t.Parallel()
 	c := ctl(t)
-	firstRollout(t, c, "s17", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "2s"})
+	// A hold long enough for a poll of a loaded machine to see it.
+	firstRollout(t, c, "s17", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "10s"})
 	patchTraffic(t, "s17", []servingv1.TrafficTarget{
 		{RevisionName: "s17-00001", Percent: new(int64(100)), Tag: "prod"},
 		{LatestRevision: new(true), Percent: new(int64(0)), Tag: "latest"},
