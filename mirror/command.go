@@ -49,7 +49,7 @@ func pendingCommand(ro Rollout) bool {
 // and writes the answer to the Rollout's status.
 func (r *Refresher) command(ctx context.Context, ro Rollout) {
 	c := *ro.Spec.Command
-	key := ro.Namespace + "/" + ro.Name + "/" + c.ID
+	key := commandKey(ro, c.ID)
 	r.mu.Lock()
 	if r.commands == nil {
 		r.commands = map[string]bool{}
@@ -60,7 +60,7 @@ func (r *Refresher) command(ctx context.Context, ro Rollout) {
 	}
 	for k := range r.commands {
 		// An earlier command of this Rollout, answered: a new one replaced it.
-		if strings.HasPrefix(k, ro.Namespace+"/"+ro.Name+"/") {
+		if strings.HasPrefix(k, commandKey(ro, "")) {
 			delete(r.commands, k)
 		}
 	}
@@ -92,9 +92,12 @@ func (r *Refresher) command(ctx context.Context, ro Rollout) {
 // older than this one are not handed over again.
 func (r *Refresher) answeredCommand(ro Rollout) {
 	if c := ro.Spec.Command; c != nil && ro.Status.Command != nil && ro.Status.Command.ID == c.ID {
-		r.forget(ro.Namespace + "/" + ro.Name + "/" + c.ID)
+		r.forget(commandKey(ro, c.ID))
 	}
 }
+
+// commandKey names command id of ro among those this worker carries out.
+func commandKey(ro Rollout, id string) string { return ro.Namespace + "/" + ro.Name + "/" + id }
 
 func (r *Refresher) forget(key string) {
 	r.mu.Lock()

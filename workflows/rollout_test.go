@@ -143,6 +143,29 @@ func (h *harness) update(name string, cmd api.Command) *updateResult {
 // at schedules f at d after the workflow starts.
 func (h *harness) at(d time.Duration, f func()) { h.env.RegisterDelayedCallback(f, d) }
 
+// continued is the input the run continued as new with, which must be a
+// newer candidate's.
+func (h *harness) continued() RunInput {
+	h.t.Helper()
+	var can *workflow.ContinueAsNewError
+	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
+		h.t.Fatalf("workflow error = %v, want continue-as-new with the newer candidate", err)
+	}
+	var next RunInput
+	if err := decodeInput(can, &next); err != nil {
+		h.t.Fatal(err)
+	}
+	return next
+}
+
+// nextRun is a harness for the next run of h's workflow, on h's cluster.
+func (h *harness) nextRun() *harness {
+	h2 := newHarness(h.t)
+	h2.k = h.k
+	h2.env.RegisterActivity(&activities.Activities{Knative: knative.Client{Serving: h.k}, Defaults: config.BuiltinDefaults(), WatchLimit: testWatch})
+	return h2
+}
+
 func (h *harness) traffic(name string) []servingv1.TrafficTarget {
 	h.t.Helper()
 	svc, err := h.k.ServingV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
@@ -586,14 +609,7 @@ func TestSupersedeReturnsTrafficAndContinuesWithNewer(t *testing.T) {
 		h.env.SignalWorkflow(api.SignalCandidate, api.CandidateSignal{Revision: "hello-00003", By: "ci"})
 	})
 	h.run("hello-00002")
-	var can *workflow.ContinueAsNewError
-	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
-		t.Fatalf("workflow error = %v, want continue-as-new with the newer candidate", err)
-	}
-	var next RunInput
-	if err := decodeInput(can, &next); err != nil {
-		t.Fatal(err)
-	}
+	next := h.continued()
 	if next.Candidate != "hello-00003" || next.Carry == nil || next.Carry.Superseded[0] != "hello-00002" || next.Carry.Stable != "hello-00001" {
 		t.Fatalf("continued with %+v", next)
 	}
@@ -601,9 +617,7 @@ func TestSupersedeReturnsTrafficAndContinuesWithNewer(t *testing.T) {
 
 	// The next run rolls hello-00003 out from the same stable Revision and
 	// still restores the original traffic on abort.
-	h2 := newHarness(t, objs...)
-	h2.k = h.k
-	h2.env.RegisterActivity(&activities.Activities{Knative: knative.Client{Serving: h.k}, Defaults: config.BuiltinDefaults(), WatchLimit: testWatch})
+	h2 := h.nextRun()
 	h2.env.ExecuteWorkflow(Rollout, next)
 	var res api.Result
 	if err := h2.env.GetWorkflowResult(&res); err != nil || res.Outcome != api.OutcomeSucceeded || res.Candidate != "hello-00003" {
@@ -756,21 +770,12 @@ func TestSupersededFirstRolloutLeavesAStableToStepFrom(t *testing.T) {
 		h.k.SetFrozen(false)
 	})
 	h.run("hello-00001")
-	var can *workflow.ContinueAsNewError
-	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
-		t.Fatalf("workflow error = %v, want continue-as-new with the newer candidate", err)
-	}
-	var next RunInput
-	if err := decodeInput(can, &next); err != nil {
-		t.Fatal(err)
-	}
+	next := h.continued()
 	if next.Candidate != "hello-00002" || next.Carry == nil || next.Carry.Superseded[0] != "hello-00001" {
 		t.Fatalf("continued with %+v", next)
 	}
 
-	h2 := newHarness(t)
-	h2.k = h.k
-	h2.env.RegisterActivity(&activities.Activities{Knative: knative.Client{Serving: h.k}, Defaults: config.BuiltinDefaults(), WatchLimit: testWatch})
+	h2 := h.nextRun()
 	h2.env.ExecuteWorkflow(Rollout, next)
 	st := h2.status()
 	var res api.Result
