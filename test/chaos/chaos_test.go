@@ -173,7 +173,7 @@ func TestChaos(t *testing.T) {
 	}
 	expects := w.Expects()
 	writes := aud.Writes
-	ev := evidence{Writes: writes, Ready: aud.Ready, Pods: aud.Pods, Bounded: aud.Bounded, Faults: in.Faults(), Runs: runs, Progress: sink.Events(), Traffic: traffic, Bystanders: []string{"bystander"},
+	ev := evidence{Writes: writes, Ready: aud.Ready, Pods: aud.Pods, Counted: aud.Counted, Bounded: aud.Bounded, Faults: in.Faults(), Runs: runs, Progress: sink.Events(), Traffic: traffic, Bystanders: []string{"bystander"},
 		Trail: nw.events.Trail}
 	violations := check(expects, ev)
 	taskFailures, err := historycheck.WorkflowTaskFailures(readCtx, tc, "")

@@ -36,6 +36,9 @@ type audit struct {
 	// Pods are each Revision's pod counts, from its Deployment's status
 	// writes, in order.
 	Pods map[string][]podCount
+	// Counted are each Revision's Ready pods as Knative counted them (its
+	// status's actualReplicas, from the pods themselves), in order.
+	Counted map[string][]podCount
 	// Bounded says, for each Revision created, whether sluice's admission
 	// webhook bounded it in the write that created it.
 	Bounded map[string]bool
@@ -49,7 +52,7 @@ type podCount struct {
 
 // readAudit reads the API server's audit log.
 func readAudit(path string) (audit, error) {
-	a := audit{Ready: map[string]time.Time{}, Pods: map[string][]podCount{}, Bounded: map[string]bool{}}
+	a := audit{Ready: map[string]time.Time{}, Pods: map[string][]podCount{}, Counted: map[string][]podCount{}, Bounded: map[string]bool{}}
 	err := testkit.ScanAudit(path, func(e *auditv1.Event) error {
 		// A 504 to sluice's write is the API server giving up on waiting
 		// for etcd: the write may well have been committed (sluice's next
@@ -65,8 +68,10 @@ func readAudit(path string) (audit, error) {
 		return a, err
 	}
 	sort.SliceStable(a.Writes, func(i, j int) bool { return a.Writes[i].At.Before(a.Writes[j].At) })
-	for _, counts := range a.Pods {
-		sort.SliceStable(counts, func(i, j int) bool { return counts[i].At.Before(counts[j].At) })
+	for _, byRevision := range []map[string][]podCount{a.Pods, a.Counted} {
+		for _, counts := range byRevision {
+			sort.SliceStable(counts, func(i, j int) bool { return counts[i].At.Before(counts[j].At) })
+		}
 	}
 	return a, nil
 }
@@ -99,6 +104,9 @@ func (a *audit) add(e *auditv1.Event) error {
 		}
 		if seen, ok := a.Ready[ref.Name]; rev.Status.GetCondition(apis.ConditionReady).IsTrue() && (!ok || at.Before(seen)) {
 			a.Ready[ref.Name] = at
+		}
+		if n := rev.Status.ActualReplicas; n != nil {
+			a.Counted[ref.Name] = append(a.Counted[ref.Name], podCount{At: at, Ready: *n})
 		}
 	case ref.Resource == "services" && ref.Subresource == "" && e.User.Username == workerUser:
 		var body struct {

@@ -47,9 +47,12 @@ type evidence struct {
 	Traffic map[string][]servingv1.TrafficTarget
 	// Bystanders are Services no rollout may touch.
 	Bystanders []string
-	// Pods are each Revision's pod counts over time; Bounded says which
-	// Revisions sluice's admission webhook bounded as they were created.
+	// Pods are each Revision's pod counts over time, from its Deployment's
+	// status; Counted its Ready pods as Knative's own status said; Bounded
+	// says which Revisions sluice's admission webhook bounded as they were
+	// created.
 	Pods    map[string][]podCount
+	Counted map[string][]podCount
 	Bounded map[string]bool
 	// Faults are the faults injected.
 	Faults []fault
@@ -466,8 +469,13 @@ func checkPods(expects []*expect, ev evidence) []violation {
 				continue
 			}
 			share := w.share(e.Candidate)
-			// The stage's pods are ceil(share × R / 100).
-			ready := podsAt(ev.Pods[e.Candidate], w.At).Ready
+			// The stage's pods are ceil(share × R / 100). Ready as the
+			// Deployment's status or Knative's own count said, whichever
+			// saw more: two observers of the same pods, each behind them
+			// by its controllers' queues (the Deployment's by two, which a
+			// restarted API server's backoff can stretch past sluice's read
+			// of Knative's count and its write).
+			ready := max(podsAt(ev.Pods[e.Candidate], w.At).Ready, podsAt(ev.Counted[e.Candidate], w.At).Ready)
 			if need := (share*int64(e.StablePods) + 99) / 100; int64(ready) < need {
 				out = append(out, violation{"capacity pod bounds", e.Candidate, fmt.Sprintf("audit %s at %s gave it %d%% on %d Ready pods of %d needed",
 					w.AuditID, w.At.Format(time.RFC3339Nano), share, ready, need)})

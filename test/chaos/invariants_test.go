@@ -225,6 +225,17 @@ func TestCheckPodsOfACapacityRollout(t *testing.T) {
 			ev.Pods["s-00001"] = append(ev.Pods["s-00001"][:2], podCount{at(18), 2, 2})
 		}, "above 2 pods"},
 		{"no plan", func(e *expect, _ *evidence) { e.StablePods = 0 }, "no capacity plan"},
+		// The Deployment's status is behind the pods (its controllers'
+		// queues after an API server restart); Knative counted both Ready
+		// pods before the write, as sluice read them.
+		{"a Deployment's status behind Knative's count", func(_ *expect, ev *evidence) {
+			ev.Pods["s-00002"][3].At = at(22)
+			ev.Counted = map[string][]podCount{"s-00002": {{At: at(3), Ready: 1}, {At: at(17), Ready: 2}}}
+		}, ""},
+		{"100% before either saw the second pod", func(_ *expect, ev *evidence) {
+			ev.Pods["s-00002"][3].At = at(22)
+			ev.Counted = map[string][]podCount{"s-00002": {{At: at(3), Ready: 1}, {At: at(21), Ready: 2}}}
+		}, "100% on 1 Ready pods of 2 needed"},
 		// A tag still routes to the stable: it gets its template's 2 pods
 		// back once the candidate has all the traffic.
 		{"a tagged stable after 100%", func(_ *expect, ev *evidence) {
