@@ -21,14 +21,22 @@ failures=()
 # computes (about half the 2 cores alone): it starts first, at normal
 # priority, with four parallel tests at a time (the scenarios that share
 # nothing run together on the stack; test/e2e/main_test.go says which).
-# The other packages run beside it at a lower CPU priority, so they fill
-# its idle time without slowing its scenarios, which have deadlines.
+# Beside it, at a lower CPU priority, so they fill its idle time without
+# slowing its scenarios (which have deadlines): the other packages, then
+# docs/install.md followed step by step on a stack of its own, then the
+# demo, unattended. Their output is kept and printed in that order after.
 e2elog=$(mktemp)
 go test -count=1 -timeout 30m -parallel 4 -v ./test/e2e/ >"$e2elog" 2>&1 &
 e2e=$!
 mapfile -t others < <(go list ./... | grep -vx 'github.com/sluicehq/sluice/test/e2e')
 nice -n 10 go test -count=1 -timeout 30m -v "${others[@]}" >"$log" 2>&1
 status=$?
+guidelog=$(mktemp)
+SLUICE_INSTALL_GUIDE=1 nice -n 10 go test -count=1 -timeout 15m -v -run '^TestInstallGuide$' ./test/install/ >"$guidelog" 2>&1
+guide=$?
+demolog=$(mktemp)
+SLUICE_DEMO_UNATTENDED=1 nice -n 10 ./bin/sluice-dev --temporal-port 0 --ui-port 0 >"$demolog" 2>&1
+demo=$?
 wait "$e2e" || status=1
 cat "$e2elog" >>"$log"
 rm -f "$e2elog"
@@ -43,12 +51,9 @@ if [[ $status -ne 0 ]]; then
   mapfile -t failures < <(grep -E '^\s*--- FAIL|^FAIL\s+\S+' "$log" | sed -E 's/^\s+//; s/ \([0-9.]+s\)$//' | sort -u)
 fi
 
-# docs/install.md, followed step by step on a stack of its own, after the
-# other tests: the machine has no CPU to spare while they run.
 echo
 echo "Install guide:"
-guidelog=$(mktemp)
-if SLUICE_INSTALL_GUIDE=1 go test -count=1 -timeout 15m -v -run '^TestInstallGuide$' ./test/install/ >"$guidelog" 2>&1; then
+if [[ $guide -eq 0 ]]; then
   passed=$((passed + 1))
   grep -E 'install\.md —|not covered|^(ok|--- PASS)' "$guidelog" | sed -E 's/^\s*guide_test\.go:[0-9]+: //'
 else
@@ -82,7 +87,9 @@ rm -f "$chaoslog"
 
 echo
 echo "Demo, unattended:"
-if SLUICE_DEMO_UNATTENDED=1 ./bin/sluice-dev --temporal-port 0 --ui-port 0; then
+cat "$demolog"
+rm -f "$demolog"
+if [[ $demo -eq 0 ]]; then
   passed=$((passed + 1))
 else
   failed=$((failed + 1))

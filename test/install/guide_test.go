@@ -1,8 +1,8 @@
 // Package install follows docs/install.md on the local stack, step by step,
 // with the commands the guide prints: from a cluster with Knative and no
 // sluice to a first rollout watched with the CLI, an upgrade under it, and
-// the uninstall. Its stack binds the ApiServerSource adapter's port, so
-// test/run.sh runs it alone (SLUICE_INSTALL_GUIDE=1), after the other tests.
+// the uninstall. test/run.sh runs it on its own (SLUICE_INSTALL_GUIDE=1),
+// on a stack of its own beside the e2e package's, at a lower CPU priority.
 //
 // What it cannot do here, and does instead (each also logged as it runs):
 //   - Knative and Temporal are the stack's (Knative Serving's own controller,
@@ -71,7 +71,7 @@ type pod struct {
 
 func TestInstallGuide(t *testing.T) {
 	if os.Getenv("SLUICE_INSTALL_GUIDE") == "" {
-		t.Skip("SLUICE_INSTALL_GUIDE is not set: test/run.sh runs this alone, after the other tests (its stack binds the adapter's port)")
+		t.Skip("SLUICE_INSTALL_GUIDE is not set: test/run.sh runs this on its own, after the other packages")
 	}
 	g := start(t)
 
