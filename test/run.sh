@@ -7,6 +7,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
+epoch=$(date +%s)
+# Seconds since the start, for the parts' times printed at the end.
+since() { echo $((SECONDS - start)); }
 # Screenshots and other artifacts of the tests land here.
 export SLUICE_ARTIFACTS=${SLUICE_ARTIFACTS:-$PWD/test-artifacts}
 mkdir -p "$SLUICE_ARTIFACTS"
@@ -26,18 +29,25 @@ failures=()
 # docs/install.md followed step by step on a stack of its own, then the
 # demo, unattended. Their output is kept and printed in that order after.
 e2elog=$(mktemp)
-go test -count=1 -timeout 30m -parallel 4 -v ./test/e2e/ >"$e2elog" 2>&1 &
+# The e2e package's end, as seconds since the epoch: it ends in the background.
+e2eend=$(mktemp)
+{ go test -count=1 -timeout 30m -parallel 4 -v ./test/e2e/ >"$e2elog" 2>&1; rc=$?; date +%s >"$e2eend"; exit $rc; } &
 e2e=$!
 mapfile -t others < <(go list ./... | grep -vx 'github.com/sluicehq/sluice/test/e2e')
 nice -n 10 go test -count=1 -timeout 30m -v "${others[@]}" >"$log" 2>&1
 status=$?
+times="other packages until $(since)s"
 guidelog=$(mktemp)
 SLUICE_INSTALL_GUIDE=1 nice -n 10 go test -count=1 -timeout 15m -v -run '^TestInstallGuide$' ./test/install/ >"$guidelog" 2>&1
 guide=$?
+times+=", install guide until $(since)s"
 demolog=$(mktemp)
 SLUICE_DEMO_UNATTENDED=1 nice -n 10 ./bin/sluice-dev --temporal-port 0 --ui-port 0 >"$demolog" 2>&1
 demo=$?
+times+=", demo until $(since)s"
 wait "$e2e" || status=1
+times+=", e2e package until $(( $(cat "$e2eend" 2>/dev/null || date +%s) - epoch ))s"
+rm -f "$e2eend"
 cat "$e2elog" >>"$log"
 rm -f "$e2elog"
 grep -E '^(ok|FAIL|panic:)' "$log" || true
@@ -84,6 +94,7 @@ else
     grep -vE '^\s*(time=|\{)' | cut -c1-300 | awk '!seen[$0]++' | head -20)
 fi
 rm -f "$chaoslog"
+times+=", then the chaos run until $(since)s"
 
 echo
 echo "Demo, unattended:"
@@ -101,6 +112,6 @@ if [[ ${#failures[@]} -gt 0 ]]; then
   printf '  %s\n' "${failures[@]}"
   [[ -n $chaoswhy ]] && printf 'The chaos run said:\n%s\n' "$chaoswhy"
 fi
-echo "tests and demo took $((SECONDS - start))s"
+echo "tests and demo took $((SECONDS - start))s ($times)"
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

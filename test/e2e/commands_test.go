@@ -41,7 +41,7 @@ func kubeconfigAs(t *testing.T, user string) string {
 // whose RBAC does not is refused by the API server, and nothing changes;
 // nobody can ask in another's name.
 func TestCommandsThroughRollout(t *testing.T) {
-	t.Parallel()
+	onStack(t)
 	ctx := context.Background()
 	c := ctl(t)
 	const name = "cmd1"
