@@ -141,7 +141,8 @@ func (a *Activities) refuse(msg, errType string, mark knative.ObjectRef) error {
 // same event, and the same resource write.
 func (a *Activities) EmitProgress(ctx context.Context, p events.Progress) error {
 	if a.Mirror != nil {
-		a.Mirror.Progress(ctx, p)
+		// Written beside the rollout, at the mirror's own pace.
+		a.Mirror.Enqueue(p)
 	}
 	if a.Notify != nil {
 		a.Notify.Progress(p)

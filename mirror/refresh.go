@@ -64,6 +64,7 @@ func (r *Refresher) Run(ctx context.Context) {
 	if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		store := inf.GetStore()
 		r.Writer.cache.Store(&store)
+		go r.resync(ctx, store.List())
 	}
 	<-ctx.Done()
 	factory.Shutdown()
@@ -71,6 +72,17 @@ func (r *Refresher) Run(ctx context.Context) {
 	defer r.mu.Unlock()
 	for _, t := range r.timers {
 		t.Stop()
+	}
+}
+
+// resync rewrites every Rollout not ended from its workflow, once, as the
+// worker starts: progress a worker stopped or killed before it wrote it
+// shows now rather than at the rollout's next event.
+func (r *Refresher) resync(ctx context.Context, objs []any) {
+	for _, obj := range objs {
+		if ro, ok := decode(obj); ok && !ro.Status.Ended && ctx.Err() == nil {
+			_, _ = r.refresh(ctx, r.target(ro))
+		}
 	}
 }
 

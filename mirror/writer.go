@@ -68,6 +68,7 @@ type Writer struct {
 
 	mu       sync.Mutex
 	limiters map[types.UID]*rate.Limiter
+	q        queue
 }
 
 // Served reports whether the cluster serves the Rollout resource, as far
@@ -76,7 +77,9 @@ func (w *Writer) Served() bool { return w.served.Load() }
 
 // Serve finds out whether the cluster serves the Rollout resource, asking
 // again until it does (its CRD may be applied with, or after, the worker),
-// then runs refresh until ctx is done.
+// then writes what Enqueue is given and runs refresh until ctx is done. It
+// returns once what was still queued then is written (or flushTimeout has
+// passed).
 func (w *Writer) Serve(ctx context.Context, refresh func(context.Context)) {
 	every, told := 2*time.Second, false
 	for start := time.Now(); ; {
@@ -84,7 +87,13 @@ func (w *Writer) Serve(ctx context.Context, refresh func(context.Context)) {
 		if err == nil && slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == Resource }) {
 			w.served.Store(true)
 			w.Log.Info("writing Rollout resources (rollouts.sluice.dev)")
+			drained := make(chan struct{})
+			go func() {
+				defer close(drained)
+				w.drain(ctx)
+			}()
 			refresh(ctx)
+			<-drained
 			return
 		}
 		if !told && time.Since(start) > 10*time.Second {
@@ -99,30 +108,14 @@ func (w *Writer) Serve(ctx context.Context, refresh func(context.Context)) {
 	}
 }
 
-// Progress mirrors one progress event: the target's Rollout resource shows
-// it, and the target gets a Kubernetes event for it. A failure is logged,
-// never returned: the mirror must not fail or hold up the rollout.
+// Progress mirrors one progress event at once: the target's Rollout
+// resource shows it, and the target gets a Kubernetes event for it. A
+// failure is logged, never returned. The progress activity uses Enqueue.
 func (w *Writer) Progress(ctx context.Context, p events.Progress) {
 	if !w.Served() || !strings.HasPrefix(p.Type, events.ProgressPrefix) {
 		return // a wave's event: no single target
 	}
-	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
-	defer cancel()
-	d := p.Data
-	t := knative.TargetRef{Namespace: d.Namespace, Kind: d.Kind, Name: d.Name}
-	uid, err := w.write(ctx, t, func(prev Status) Status {
-		w.Metrics.progress(p, prev)
-		return FromProgress(p, prev)
-	})
-	if err != nil {
-		w.Log.Warn("Rollout resource not written", "target", t.String(), "event", p.ID, "error", err)
-	}
-	if uid == "" {
-		return
-	}
-	if err := w.event(ctx, t, uid, p); err != nil {
-		w.Log.Warn("Kubernetes event not recorded", "target", t.String(), "event", p.ID, "error", err)
-	}
+	w.progress(ctx, []events.Progress{p}, nil)
 }
 
 // Rebuild writes the Rollout resource from the workflow's own status.

@@ -133,7 +133,18 @@ func (w *Worker) Run(ctx context.Context) error {
 		ref := &mirror.Refresher{Writer: w.Mirror, Source: rolloutStatus{w.Temporal}, Cluster: w.Settings.Cluster, Log: w.Log,
 			Commander: &commander{kube: w.Mirror.Kube, control: &control.Client{Temporal: w.Temporal,
 				TaskQueue: w.Settings.TaskQueue, Cluster: w.Settings.Cluster, Identity: "sluice-worker"}}}
-		go w.Mirror.Serve(ctx, ref.Run)
+		// The mirror outlives the Temporal worker's stop, so the events of
+		// the activities finishing then are written too.
+		mirrorCtx, stopMirror := context.WithCancel(context.WithoutCancel(ctx))
+		mirrorDone := make(chan struct{})
+		go func() {
+			defer close(mirrorDone)
+			w.Mirror.Serve(mirrorCtx, ref.Run)
+		}()
+		defer func() {
+			stopMirror()
+			<-mirrorDone
+		}()
 	}
 	if w.RunNotify != nil {
 		go w.RunNotify(ctx)

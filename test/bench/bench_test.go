@@ -31,12 +31,14 @@ func TestWeights(t *testing.T) {
 }
 
 func TestParseRuns(t *testing.T) {
-	runs, err := parseRuns("10, 100", "100x8", "100", 4, time.Second)
-	if err != nil || len(runs) != 4 || runs[1].Rollouts != 100 || runs[1].Steps != 4 || runs[2].Workers != 2 || runs[3].Steps != 8 || runs[3].Workers != 1 {
+	runs, err := parseRuns("10, 100", "100x8", "100", "25", 4, time.Second)
+	if err != nil || len(runs) != 5 || runs[1].Rollouts != 100 || runs[1].Steps != 4 || runs[2].Workers != 2 ||
+		runs[3].Rollouts != 25 || !runs[3].NoRolloutResources || runs[3].Label() != "25 × 4, no Rollout resources" ||
+		runs[4].Steps != 8 || runs[4].Workers != 1 || runs[4].NoRolloutResources {
 		t.Fatalf("runs %+v, %v", runs, err)
 	}
 	for _, bad := range [][2]string{{"ten", ""}, {"0", ""}, {"10", "100y8"}} {
-		if _, err := parseRuns(bad[0], bad[1], "", 4, time.Second); err == nil {
+		if _, err := parseRuns(bad[0], bad[1], "", "", 4, time.Second); err == nil {
 			t.Errorf("%q %q: no error", bad[0], bad[1])
 		}
 	}

@@ -2,7 +2,7 @@
 // rollouts at once, each on its own Service, and beside them the floor — a
 // plain client-go loop doing the same read-patch-verify on the same stack.
 //
-//	go run ./test/bench [-rollouts 10,100,500] [-steps 4] [-hold 1s] [-growth 10x8] [-scale-out 100]
+//	go run ./test/bench [-rollouts 10,100,500] [-steps 4] [-hold 1s] [-growth 10x8] [-scale-out 100] [-no-rollout-resources 25]
 //
 // Timings come from the API server's own audit log (when a traffic patch
 // arrived) and from a watch of Revisions (when Knative's controller made one
@@ -41,6 +41,10 @@ type Run struct {
 	Hold     time.Duration `json:"hold_ns"`
 	// Workers is how many sluice worker processes share the task queue.
 	Workers int `json:"workers"`
+	// NoRolloutResources runs the worker with its Rollout resources (and
+	// their Kubernetes events) turned off: beside the same level with them
+	// on, what writing them costs the steps.
+	NoRolloutResources bool `json:"no_rollout_resources,omitempty"`
 }
 
 // Label names the run in the tables: "100 × 4", "100 × 4, 2 workers".
@@ -48,6 +52,9 @@ func (r Run) Label() string {
 	l := fmt.Sprintf("%d × %d", r.Rollouts, r.Steps)
 	if r.Workers > 1 {
 		l += fmt.Sprintf(", %d workers", r.Workers)
+	}
+	if r.NoRolloutResources {
+		l += ", no Rollout resources"
 	}
 	return l
 }
@@ -58,6 +65,7 @@ func main() {
 	hold := flag.Duration("hold", time.Second, "hold of each step")
 	growth := flag.String("growth", "10x8", "extra runs to see growth in steps, ROLLOUTSxSTEPS, comma-separated (empty: none)")
 	scaleOut := flag.String("scale-out", "100", "levels run again with two worker processes on the same Temporal, comma-separated (empty: none)")
+	noResources := flag.String("no-rollout-resources", "", "levels run again with the worker's Rollout resources off (SLUICE_ROLLOUT_RESOURCES=off), to see what they cost the steps, comma-separated (empty: none)")
 	timeout := flag.Duration("timeout", 5*time.Minute, "how long one level's rollouts may take")
 	peers := flag.String("peers", "", "instead: sluice and Flagger side by side at these levels, e.g. 1,10,100 (FLAGGER_BIN, FLAGGER_DIR: its binary and module)")
 	flag.BoolVar(sluiceOnly, "peers-sluice-only", false, "with -peers: run sluice's half alone")
@@ -65,7 +73,7 @@ func main() {
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
-	runs, err := parseRuns(*levels, *growth, *scaleOut, *steps, *hold)
+	runs, err := parseRuns(*levels, *growth, *scaleOut, *noResources, *steps, *hold)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
@@ -122,13 +130,14 @@ func main() {
 	}
 }
 
-func parseRuns(levels, growth, scaleOut string, steps int, hold time.Duration) ([]Run, error) {
+func parseRuns(levels, growth, scaleOut, noResources string, steps int, hold time.Duration) ([]Run, error) {
 	var runs []Run
 	for _, list := range []struct {
 		flag, values string
 		workers      int
-	}{{"-rollouts", levels, 1}, {"-scale-out", scaleOut, 2}} {
-		if strings.TrimSpace(list.values) == "" && list.workers > 1 {
+		off          bool
+	}{{"-rollouts", levels, 1, false}, {"-scale-out", scaleOut, 2, false}, {"-no-rollout-resources", noResources, 1, true}} {
+		if strings.TrimSpace(list.values) == "" && list.flag != "-rollouts" {
 			continue
 		}
 		for _, f := range strings.Split(list.values, ",") {
@@ -136,7 +145,7 @@ func parseRuns(levels, growth, scaleOut string, steps int, hold time.Duration) (
 			if err != nil || n < 1 {
 				return nil, fmt.Errorf("%s: want numbers above 0, got %q", list.flag, f)
 			}
-			runs = append(runs, Run{Rollouts: n, Steps: steps, Hold: hold, Workers: list.workers})
+			runs = append(runs, Run{Rollouts: n, Steps: steps, Hold: hold, Workers: list.workers, NoRolloutResources: list.off})
 		}
 	}
 	if strings.TrimSpace(growth) == "" {

@@ -68,6 +68,14 @@ func (r *readyLog) get(rev string) (time.Time, bool) {
 	return t, ok
 }
 
+// workerEnv is the worker's environment beyond the stack's for r.
+func (r Run) workerEnv() []string {
+	if r.NoRolloutResources {
+		return []string{"SLUICE_ROLLOUT_RESOURCES=off"}
+	}
+	return nil
+}
+
 // measure runs one configuration on a fresh stack: set up 2N Services, roll
 // out a new Revision on N of them with sluice, then step the other N with
 // the floor loop, and read what it cost.
@@ -85,6 +93,7 @@ func measure(ctx context.Context, r Run, e env) (res Result, err error) {
 	stk, err := stack.Start(ctx, stack.Options{
 		Dir: dir, Tools: e.tools, Root: e.root, CRDDirs: e.crds, DeployDir: filepath.Join(e.root, "config", "deploy"),
 		Adapter: true, ProgressSink: sink.URL, Audit: true, OnReady: ready.set, Log: quiet, TemporalInMemory: *inMemory,
+		WorkerEnv: r.workerEnv(),
 	})
 	if err != nil {
 		return res, fmt.Errorf("start the local stack: %w", err)

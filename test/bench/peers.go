@@ -425,7 +425,7 @@ func runPeers(levels string, e env, fl flaggerTool) int {
 		fmt.Fprintln(os.Stderr, "bench-peers: FLAGGER_BIN and FLAGGER_DIR must name Flagger's binary and module (make bench-peers sets them)")
 		return 2
 	}
-	runs, err := parseRuns(levels, "", "", 1, peerHold)
+	runs, err := parseRuns(levels, "", "", "", 1, peerHold)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-peers:", err)
 		return 2

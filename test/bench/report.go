@@ -110,7 +110,7 @@ type Target struct {
 
 func find(results []Result, rollouts, steps int) *Result {
 	for i := range results {
-		if results[i].Rollouts == rollouts && results[i].Steps == steps && results[i].Workers <= 1 && results[i].Error == "" {
+		if results[i].Rollouts == rollouts && results[i].Steps == steps && results[i].Workers <= 1 && !results[i].NoRolloutResources && results[i].Error == "" {
 			return &results[i]
 		}
 	}
@@ -158,7 +158,7 @@ func targets(results []Result) []Target {
 func knee(results []Result) Target {
 	var levels []Result
 	for _, r := range results {
-		if r.Workers <= 1 && r.Error == "" && (len(levels) == 0 || r.Steps == levels[0].Steps) {
+		if r.Workers <= 1 && !r.NoRolloutResources && r.Error == "" && (len(levels) == 0 || r.Steps == levels[0].Steps) {
 			levels = append(levels, r)
 		}
 	}

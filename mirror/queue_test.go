@@ -1,0 +1,133 @@
+package mirror
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/events"
+)
+
+// TestQueueWritesATargetsWaitingEventsOnce: events that wait their turn
+// together are one Rollout write, a retried or late one among them takes
+// nothing back, and of the steps taken meanwhile only the last shows as a
+// Kubernetes event; the outcome's event always does.
+func TestQueueWritesATargetsWaitingEventsOnce(t *testing.T) {
+	w, kube := newWriter(t, service("hello"))
+	writes := 0
+	w.Dynamic.(interface {
+		PrependReactor(verb, resource string, reaction k8stesting.ReactionFunc)
+	}).PrependReactor("*", "rollouts", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetVerb() == "update" || a.GetVerb() == "create" {
+			writes++
+		}
+		return false, nil, nil
+	})
+	for _, p := range []events.Progress{
+		progress(1, "started", api.PhaseWaitingReady, 0, 0, "sluice", ""),
+		progress(2, "step", api.PhaseHolding, 10, 1, "sluice", ""),
+		progress(3, "step", api.PhaseHolding, 50, 2, "sluice", ""),
+		progress(2, "step", api.PhaseHolding, 10, 1, "sluice", ""), // a retried activity, late
+		progress(4, "step", api.PhaseHolding, 100, 3, "sluice", ""),
+		progress(5, "succeeded", api.PhaseSucceeded, 100, 3, "sluice", ""),
+	} {
+		w.Enqueue(p)
+	}
+	// Stopped before it starts: what is queued is flushed.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	w.drain(ctx)
+
+	r := readRollout(t, w, "hello")
+	if r.Status.Outcome != "Succeeded" || r.Status.Sequence != 5 || r.Status.Weight != 100 {
+		t.Errorf("status %+v", r.Status)
+	}
+	// The create of the Rollout, then one write of its status.
+	if writes != 2 {
+		t.Errorf("%d writes of Rollouts, want the create and one status write", writes)
+	}
+	evs, err := kube.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range evs.Items {
+		got = append(got, e.Reason+" "+e.Message)
+	}
+	slices.Sort(got)
+	want := []string{"RolloutStarted rolling out hello-00002, stable hello-00001", "RolloutStep hello-00002 at 100% (step 3/3)", "RolloutSucceeded hello-00002 at 100% (step 3/3)"}
+	if !slices.Equal(got, want) {
+		t.Errorf("events %q, want %q", got, want)
+	}
+}
+
+// TestQueueTakesTargetsInTurn: a target whose events keep coming does not
+// hold up the others, and a paused rollout's event is kept between steps.
+func TestQueueTakesTargetsInTurn(t *testing.T) {
+	w, _ := newWriter(t, service("hello"), service("other"))
+	other := progress(1, "started", api.PhaseWaitingReady, 0, 0, "sluice", "")
+	other.Data.Name, other.ID = "other", "run-2-01"
+	w.Enqueue(progress(1, "started", api.PhaseWaitingReady, 0, 0, "sluice", ""))
+	w.Enqueue(other)
+	w.Enqueue(progress(2, "step", api.PhaseHolding, 10, 1, "sluice", ""))
+	if got := w.q.first(); got != "default/Service/hello" {
+		t.Fatalf("first turn %q", got)
+	}
+	if batch := w.q.take("default/Service/hello"); len(batch) != 2 {
+		t.Fatalf("hello's batch %+v", batch)
+	}
+	if got := w.q.first(); got != "default/Service/other" {
+		t.Fatalf("second turn %q", got)
+	}
+
+	batch := []events.Progress{
+		progress(2, "step", api.PhaseHolding, 10, 1, "sluice", ""),
+		progress(3, "paused", api.PhaseHolding, 10, 1, "jane", "look first"),
+		progress(4, "resumed", api.PhaseHolding, 10, 1, "jane", ""),
+		progress(5, "step", api.PhaseHolding, 50, 2, "sluice", ""),
+		progress(6, "analysis", api.PhaseHolding, 50, 2, "sluice", ""),
+		progress(7, "step", api.PhaseHolding, 100, 3, "sluice", ""),
+	}
+	var reasons []string
+	for _, p := range recorded(batch) {
+		_, r := eventKind(p)
+		reasons = append(reasons, r+"@"+itoa(p.Data.Sequence))
+	}
+	if want := []string{"RolloutStep@02", "Paused@03", "Resumed@04", "RolloutStep@07"}; !slices.Equal(reasons, want) {
+		t.Errorf("recorded %v, want %v", reasons, want)
+	}
+}
+
+// TestQueueWritesAtItsPace: the drain loop writes what comes while it runs.
+func TestQueueWritesAtItsPace(t *testing.T) {
+	w, _ := newWriter(t, service("hello"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.drain(ctx)
+	}()
+	w.Enqueue(progress(1, "started", api.PhaseWaitingReady, 0, 0, "sluice", ""))
+	w.Enqueue(progress(2, "step", api.PhaseHolding, 10, 1, "sluice", ""))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if u, err := w.Dynamic.Resource(GVR).Namespace("default").Get(ctx, "hello", metav1.GetOptions{}); err == nil {
+			var r Rollout
+			if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r) == nil && r.Status.Sequence == 2 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the queued events were not written within 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+}
