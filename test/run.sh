@@ -8,8 +8,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
 epoch=$(date +%s)
-# Seconds since the start, for the parts' times printed at the end.
-since() { echo $((SECONDS - start)); }
+# Seconds since the start, for the parts' times printed at the end (the
+# lower lane is a subshell: the clock, not $SECONDS).
+since() { echo $(($(date +%s) - epoch)); }
 # Screenshots and other artifacts of the tests land here.
 export SLUICE_ARTIFACTS=${SLUICE_ARTIFACTS:-$PWD/test-artifacts}
 mkdir -p "$SLUICE_ARTIFACTS"
@@ -20,34 +21,45 @@ log=$SLUICE_ARTIFACTS/go-test.log
 # the output still says what to look at.
 failures=()
 
-# The e2e package is the longest part and waits on its stack more than it
-# computes (about half the 2 cores alone): it starts first, at normal
-# priority, with four parallel tests at a time (the scenarios that share
-# nothing run together on the stack; test/e2e/main_test.go says which).
-# Beside it, at a lower CPU priority, so they fill its idle time without
-# slowing its scenarios (which have deadlines): the other packages, then
+# Two lanes. The short chaos run (a fixed seed) injects faults with
+# deadlines and needs the stacks to itself, yet keeps the machine only
+# about a fifth busy: it runs first, at normal priority, and then the e2e
+# package, the longest part (four parallel tests at a time: the scenarios
+# that share nothing run together on the stack; test/e2e/main_test.go says
+# which). Beside them, at a lower CPU priority, so they fill the idle time
+# without slowing what has deadlines: the other packages, then
 # docs/install.md followed step by step on a stack of its own, then the
-# demo, unattended. Their output is kept and printed in that order after.
-e2elog=$(mktemp)
-# The e2e package's end, as seconds since the epoch: it ends in the background.
-e2eend=$(mktemp)
-{ go test -count=1 -timeout 30m -parallel 4 -v ./test/e2e/ >"$e2elog" 2>&1; rc=$?; date +%s >"$e2eend"; exit $rc; } &
-e2e=$!
+# demo, unattended. Every part's output is kept and printed in one order
+# after.
 mapfile -t others < <(go list ./... | grep -vx 'github.com/sluicehq/sluice/test/e2e')
-nice -n 10 go test -count=1 -timeout 30m -v "${others[@]}" >"$log" 2>&1
-status=$?
-times="other packages until $(since)s"
 guidelog=$(mktemp)
-SLUICE_INSTALL_GUIDE=1 nice -n 10 go test -count=1 -timeout 15m -v -run '^TestInstallGuide$' ./test/install/ >"$guidelog" 2>&1
-guide=$?
-times+=", install guide until $(since)s"
 demolog=$(mktemp)
-SLUICE_DEMO_UNATTENDED=1 nice -n 10 ./bin/sluice-dev --temporal-port 0 --ui-port 0 >"$demolog" 2>&1
-demo=$?
-times+=", demo until $(since)s"
-wait "$e2e" || status=1
-times+=", e2e package until $(( $(cat "$e2eend" 2>/dev/null || date +%s) - epoch ))s"
-rm -f "$e2eend"
+# What the lower lane ran into, as shell assignments: its exit codes and times.
+lanedone=$(mktemp)
+{
+  nice -n 10 go test -count=1 -timeout 30m -v "${others[@]}" >"$log" 2>&1
+  echo "status=$?; times=\"other packages until $(since)s\"" >"$lanedone"
+  SLUICE_INSTALL_GUIDE=1 nice -n 10 go test -count=1 -timeout 15m -v -run '^TestInstallGuide$' ./test/install/ >"$guidelog" 2>&1
+  echo "guide=$?; times+=\", install guide until $(since)s\"" >>"$lanedone"
+  SLUICE_DEMO_UNATTENDED=1 nice -n 10 ./bin/sluice-dev --temporal-port 0 --ui-port 0 >"$demolog" 2>&1
+  echo "demo=$?; times+=\", demo until $(since)s\"" >>"$lanedone"
+} &
+lane=$!
+chaoslog=$(mktemp)
+SLUICE_CHAOS=short go test -count=1 -timeout 25m -v -run '^TestChaos$' ./test/chaos/ >"$chaoslog" 2>&1
+chaos=$?
+chaostimes="chaos run until $(since)s"
+e2elog=$(mktemp)
+go test -count=1 -timeout 30m -parallel 4 -v ./test/e2e/ >"$e2elog" 2>&1
+e2e=$?
+e2etimes="e2e package until $(since)s"
+wait "$lane"
+status=1 guide=1 demo=1 times="the other packages' lane did not finish"
+# shellcheck disable=SC1090
+source "$lanedone"
+rm -f "$lanedone"
+times+=", $chaostimes, $e2etimes"
+[[ $e2e -eq 0 ]] || status=1
 cat "$e2elog" >>"$log"
 rm -f "$e2elog"
 grep -E '^(ok|FAIL|panic:)' "$log" || true
@@ -73,13 +85,10 @@ else
 fi
 rm -f "$guidelog"
 
-# The short chaos run (a fixed seed) needs the machine to itself: beside
-# the other stacks it slows them all down and its API server restarts miss their deadlines.
 echo
 echo "Chaos, short:"
-chaoslog=$(mktemp)
 chaoswhy=
-if SLUICE_CHAOS=short go test -count=1 -timeout 25m -v -run '^TestChaos$' ./test/chaos/ >"$chaoslog" 2>&1; then
+if [[ $chaos -eq 0 ]]; then
   passed=$((passed + 1))
   sed -nE '/chaos: seed .* rollouts in/,/_test\.go:[0-9]+:|--- (PASS|FAIL)/p' "$chaoslog"
 else
@@ -94,7 +103,6 @@ else
     grep -vE '^\s*(time=|\{)' | cut -c1-300 | awk '!seen[$0]++' | head -20)
 fi
 rm -f "$chaoslog"
-times+=", then the chaos run until $(since)s"
 
 echo
 echo "Demo, unattended:"
