@@ -21,16 +21,19 @@ log=$SLUICE_ARTIFACTS/go-test.log
 # the output still says what to look at.
 failures=()
 
-# Two lanes. The short chaos run (a fixed seed) injects faults with
-# deadlines and needs the stacks to itself, yet keeps the machine only
-# about a fifth busy: it runs first, at normal priority, and then the e2e
-# package, the longest part (four parallel tests at a time: the scenarios
-# that share nothing run together on the stack; test/e2e/main_test.go says
-# which). Beside them, at a lower CPU priority, so they fill the idle time
-# without slowing what has deadlines: the other packages, then
-# docs/install.md followed step by step on a stack of its own, then the
-# demo, unattended. Every part's output is kept and printed in one order
-# after.
+# Three lanes. The short chaos run (a fixed seed) injects faults with
+# deadlines and needs a quiet machine, yet keeps it only about a fifth
+# busy: it runs first, at normal priority, and then the e2e package, the
+# longest part (four parallel tests at a time: the scenarios that share
+# nothing run together on the stack; test/e2e/main_test.go says which).
+# The e2e package's longest scenario, the upgrade under running rollouts,
+# replaces the stack's sluice and so runs alone on its stack: it runs in a
+# package run of its own, on a stack of its own, beside the chaos run.
+# And at a lower CPU priority, so they fill the idle time without slowing
+# what has deadlines: the other packages, then docs/install.md followed
+# step by step on a stack of its own, then the demo, unattended. Every
+# part's output is kept and printed in one order after.
+upgradetest='^TestUpgradeUnderRunningRollouts$'
 mapfile -t others < <(go list ./... | grep -vx 'github.com/sluicehq/sluice/test/e2e')
 guidelog=$(mktemp)
 demolog=$(mktemp)
@@ -45,23 +48,35 @@ lanedone=$(mktemp)
   echo "demo=$?; times+=\", demo until $(since)s\"" >>"$lanedone"
 } &
 lane=$!
+upgradelog=$(mktemp)
+upgradedone=$(mktemp)
+{
+  go test -count=1 -timeout 20m -v -run "$upgradetest" ./test/e2e/ >"$upgradelog" 2>&1
+  echo "upgrade=$?; upgradetimes=\"upgrade until $(since)s\"" >"$upgradedone"
+} &
+upgrader=$!
 chaoslog=$(mktemp)
 SLUICE_CHAOS=short go test -count=1 -timeout 25m -v -run '^TestChaos$' ./test/chaos/ >"$chaoslog" 2>&1
 chaos=$?
 chaostimes="chaos run until $(since)s"
 e2elog=$(mktemp)
-go test -count=1 -timeout 30m -parallel 4 -v ./test/e2e/ >"$e2elog" 2>&1
+go test -count=1 -timeout 30m -parallel 4 -v -skip "$upgradetest" ./test/e2e/ >"$e2elog" 2>&1
 e2e=$?
 e2etimes="e2e package until $(since)s"
+wait "$upgrader"
+upgrade=1 upgradetimes="the upgrade did not finish"
+# shellcheck disable=SC1090
+source "$upgradedone"
+rm -f "$upgradedone"
 wait "$lane"
 status=1 guide=1 demo=1 times="the other packages' lane did not finish"
 # shellcheck disable=SC1090
 source "$lanedone"
 rm -f "$lanedone"
-times+=", $chaostimes, $e2etimes"
-[[ $e2e -eq 0 ]] || status=1
-cat "$e2elog" >>"$log"
-rm -f "$e2elog"
+times+=", $upgradetimes, $chaostimes, $e2etimes"
+[[ $e2e -eq 0 && $upgrade -eq 0 ]] || status=1
+cat "$upgradelog" "$e2elog" >>"$log"
+rm -f "$upgradelog" "$e2elog"
 grep -E '^(ok|FAIL|panic:)' "$log" || true
 passed=$(grep -cE '^\s*--- PASS' "$log")
 failed=$(grep -cE '^\s*--- FAIL' "$log")

@@ -125,7 +125,7 @@ func TestAnalysisPromotesHealthyRevision(t *testing.T) {
 // A Revision answering 20% of its requests with 500 is rolled back at the
 // first step, and the measurement that decided it is in the history.
 func TestAnalysisRollsBackErroringRevision(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	c := ctl(t)
 	firstRollout(t, c, "an2", analysed(knativeChecks))
 	deploy(t, "an2", "example.com/an2:v2", nil, map[string]string{requestsim.AnnotationErrorRate: "0.2"})
@@ -175,7 +175,7 @@ func TestAnalysisRollsBackSlowRevision(t *testing.T) {
 // find no series at all: the rollout pauses with a reason that says where
 // to look, instead of waiting for data that will never come.
 func TestAnalysisWithoutSeriesPausesWithReason(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	c := ctl(t)
 	firstRollout(t, c, "an8", map[string]string{"sluice.dev/steps": "20,100", "sluice.dev/hold": "1m", "sluice.dev/analysis": `
 interval: 2s
@@ -231,7 +231,7 @@ func historyMeasurements(t *testing.T, c *control.Client, name string, n int) []
 // the consecutive-error limit the rollout pauses at its step and asks a
 // person, and traffic stays where it was.
 func TestAnalysisPrometheusUnreachablePauses(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	c := ctl(t)
 	firstRollout(t, c, "an3", map[string]string{"sluice.dev/steps": "20,100", "sluice.dev/hold": "1m", "sluice.dev/analysis": `
 interval: 1s
@@ -302,7 +302,7 @@ func (h *hookServer) moments(candidate string) []string {
 
 // A gate webhook holds promotion to 100% until it answers 2xx.
 func TestWebhookGateHoldsPromotion(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	c := ctl(t)
 	var open atomic.Bool
 	hooks := newHookServer(t, func(p analysis.Payload) int {
@@ -345,7 +345,7 @@ webhooks:
 // A webhook failing during a hold rolls back; the rollback and after-end
 // hooks are told.
 func TestWebhookFailureDuringHoldRollsBack(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	c := ctl(t)
 	hooks := newHookServer(t, func(p analysis.Payload) int {
 		if p.Moment == "hold" && p.Rollout.Candidate == "an5-00002" {

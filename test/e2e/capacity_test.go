@@ -152,7 +152,6 @@ type capacityCase struct {
 // pods can; the same Service shape rolled out without capacity mode peaks
 // at 16. Each Service is its own, so they roll out side by side.
 func TestCapacityAvailabilityOnKnative(t *testing.T) {
-	// Its cases take the places on the stack, not it: it only waits for them.
 	t.Parallel()
 	for _, tc := range []capacityCase{
 		{"cap30", map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/capacity": "availability", "sluice.dev/hold": "2s",
@@ -167,7 +166,7 @@ func TestCapacityAvailabilityOnKnative(t *testing.T) {
 		{"nocap30", map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/steps": "25,50,100", "sluice.dev/hold": "2s"}, 16, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			onStack(t)
+			t.Parallel()
 			rolloutAtEight(t, tc)
 		})
 	}
@@ -363,7 +362,7 @@ func TestCapacityStageWithoutRoomPausesThenAbortRestoresStableFirst(t *testing.T
 // then the candidate's bounds — on Knative's real autoscaler and real
 // queue-proxies, the candidate answering 20% of its requests with errors.
 func TestCapacityAnalysisFailureRollsBackInCapacityOrder(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	c := ctl(t)
 	const name = "capan32"
 	stableAtEight(t, c, name, map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/capacity": "availability",
@@ -387,7 +386,7 @@ func TestCapacityAnalysisFailureRollsBackInCapacityOrder(t *testing.T) {
 // overwritten: the next stage pauses and says what it found; resume writes
 // the stage's bounds over it and the rollout ends with the template's.
 func TestCapacityScaleDriftPausesThenResumeGoesOn(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	c := ctl(t)
 	const name = "capdrift33"
 	ann := map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/capacity": "availability", "sluice.dev/capacity-surge": "1", "sluice.dev/hold": "4s"}

@@ -39,7 +39,7 @@ func sluiceCode(t *testing.T, bin string, args ...string) (string, int) {
 // Every CLI verb against the stack: list, status (text, yaml, json, --watch),
 // abort, retry, history, promote --full through the kn plugin, lint, version.
 func TestCLIVerbs(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	c := ctl(t)
 	bin := os.Getenv("SLUICE_BIN")
 	kn := filepath.Join(filepath.Dir(bin), "kn-sluice")
@@ -190,7 +190,7 @@ func TestCLIVerbs(t *testing.T) {
 // A command whose rollout no worker polls for says so within --timeout
 // (exit 9) instead of waiting forever; so does status.
 func TestCLISaysWhenNoWorkerPolls(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	c := ctl(t)
 	bin := os.Getenv("SLUICE_BIN")
 	queue := "sluice-nobody-polls"

@@ -22,13 +22,10 @@ var clusters struct {
 
 // cluster returns the cluster named name beside stk, starting it if no
 // scenario has: its own API server (audited), Knative control plane, kwok,
-// Prometheus and sluice worker and receiver, running this build. east is
-// installed as stk is — sluice's manifests applied (its RBAC, admission
-// webhooks and Rollout resources), an ApiServerSource adapter sending its
-// receiver events, progress events to the suite's sink — so the upgrade
-// runs there as on stk; west's receiver finds new Revisions by its sweep
-// alone (every 2 s). A scenario that replaces a cluster's sluice stops the
-// clusters when it ends.
+// Prometheus and sluice worker and receiver, running this build. Its
+// receiver finds new Revisions by its sweep: the one ApiServerSource
+// adapter a machine can run serves stk. A scenario that replaces its
+// sluice puts this build back before it ends.
 func cluster(ctx context.Context, t *testing.T, name string) *stack.Stack {
 	t.Helper()
 	clusters.Lock()
@@ -41,11 +38,8 @@ func cluster(ctx context.Context, t *testing.T, name string) *stack.Stack {
 		}
 		o := stackOptions
 		o.Dir, o.Temporal, o.Cluster, o.Audit = dir, stk.TemporalAddr, name, true
-		o.UI = false
-		if name != "east" {
-			o.Adapter, o.ProgressSink, o.DeployDir = false, "", ""
-			o.ReceiverEnv = []string{"SLUICE_RECEIVER_SWEEP=2s"}
-		}
+		o.Adapter, o.UI, o.ProgressSink, o.DeployDir = false, false, "", ""
+		o.ReceiverEnv = []string{"SLUICE_RECEIVER_SWEEP=2s"}
 		if s, err = stack.Start(ctx, o); err != nil {
 			t.Fatalf("start cluster %s: %v", name, err)
 		}
@@ -62,18 +56,15 @@ func cluster(ctx context.Context, t *testing.T, name string) *stack.Stack {
 	return s
 }
 
-// stopClusters stops every cluster a scenario started, side by side (a
-// worker of the previous release takes 10 s to stop); one that needs a
+// stopClusters stops every cluster a scenario started; one that needs a
 // cluster after this starts it again.
 func stopClusters() {
 	clusters.Lock()
 	defer clusters.Unlock()
-	var wg sync.WaitGroup
 	for _, name := range slices.Sorted(maps.Keys(clusters.byName)) {
-		wg.Go(clusters.byName[name].Stop)
+		clusters.byName[name].Stop()
 		delete(clusters.byName, name)
 	}
-	wg.Wait()
 }
 
 // clusterCtl steers the rollouts of cluster name.

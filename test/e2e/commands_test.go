@@ -41,7 +41,7 @@ func kubeconfigAs(t *testing.T, user string) string {
 // whose RBAC does not is refused by the API server, and nothing changes;
 // nobody can ask in another's name.
 func TestCommandsThroughRollout(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	ctx := context.Background()
 	c := ctl(t)
 	const name = "cmd1"

@@ -49,7 +49,7 @@ func latency(d string) map[string]string { return map[string]string{requestsim.A
 // fixed threshold a team would set (and under the dry run's 120 ms), is
 // rolled back by the comparison.
 func TestComparisonRollsBackSlowerCandidate(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	c := ctl(t)
 	firstRolloutOf(t, c, "cmp1", compared(nil), latency("60ms"))
 	deploy(t, "cmp1", "example.com/cmp1:v2", nil, latency("78ms"))
@@ -164,7 +164,7 @@ func checkReport(t *testing.T, name string, want ...string) {
 // worse than the stable: the comparison passes, and the fixed threshold,
 // which fails, only says so.
 func TestComparisonPassesWhenBothAreSlow(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	c := ctl(t)
 	firstRolloutOf(t, c, "cmp2", compared(nil), latency("130ms"))
 	deploy(t, "cmp2", "example.com/cmp2:v2", nil, latency("130ms"))
@@ -196,7 +196,7 @@ func TestComparisonPassesWhenBothAreSlow(t *testing.T) {
 // comparisons have no verdict by the end of the step: the rollout pauses
 // for a person instead of guessing.
 func TestComparisonWithTooLittleTrafficPauses(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	c := ctl(t)
 	firstRollout(t, c, "cmp3", compared(map[string]string{requestsim.AnnotationRate: "0.1"}))
 	deploy(t, "cmp3", "example.com/cmp3:v2", nil, nil)

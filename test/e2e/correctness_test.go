@@ -36,7 +36,7 @@ func annotate(t *testing.T, name, key, value string) {
 // timeout rolls back once the rollback itself verifies — it never leaves
 // the workflow failing its tasks (the harness checks the history).
 func TestIngressNotReadyVerifyTimeoutRollsBack(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	c := ctl(t)
 	firstRollout(t, c, "s14", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "1m", "sluice.dev/verify-timeout": "15s"})
 	stk.Ingress.Pause(ns, "s14", true)
@@ -127,7 +127,7 @@ func limitTimeouts(t *testing.T) (lift func()) {
 // sluice pins it (here: the Service is opted in only after that, and the
 // rollout started by hand): sluice does not take the traffic back.
 func TestKnativeRoutedTheCandidateFirst(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	c := ctl(t)
 	deploy(t, "s16", "example.com/s16:v1", nil, nil)
 	waitRevisionReady(t, "s16-00001")
@@ -160,7 +160,7 @@ func TestKnativeRoutedTheCandidateFirst(t *testing.T) {
 // Tags: a tag on the stable Revision stays on it; a 0% latestRevision
 // target keeps following the latest Revision through the whole rollout.
 func TestTagsFollowTheirTargets(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	c := ctl(t)
 	// A hold long enough for a poll of a loaded machine to see it.
 	firstRollout(t, c, "s17", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "10s"})
@@ -233,7 +233,7 @@ func TestAbortSaysLatestRevisionIsPinned(t *testing.T) {
 // the operator's list: their split and their new tag are kept, the next step
 // is the first above the candidate's share.
 func TestHandEditDuringHoldThenResumeKeepsIt(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	c := ctl(t)
 	firstRollout(t, c, "s19", map[string]string{"sluice.dev/steps": "30,60,100", "sluice.dev/hold": "45s"})
 	deploy(t, "s19", "example.com/s19:v2", nil, nil)
@@ -333,7 +333,7 @@ func TestAdmissionPinsLatestTrafficInTheWrite(t *testing.T) {
 // The first rollout of a Service created with a tagged latestRevision
 // target: the tag and its URL stay, following the latest Revision.
 func TestFirstRolloutKeepsTaggedLatestTarget(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	c := ctl(t)
 	deploy(t, "s21", "example.com/s21:v1", map[string]string{"sluice.dev/rollout": "enabled"}, nil,
 		servingv1.TrafficTarget{LatestRevision: new(true), Percent: new(int64(100))},

@@ -145,7 +145,7 @@ func TestDeployManifests(t *testing.T) {
 // environment config/deploy gives it and sends a command event without a
 // token: it must be refused.
 func TestReceiverAsDeployedRefusesAnonymousCommands(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	root, err := stack.RepoRoot(".")
 	if err != nil {
 		t.Fatal(err)

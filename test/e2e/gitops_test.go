@@ -66,7 +66,7 @@ func (g gitOps) apply(manifest string, serverSide bool) {
 // sluice sees drift and pauses, with a message that points at
 // docs/gitops.md.
 func TestGitOpsReapplyMidRollout(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	c := ctl(t)
 	const name = "go1"
 	g := gitOps{t: t, dir: t.TempDir()}

@@ -66,7 +66,7 @@ func TestKnativeWebhookDownMidStepIsRetried(t *testing.T) {
 // autoscaler scales Revisions for real: min-scale 3 gives three pods,
 // scheduled on kwok's node and Ready.
 func TestKnativeDefaultsTrafficAndScalesRevisions(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	deploy(t, "s23", "example.com/s23:v1", nil, map[string]string{"autoscaling.knative.dev/min-scale": "3"})
 	if got := serviceTraffic(t, "s23"); got != "latest=100%" {
 		t.Fatalf("Knative's defaulting of a Service with no traffic: %s", got)
@@ -105,7 +105,7 @@ func TestKnativeDefaultsTrafficAndScalesRevisions(t *testing.T) {
 // Knative: the same traffic lists, written to a real Service with two Ready
 // Revisions, show in its status as the fake computes them.
 func TestKnativefakeAgreesWithKnative(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	ctx := context.Background()
 	deploy(t, "s24", "example.com/s24:v1", nil, nil)
 	waitRevisionReady(t, "s24-00001")

@@ -10,10 +10,8 @@
 // or stop sluice's processes or Knative's webhook, cordon the node, patch
 // Knative's ConfigMaps, apply sluice's manifests, start other clusters —
 // run alone, first; every other scenario works on objects of its own and
-// calls onStack, so they run together afterwards, as many at once as
-// -parallel says (`make test` runs four), and the suite grows without the
-// run growing with it. A scenario on clusters of its own (the upgrade)
-// takes none of those places: it starts with them, and runs beside them.
+// calls t.Parallel, so they run together afterwards (`make test` runs
+// four at a time), and the suite grows without the run growing with it.
 // Services stay until the stack stops: a deleted pod's IP goes to the
 // next pod, and Prometheus, still holding the old pod's target_info for
 // that address, then cannot join the built-in checks.
@@ -22,13 +20,11 @@ package e2e
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -48,37 +44,8 @@ var (
 	stackOptions stack.Options
 )
 
-// stackPlaces bounds the scenarios that share stk and run together. The
-// testing package's own bound (-parallel) is lifted in TestMain and kept
-// here instead, so that a scenario which needs no place on stk does not
-// wait in the same queue: it starts when the serial scenarios have ended,
-// whatever order the testing package resumes the others in.
-var stackPlaces chan struct{}
-
 func TestMain(m *testing.M) {
-	flag.Parse()
-	n := flag.Lookup("test.parallel").Value.(flag.Getter).Get().(int)
-	stackPlaces = make(chan struct{}, max(n, 1))
-	if err := flag.Set("test.parallel", strconv.Itoa(1000)); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		os.Exit(1)
-	}
 	os.Exit(run(m))
-}
-
-// onStack runs t beside the other scenarios that work on stk, once one of
-// the -parallel places on it is free, and gives the place back when t has
-// ended (after its cleanups' checks).
-func onStack(t *testing.T) {
-	t.Helper()
-	t.Parallel()
-	begin := time.Now()
-	stackPlaces <- struct{}{}
-	t.Cleanup(func() { <-stackPlaces })
-	if waited := time.Since(begin); waited > time.Second {
-		// Its time in --- PASS counts from its start, this wait included.
-		t.Logf("waited %s for a place on the stack", waited.Round(100*time.Millisecond))
-	}
 }
 
 func run(m *testing.M) int {

@@ -49,7 +49,7 @@ const gateTypo = "sluice.dev/gate: is not a sluice annotation, and sluice would 
 // fails before its first step, with the message in its status and its
 // progress event.
 func TestPolicyTypoAtKubectlApply(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	ctx := context.Background()
 	c := ctl(t)
 	dir := t.TempDir()

@@ -61,7 +61,7 @@ func keepObject(t *testing.T, ctx context.Context, name, state string) {
 // as a candidate is rolled back; kubectl describe ksvc tells the story; the
 // rollback reaches Slack, Teams and a webhook, once each.
 func TestRolloutResource(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	ctx := context.Background()
 	c := ctl(t)
 	const name = "rr1"

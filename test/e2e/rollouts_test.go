@@ -89,27 +89,15 @@ func deployTo(t *testing.T, s *stack.Stack, name, image string, ann, templateAnn
 // patchTraffic changes a Service's traffic by hand, as an operator would with kubectl.
 func patchTraffic(t *testing.T, name string, traffic []servingv1.TrafficTarget) {
 	t.Helper()
-	patchTrafficOn(t, stk, name, traffic)
-}
-
-// patchTrafficOn is patchTraffic on the stack s.
-func patchTrafficOn(t *testing.T, s *stack.Stack, name string, traffic []servingv1.TrafficTarget) {
-	t.Helper()
 	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"traffic": traffic}})
-	if _, err := s.Serving.ServingV1().Services(ns).Patch(context.Background(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := stk.Serving.ServingV1().Services(ns).Patch(context.Background(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func serviceTraffic(t *testing.T, name string) string {
 	t.Helper()
-	return serviceTrafficOn(t, stk, name)
-}
-
-// serviceTrafficOn is serviceTraffic on the stack s.
-func serviceTrafficOn(t *testing.T, s *stack.Stack, name string) string {
-	t.Helper()
-	svc, err := s.Serving.ServingV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
+	svc, err := stk.Serving.ServingV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,13 +197,13 @@ func firstRolloutOf(t *testing.T, c *control.Client, name string, ann, templateA
 	}
 }
 
-// waitClosed waits for the workflow of a Service's rollout (in c's cluster)
-// to close, so the next Revision starts a rollout of its own rather than
-// joining this one as it ends.
+// waitClosed waits for the workflow of a Service's rollout to close, so the
+// next Revision starts a rollout of its own rather than joining this one as
+// it ends.
 func waitClosed(t *testing.T, c *control.Client, name string) {
 	t.Helper()
 	testkit.Eventually(t, 30*time.Second, 100*time.Millisecond, "the rollout of "+name+" to close", func() (bool, string) {
-		d, err := c.Temporal.DescribeWorkflowExecution(context.Background(), api.RolloutID(svcTarget(name).In(c.Cluster)), "")
+		d, err := c.Temporal.DescribeWorkflowExecution(context.Background(), api.RolloutID(svcTarget(name)), "")
 		if err != nil {
 			return false, err.Error()
 		}

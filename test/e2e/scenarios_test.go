@@ -23,7 +23,7 @@ var fast = map[string]string{"sluice.dev/steps": "25,50,100", "sluice.dev/hold":
 
 // Service mode: a new Revision rolls out through every step to 100%.
 func TestServiceModeRollout(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	c := ctl(t)
 	firstRollout(t, c, "s1", fast)
 	deploy(t, "s1", "example.com/s1:v2", nil, nil)
@@ -49,7 +49,7 @@ func TestServiceModeRollout(t *testing.T) {
 // seconds in, so its Ready CloudEvent reaches the rollout while it waits,
 // and the rollout says the event told it.
 func TestManualGateWithCLI(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	c := ctl(t)
 	firstRollout(t, c, "s3", map[string]string{"sluice.dev/steps": "10,30,60,100", "sluice.dev/hold": "1s", "sluice.dev/gates": "30,60,100"})
 	deploy(t, "s3", "example.com/s3:v2", nil, map[string]string{stack.AnnotationReadyAfter: "3s"})
@@ -103,7 +103,7 @@ func TestManualGateWithCLI(t *testing.T) {
 
 // `sluice abort`: the exact pre-rollout traffic is back, tagged extra target included.
 func TestAbortRestoresTaggedTraffic(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	c := ctl(t)
 	firstRollout(t, c, "s4", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "10m"})
 	before := []servingv1.TrafficTarget{
@@ -133,7 +133,7 @@ func TestAbortRestoresTaggedTraffic(t *testing.T) {
 
 // A failing Revision rolls back; one that never becomes Ready hits the progress deadline.
 func TestFailingAndNeverReadyRevisionsRollBack(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	c := ctl(t)
 	firstRollout(t, c, "s5", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "1s", "sluice.dev/progress-deadline": "8s"})
 	deploy(t, "s5", "example.com/s5:v2", nil, map[string]string{stack.AnnotationFail: "true"})
@@ -292,7 +292,7 @@ func TestRevisionWhoseEventsWereLostIsSwept(t *testing.T) {
 // Someone edits the traffic by hand mid-rollout: the rollout pauses and
 // says why; nothing is overwritten.
 func TestHandEditPausesRollout(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	c := ctl(t)
 	firstRollout(t, c, "s9", map[string]string{"sluice.dev/steps": "30,60,100", "sluice.dev/hold": "3s"})
 	deploy(t, "s9", "example.com/s9:v2", nil, nil)
@@ -318,7 +318,7 @@ func TestHandEditPausesRollout(t *testing.T) {
 
 // A third Revision arrives mid-rollout: it supersedes the candidate.
 func TestThirdRevisionSupersedes(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	c := ctl(t)
 	firstRollout(t, c, "s6", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "5s"})
 	deploy(t, "s6", "example.com/s6:v2", nil, nil)
@@ -338,7 +338,7 @@ func TestThirdRevisionSupersedes(t *testing.T) {
 
 // Route mode: a Configuration with a standalone Route rolls out the same way.
 func TestRouteModeRollout(t *testing.T) {
-	onStack(t)
+	t.Parallel()
 	c := ctl(t)
 	ctx := context.Background()
 	// The Route first, so the Configuration's first Revision is already

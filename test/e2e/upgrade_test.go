@@ -30,9 +30,9 @@ type upgradeCase struct {
 	tmpl  map[string]string // both Revisions' template annotations
 	next  map[string]string // the candidate's own, over tmpl
 	// reach says the rollout waits in its state; put, if set, then puts
-	// it there (a pause, a hand edit) on east and reached says it is.
+	// it there (a pause, a hand edit) and reached says it is.
 	reach   func(name string, s api.Status) bool
-	put     func(t *testing.T, east *stack.Stack, name string)
+	put     func(t *testing.T, name string)
 	reached func(name string, s api.Status) bool
 	// finish are the commands after the replacement that end it, if any
 	// (each with the Service's name after the verb).
@@ -51,8 +51,8 @@ func upgradeCases() []upgradeCase {
 		}
 	}
 	paused := func(n string, s api.Status) bool { return s.Candidate == n+"-00002" && s.Paused }
-	pause := func(t *testing.T, _ *stack.Stack, n string) {
-		if out, err := sluice(t, "pause", n, "--cluster", "east", "--reason", "before the upgrade"); err != nil {
+	pause := func(t *testing.T, n string) {
+		if out, err := sluice(t, "pause", n, "--reason", "before the upgrade"); err != nil {
 			t.Fatalf("pause: %v\n%s", err, out)
 		}
 	}
@@ -77,8 +77,8 @@ func upgradeCases() []upgradeCase {
 			finish: [][]string{{"resume", "--reason", "after the upgrade"}}, want: api.OutcomeSucceeded},
 		{state: "drifted", ann: map[string]string{"sluice.dev/steps": "30,60,100", "sluice.dev/hold": "5s"},
 			reach: holding(30),
-			put: func(t *testing.T, east *stack.Stack, n string) {
-				patchTrafficOn(t, east, n, []servingv1.TrafficTarget{{RevisionName: n + "-00001", Percent: new(int64(80))}, {RevisionName: n + "-00002", Percent: new(int64(20))}})
+			put: func(t *testing.T, n string) {
+				patchTraffic(t, n, []servingv1.TrafficTarget{{RevisionName: n + "-00001", Percent: new(int64(80))}, {RevisionName: n + "-00002", Percent: new(int64(20))}})
 			},
 			reached: func(n string, s api.Status) bool { return paused(n, s) && s.Drifted },
 			finish:  [][]string{{"resume", "--reason", "keep my edit and go on"}}, want: api.OutcomeSucceeded},
@@ -106,15 +106,11 @@ func upgradeCases() []upgradeCase {
 // previous release: a bad upgrade reverted while rollouts run. The way
 // back's rollouts are put in their states while the way up's end.
 //
-// It runs on two clusters of its own, east and west, on stk's Temporal:
-// east is installed as stk is and holds the rollouts in their states, and
-// with west it runs one rollout in waves. So it replaces no process of
-// stk's, takes no place there, and runs beside the scenarios that do.
+// Not parallel: it replaces the stack's worker and receiver, and puts this
+// build's back at the end. `make test` runs it in a package run of its own
+// (so on a stack of its own), beside the short chaos run, and the other
+// scenarios without it (test/run.sh).
 func TestUpgradeUnderRunningRollouts(t *testing.T) {
-	t.Parallel()
-	// The last scenario on other clusters (the others run alone, before
-	// it): the cores are better spent on the scenarios still running.
-	t.Cleanup(stopClusters)
 	previous := os.Getenv("SLUICE_PREVIOUS_BIN")
 	if previous == "" {
 		releases, err := version.ReadReleases(stackOptions.Root)
@@ -127,24 +123,39 @@ func TestUpgradeUnderRunningRollouts(t *testing.T) {
 		t.Skip("no release has been cut yet: release/releases.txt names none")
 	}
 	current := os.Getenv("SLUICE_BIN")
-	startCtx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx := context.Background()
+	// Two more clusters, east and west, for a rollout waiting for its
+	// wave: on the previous release too.
+	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	waves := &waveClusters{east: cluster(startCtx, t, "east"), west: cluster(startCtx, t, "west"), c: ctl(t)}
+	defer func() {
+		// The scenarios after this one run on this build, whatever happened.
+		for _, s := range []*stack.Stack{stk, waves.east, waves.west} {
+			if s.Sluice() != current {
+				if _, err := s.ReplaceSluice(ctx, current); err != nil {
+					t.Errorf("put this build back: %v", err)
+				}
+			}
+		}
+	}()
+	if _, err := stk.ReplaceSluice(ctx, previous); err != nil {
+		t.Fatalf("start the previous release: %v", err)
+	}
 	waves.replace(t, previous)
 	up := prepare(t, "up", waves)
 	up.replace(t, current)
 	// The way back's rollouts start on this build while the way up's
-	// finish their waits: one cluster, two sets of Services.
+	// finish their waits: one stack, two sets of Services.
 	down := prepare(t, "down", waves)
 	up.end(t)
 	down.replace(t, previous)
 	down.end(t)
 }
 
-// waveClusters are the upgrade's two clusters: east holds the upgrade's
-// rollouts and is wave 1 of one more, which waits at a gate after its
-// soak; west is wave 2, waiting for its wave when sluice is replaced in
-// both.
+// waveClusters run one rollout in waves beside the upgrade's cases: east is
+// wave 1, which waits at a gate after its soak; west is wave 2, waiting for
+// its wave when sluice is replaced in all three clusters.
 type waveClusters struct {
 	east, west *stack.Stack
 	c          *control.Client
@@ -180,7 +191,7 @@ func (w *waveClusters) start(t *testing.T, name string) {
 	})
 }
 
-// replace puts bin in place of sluice in both clusters, east first.
+// replace puts bin in place of sluice in both clusters, as in the first.
 func (w *waveClusters) replace(t *testing.T, bin string) {
 	t.Helper()
 	w.each(func(name string, s *stack.Stack, _ *control.Client) {
@@ -220,15 +231,15 @@ type upgradeRun struct {
 	cases            []upgradeCase
 	names            []string
 	waves            *waveClusters
-	// replacedAt is when east's new worker took over; wavesAt when west's
-	// did too.
+	// replacedAt is when the new worker took over; wavesAt when the wave
+	// clusters' did.
 	replacedAt, wavesAt time.Time
 }
 
-// prepare runs every upgradeCase on east, and one rollout in waves, on the
-// sluice running now, and returns once each waits in its state.
+// prepare runs every upgradeCase, and one rollout in waves, on the sluice
+// running now, and returns once each waits in its state.
 func prepare(t *testing.T, prefix string, waves *waveClusters) *upgradeRun {
-	east, c := waves.east, clusterCtl(waves.c, "east")
+	c := ctl(t)
 	r := &upgradeRun{prefix: prefix, waveName: prefix + "-wave", cases: upgradeCases(), waves: waves}
 	waves.start(t, r.waveName)
 	r.names = make([]string, len(r.cases))
@@ -236,7 +247,7 @@ func prepare(t *testing.T, prefix string, waves *waveClusters) *upgradeRun {
 		r.names[i] = prefix + "-" + shortName(uc.state)
 		all := map[string]string{"sluice.dev/rollout": "enabled"}
 		maps.Copy(all, uc.ann)
-		deployTo(t, east, r.names[i], "example.com/"+r.names[i]+":v1", all, uc.tmpl)
+		deploy(t, r.names[i], "example.com/"+r.names[i]+":v1", all, uc.tmpl)
 	}
 	for _, name := range r.names {
 		waitOutcome(t, c, svcTarget(name), name+"-00001", 2*time.Minute)
@@ -248,12 +259,12 @@ func prepare(t *testing.T, prefix string, waves *waveClusters) *upgradeRun {
 			next = map[string]string{}
 		}
 		maps.Copy(next, uc.next)
-		deployTo(t, east, r.names[i], "example.com/"+r.names[i]+":v2", nil, next)
+		deploy(t, r.names[i], "example.com/"+r.names[i]+":v2", nil, next)
 	}
 	for i, uc := range r.cases {
 		waitStatus(t, c, svcTarget(r.names[i]), 2*time.Minute, uc.state, func(s api.Status) bool { return uc.reach(r.names[i], s) })
 		if uc.put != nil {
-			uc.put(t, east, r.names[i])
+			uc.put(t, r.names[i])
 		}
 	}
 	for i, uc := range r.cases {
@@ -265,23 +276,22 @@ func prepare(t *testing.T, prefix string, waves *waveClusters) *upgradeRun {
 	return r
 }
 
-// replace puts bin in place of sluice under r's rollouts, in east and then
-// west, and sends the commands that end them.
+// replace puts bin in place of sluice under r's rollouts, in this cluster
+// and then the wave's two, and sends the commands that end them.
 func (r *upgradeRun) replace(t *testing.T, bin string) {
-	east, west := r.waves.east, r.waves.west
-	from := east.Sluice()
-	took, err := east.ReplaceSluice(context.Background(), bin)
+	from := stk.Sluice()
+	took, err := stk.ReplaceSluice(context.Background(), bin)
 	if err != nil {
-		t.Fatalf("replace %s with %s in east: %v", from, bin, err)
+		t.Fatalf("replace %s with %s: %v", from, bin, err)
 	}
 	r.replacedAt = time.Now()
 	// Temporal sees the new worker process poll, naming the new build.
-	want := fmt.Sprintf("%d@*@sluice-worker/%s", east.WorkerPID(), binVersion(t, bin))
+	want := fmt.Sprintf("%d@*@sluice-worker/%s", stk.WorkerPID(), binVersion(t, bin))
 	testkit.Eventually(t, 30*time.Second, 500*time.Millisecond, "the new worker polling, as "+want, func() (bool, string) {
 		var info struct {
 			Workers []struct{ Identity string }
 		}
-		out, err := sluice(t, "version", "--cluster", "east", "-o", "json")
+		out, err := sluice(t, "version", "-o", "json")
 		if err != nil || json.Unmarshal([]byte(out), &info) != nil {
 			return false, out
 		}
@@ -292,19 +302,17 @@ func (r *upgradeRun) replace(t *testing.T, bin string) {
 		}
 		return false, out
 	})
-	westFrom := time.Now()
-	if _, err := west.ReplaceSluice(context.Background(), bin); err != nil {
-		t.Fatalf("replace %s with %s in west: %v", from, bin, err)
-	}
+	wavesFrom := time.Now()
+	r.waves.replace(t, bin)
 	r.wavesAt = time.Now()
-	t.Logf("%s: %d rollouts in their states, and one in waves over both clusters; worker replaced (new up, then old stopped) in %s, then in west in %s",
-		r.prefix, len(r.cases), took.Round(time.Millisecond), r.wavesAt.Sub(westFrom).Round(time.Millisecond))
+	t.Logf("%s: %d rollouts in their states, and one in waves over two more clusters; worker replaced (new up, then old stopped) in %s, then in both clusters in %s",
+		r.prefix, len(r.cases), took.Round(time.Millisecond), r.wavesAt.Sub(wavesFrom).Round(time.Millisecond))
 	r.waves.finish(t, r.waveName, r.wavesAt, r.prefix)
 
 	for i, uc := range r.cases {
 		readStatus(t, r.names[i], "after")
 		for _, cmd := range uc.finish {
-			args := append([]string{cmd[0], r.names[i], "--cluster", "east"}, cmd[1:]...)
+			args := append([]string{cmd[0], r.names[i]}, cmd[1:]...)
 			if out, err := sluice(t, args...); err != nil {
 				t.Fatalf("%s: sluice %s: %v\n%s", uc.state, strings.Join(args, " "), err, out)
 			}
@@ -316,7 +324,7 @@ func (r *upgradeRun) replace(t *testing.T, bin string) {
 // replacement: one that ended before it did not wait in its state under
 // the replacement, and proves nothing of it.
 func (r *upgradeRun) end(t *testing.T) {
-	c := clusterCtl(r.waves.c, "east")
+	c := ctl(t)
 	for i, uc := range r.cases {
 		st := waitOutcome(t, c, svcTarget(r.names[i]), r.names[i]+"-00002", 4*time.Minute)
 		if st.Outcome != uc.want {
@@ -329,18 +337,18 @@ func (r *upgradeRun) end(t *testing.T) {
 		if uc.want != api.OutcomeSucceeded {
 			want = r.names[i] + "-00001=100%"
 		}
-		if got := serviceTrafficOn(t, r.waves.east, r.names[i]); got != want {
+		if got := serviceTraffic(t, r.names[i]); got != want {
 			t.Fatalf("%s: traffic %s, want %s", uc.state, got, want)
 		}
 		t.Logf("%s: %-32s %s, %s after the replacement", r.prefix, uc.state, st.Outcome, st.EndedAt.Sub(r.replacedAt).Round(100*time.Millisecond))
 	}
 }
 
-// readStatus reads a rollout's status in east with this build's CLI, as
-// an operator would while the worker is replaced.
+// readStatus reads a rollout's status with this build's CLI, as an
+// operator would while the worker is replaced.
 func readStatus(t *testing.T, name, when string) {
 	t.Helper()
-	out, err := sluice(t, "status", name, "--cluster", "east", "-o", "json")
+	out, err := sluice(t, "status", name, "-o", "json")
 	var st api.Status
 	if err != nil || json.Unmarshal([]byte(out), &st) != nil || st.Candidate != name+"-00002" {
 		t.Fatalf("this CLI could not read %s's status %s the replacement: %v\n%s", name, when, err, out)

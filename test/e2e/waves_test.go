@@ -54,8 +54,8 @@ func trafficWrites(t *testing.T, auditLog, name, candidate string) []struct {
 // sluice worker and receiver, named west — shares this stack's Temporal.
 // A Service named twin in each cluster is rolled out in both at once: two
 // workflows, each cluster's traffic written by its own worker only. west's
-// receiver finds its Revisions by its sweep (it has no ApiServerSource
-// adapter).
+// receiver finds its Revisions by its sweep (the one ApiServerSource
+// adapter a machine can run serves the first stack).
 func TestClustersShareTemporalOnKnative(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -113,6 +113,9 @@ func TestWavesOnTwoKnativeClusters(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	east, west := cluster(ctx, t, "east"), cluster(ctx, t, "west")
+	// The last scenario on other clusters: the parallel ones that follow
+	// need none, and the machine's cores are better spent on them.
+	t.Cleanup(stopClusters)
 	c := ctl(t)
 	eastCtl, westCtl := clusterCtl(c, "east"), clusterCtl(c, "west")
 	policy := map[string]string{"sluice.dev/rollout": "enabled", "sluice.dev/steps": "50,100", "sluice.dev/hold": "4s",
