@@ -18,12 +18,13 @@ import (
 // turn, later ones join them: its Rollout is written once for all of them,
 // and of consecutive Kubernetes events of the same reason only the last is
 // recorded. However many rollouts run, the mirror asks the API server for
-// at most writeRate requests a second, so on a busy API server it takes
+// at most Rate writes a second, so on a busy API server it takes
 // longer to catch up instead of taking more of the server from the
 // rollouts' own traffic writes.
 const (
-	writeRate  = 10
-	writeBurst = 20
+	// DefaultWriteRate is the writes a second the queue is written out
+	// at, unless Writer.Rate says otherwise; twice as many may go at once.
+	DefaultWriteRate = 10
 	// flushTimeout bounds the writes of what is still queued when the
 	// worker stops.
 	flushTimeout = 5 * time.Second
@@ -101,7 +102,11 @@ func (w *Writer) Enqueue(p events.Progress) {
 // within flushTimeout.
 func (w *Writer) drain(ctx context.Context) {
 	w.q.init()
-	lim := rate.NewLimiter(writeRate, writeBurst)
+	pace := w.Rate
+	if pace < 1 {
+		pace = DefaultWriteRate
+	}
+	lim := rate.NewLimiter(rate.Limit(pace), 2*pace)
 	for {
 		key := w.q.first()
 		if key == "" {

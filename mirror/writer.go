@@ -59,6 +59,9 @@ type Writer struct {
 	Log           *slog.Logger
 	// Metrics, if set, counts the progress events written.
 	Metrics *Metrics
+	// Rate is how many writes a second the queue Enqueue fills is written
+	// out at, at most; 0 means DefaultWriteRate.
+	Rate int
 
 	served atomic.Bool
 	// cache, once the refresher's informer has synced, holds every Rollout:

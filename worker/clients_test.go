@@ -5,6 +5,10 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/sluicehq/sluice/mirror"
 )
 
 func TestKubeRate(t *testing.T) {
@@ -41,5 +45,24 @@ func TestWarningsAreLoggedOnce(t *testing.T) {
 	w.HandleWarningHeader(299, "", "another warning")
 	if n := strings.Count(buf.String(), "logged once"); n != 2 {
 		t.Fatalf("%d warning lines, want one per distinct warning (2):\n%s", n, buf.String())
+	}
+}
+
+func TestRolloutResourcesRate(t *testing.T) {
+	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
+	log := slog.New(slog.DiscardHandler)
+	t.Setenv(EnvRolloutResourcesRate, "3")
+	if m, err := NewMirror(cfg, "default", log); err != nil || m.Rate != 3 {
+		t.Errorf("rate 3: %+v, %v", m, err)
+	}
+	for _, bad := range []string{"0", "-1", "fast", "2.5"} {
+		t.Setenv(EnvRolloutResourcesRate, bad)
+		if _, err := NewMirror(cfg, "default", log); err == nil || !strings.Contains(err.Error(), EnvRolloutResourcesRate) {
+			t.Errorf("%q: error %v should name %s", bad, err, EnvRolloutResourcesRate)
+		}
+	}
+	t.Setenv(EnvRolloutResourcesRate, "")
+	if m, err := NewMirror(cfg, "default", log); err != nil || m.Rate != mirror.DefaultWriteRate {
+		t.Errorf("unset: %+v, %v", m, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +31,11 @@ import (
 // the worker writes them when the cluster serves rollouts.sluice.dev.
 const EnvRolloutResources = "SLUICE_ROLLOUT_RESOURCES"
 
+// EnvRolloutResourcesRate is how many writes a second the worker spends on
+// Rollout resources and their Kubernetes events at most (a whole number of
+// at least 1; mirror.DefaultWriteRate when unset).
+const EnvRolloutResourcesRate = "SLUICE_ROLLOUT_RESOURCES_RATE"
+
 // EnvTemporalUI is the Temporal UI's address, for the links on Rollout
 // resources (the CLI reads the same variable).
 const EnvTemporalUI = "SLUICE_TEMPORAL_UI"
@@ -42,6 +48,14 @@ func NewMirror(cfg *rest.Config, temporalNamespace string, log *slog.Logger) (*m
 		log.Info("Rollout resources turned off", "env", EnvRolloutResources)
 		return nil, nil
 	}
+	pace := mirror.DefaultWriteRate
+	if v := strings.TrimSpace(os.Getenv(EnvRolloutResourcesRate)); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%s=%q: must be a whole number of writes a second, at least 1", EnvRolloutResourcesRate, v)
+		}
+		pace = n
+	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("dynamic client: %w", err)
@@ -51,7 +65,7 @@ func NewMirror(cfg *rest.Config, temporalNamespace string, log *slog.Logger) (*m
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	return &mirror.Writer{Dynamic: dyn, Kube: kube, Discovery: kube.Discovery(), UI: os.Getenv(EnvTemporalUI),
-		Namespace: temporalNamespace, Log: log}, nil
+		Namespace: temporalNamespace, Log: log, Rate: pace}, nil
 }
 
 // rolloutStatus reads rollouts' status queries for the mirror's refresher.

@@ -33,8 +33,9 @@ SLUICE_WORKFLOW_POLLERS, SLUICE_ACTIVITY_POLLERS, SLUICE_MAX_ACTIVITIES and its 
 API rate SLUICE_KUBE_QPS, SLUICE_KUBE_BURST (docs/operations.md). Progress events go to K_SINK, with
 K_CE_OVERRIDES applied (the SinkBinding convention); without K_SINK none are sent.
 Where the cluster serves rollouts.sluice.dev, each target's Rollout resource
-shows its rollout (SLUICE_ROLLOUT_RESOURCES=off turns them off), linking to
-the Temporal UI at SLUICE_TEMPORAL_UI.`,
+shows its rollout (SLUICE_ROLLOUT_RESOURCES=off turns them off; they are
+written at SLUICE_ROLLOUT_RESOURCES_RATE writes a second at most, default 10),
+linking to the Temporal UI at SLUICE_TEMPORAL_UI.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
