@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/events"
+	"github.com/sluicehq/sluice/knative"
 )
 
 // TestQueueWritesATargetsWaitingEventsOnce: events that wait their turn
@@ -130,4 +132,46 @@ func TestQueueWritesAtItsPace(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// statuses answers rollouts' status from a map, counting the reads.
+type statuses struct {
+	by    map[string]api.Status
+	reads []string
+}
+
+func (s *statuses) RolloutStatus(_ context.Context, t knative.TargetRef) (api.Status, bool, error) {
+	s.reads = append(s.reads, t.Name)
+	v, ok := s.by[t.Name]
+	return v, ok, nil
+}
+
+// TestResyncRewritesRolloutsNotEnded: a starting worker brings every
+// Rollout not ended up to its workflow (progress a killed worker had queued
+// but not written), and leaves the ended ones unread.
+func TestResyncRewritesRolloutsNotEnded(t *testing.T) {
+	ctx := context.Background()
+	w, _ := newWriter(t, service("hello"), service("done"))
+	w.Progress(ctx, progress(1, "started", api.PhaseWaitingReady, 0, 0, "sluice", ""))
+	ended := progress(3, "succeeded", api.PhaseSucceeded, 100, 3, "sluice", "")
+	ended.Data.Name, ended.ID = "done", "run-2-03"
+	w.Progress(ctx, ended)
+
+	src := &statuses{by: map[string]api.Status{"hello": {
+		Target:    knative.TargetRef{Namespace: "default", Kind: "Service", Name: "hello"},
+		Candidate: "hello-00002", Stable: "hello-00001", Phase: api.PhaseHolding, Shown: api.PhaseHolding,
+		StepNumber: 2, StepCount: 3, Weight: 50, AsOf: t0.Add(time.Hour), StartedAt: t0,
+	}}}
+	r := &Refresher{Writer: w, Source: src, Log: slog.New(slog.DiscardHandler)}
+	var objs []any
+	for _, name := range []string{"hello", "done"} {
+		objs = append(objs, toUnstructured(t, readRollout(t, w, name)))
+	}
+	r.resync(ctx, objs)
+	if !slices.Equal(src.reads, []string{"hello"}) {
+		t.Errorf("read the workflows of %q, want only hello's", src.reads)
+	}
+	if got := readRollout(t, w, "hello").Status; got.Weight != 50 || got.Step != 2 || got.Phase != string(api.PhaseHolding) {
+		t.Errorf("hello after the resync: %+v", got)
+	}
 }
