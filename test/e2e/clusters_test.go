@@ -23,9 +23,10 @@ var clusters struct {
 // cluster returns the cluster named name beside stk, starting it if no
 // scenario has: its own API server (audited), Knative control plane, kwok,
 // Prometheus and sluice worker and receiver, running this build. Its
-// receiver finds new Revisions by its sweep: the one ApiServerSource
-// adapter a machine can run serves stk. A scenario that replaces its
-// sluice puts this build back before it ends.
+// receiver finds new Revisions by its sweep alone (every 2 s): it has no
+// ApiServerSource adapter, so the scenarios also prove the sweep carries a
+// cluster's rollouts. A scenario that replaces its sluice puts this build
+// back before it ends.
 func cluster(ctx context.Context, t *testing.T, name string) *stack.Stack {
 	t.Helper()
 	clusters.Lock()

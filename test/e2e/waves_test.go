@@ -54,8 +54,8 @@ func trafficWrites(t *testing.T, auditLog, name, candidate string) []struct {
 // sluice worker and receiver, named west — shares this stack's Temporal.
 // A Service named twin in each cluster is rolled out in both at once: two
 // workflows, each cluster's traffic written by its own worker only. west's
-// receiver finds its Revisions by its sweep (the one ApiServerSource
-// adapter a machine can run serves the first stack).
+// receiver finds its Revisions by its sweep (it has no ApiServerSource
+// adapter).
 func TestClustersShareTemporalOnKnative(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
