@@ -26,14 +26,16 @@ failures=()
 # busy: it runs first, at normal priority, and then the e2e package, the
 # longest part (four parallel tests at a time: the scenarios that share
 # nothing run together on the stack; test/e2e/main_test.go says which).
-# The e2e package's longest scenario, the upgrade under running rollouts,
-# replaces the stack's sluice and so runs alone on its stack: it runs in a
-# package run of its own, on a stack of its own, beside the chaos run.
+# The e2e package's scenarios that start more clusters beside the stack —
+# the longest, the upgrade under running rollouts, which replaces sluice
+# there and so runs alone on its stack, and the two with clusters sharing
+# one Temporal — run in a package run of their own, on a stack of their
+# own, beside the chaos run.
 # And at a lower CPU priority, so they fill the idle time without slowing
 # what has deadlines: the other packages, then docs/install.md followed
 # step by step on a stack of its own, then the demo, unattended. Every
 # part's output is kept and printed in one order after.
-upgradetest='^TestUpgradeUnderRunningRollouts$'
+clustered='^(TestUpgradeUnderRunningRollouts|TestClustersShareTemporalOnKnative|TestWavesOnTwoKnativeClusters)$'
 mapfile -t others < <(go list ./... | grep -vx 'github.com/sluicehq/sluice/test/e2e')
 guidelog=$(mktemp)
 demolog=$(mktemp)
@@ -51,8 +53,8 @@ lane=$!
 upgradelog=$(mktemp)
 upgradedone=$(mktemp)
 {
-  go test -count=1 -timeout 20m -v -run "$upgradetest" ./test/e2e/ >"$upgradelog" 2>&1
-  echo "upgrade=$?; upgradetimes=\"upgrade until $(since)s\"" >"$upgradedone"
+  go test -count=1 -timeout 20m -v -run "$clustered" ./test/e2e/ >"$upgradelog" 2>&1
+  echo "upgrade=$?; upgradetimes=\"the upgrade and other clusters until $(since)s\"" >"$upgradedone"
 } &
 upgrader=$!
 chaoslog=$(mktemp)
@@ -60,11 +62,11 @@ SLUICE_CHAOS=short go test -count=1 -timeout 25m -v -run '^TestChaos$' ./test/ch
 chaos=$?
 chaostimes="chaos run until $(since)s"
 e2elog=$(mktemp)
-go test -count=1 -timeout 30m -parallel 4 -v -skip "$upgradetest" ./test/e2e/ >"$e2elog" 2>&1
+go test -count=1 -timeout 30m -parallel 4 -v -skip "$clustered" ./test/e2e/ >"$e2elog" 2>&1
 e2e=$?
 e2etimes="e2e package until $(since)s"
 wait "$upgrader"
-upgrade=1 upgradetimes="the upgrade did not finish"
+upgrade=1 upgradetimes="the upgrade and other clusters did not finish"
 # shellcheck disable=SC1090
 source "$upgradedone"
 rm -f "$upgradedone"

@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,7 +69,7 @@ func TestTemporalUIShowsRollout(t *testing.T) {
 	// a line with who told the rollout its candidate is Ready (its event, or
 	// its own watch when the candidate was Ready before the rollout looked)
 	// and the check's last measurement.
-	if _, err := p.WaitText(ctx, "ui: ui-00001 → ui-00002", "AwaitingPromotion", "weight", "hold", "gate",
+	if err := waitPage(ctx, t, p, "ui: ui-00001 → ui-00002", "AwaitingPromotion", "weight", "hold", "gate",
 		"· Ready by ", "· success-rate 1 ✓"); err != nil {
 		html, _ := p.HTML()
 		_ = os.WriteFile(filepath.Join(artifacts, "temporal-ui-rollout.html"), []byte(html), 0o644)
@@ -87,4 +89,30 @@ func TestTemporalUIShowsRollout(t *testing.T) {
 		t.Fatalf("screenshot %s: %v", shot, err)
 	}
 	t.Logf("screenshot: %s", shot)
+}
+
+// uiErrorPage is what the Temporal UI shows when its server could not
+// answer the page's first request (seen once under a loaded machine: its
+// call to Temporal timed out); the page offers "Try a refresh".
+const uiErrorPage = "Uh oh. There's an error."
+
+// waitPage waits until the page shows every one of want, reloading it, as
+// a person would, whenever it shows the UI's error page instead.
+func waitPage(ctx context.Context, t *testing.T, p *browser.Page, want ...string) error {
+	t.Helper()
+	for {
+		wait, cancel := context.WithTimeout(ctx, 10*time.Second)
+		text, err := p.WaitText(wait, want...)
+		timedOut := wait.Err() != nil
+		cancel()
+		switch {
+		case err == nil || ctx.Err() != nil || !timedOut:
+			return err
+		case strings.Contains(text, uiErrorPage):
+			t.Logf("the Temporal UI showed its error page; reloading it")
+			if _, err := p.Eval("location.reload()"); err != nil {
+				return fmt.Errorf("reload the page after the UI's error page: %w", err)
+			}
+		}
+	}
 }

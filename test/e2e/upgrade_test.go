@@ -107,9 +107,10 @@ func upgradeCases() []upgradeCase {
 // back's rollouts are put in their states while the way up's end.
 //
 // Not parallel: it replaces the stack's worker and receiver, and puts this
-// build's back at the end. `make test` runs it in a package run of its own
-// (so on a stack of its own), beside the short chaos run, and the other
-// scenarios without it (test/run.sh).
+// build's back at the end. `make test` runs it, with the other scenarios
+// on more clusters (waves_test.go), in a package run of its own (so on a
+// stack of its own), beside the short chaos run, and the other scenarios
+// without them (test/run.sh).
 func TestUpgradeUnderRunningRollouts(t *testing.T) {
 	previous := os.Getenv("SLUICE_PREVIOUS_BIN")
 	if previous == "" {
