@@ -91,8 +91,8 @@ func (q *queue) take(key string) []events.Progress {
 // it, and its next start rewrites every Rollout not ended from its
 // workflow (Refresher.Run).
 func (w *Writer) Enqueue(p events.Progress) {
-	if !w.Served() || !strings.HasPrefix(p.Type, events.ProgressPrefix) {
-		return // a wave's event: no single target
+	if !w.mirrors(p) {
+		return
 	}
 	d := p.Data
 	w.q.push(d.Namespace+"/"+d.Kind+"/"+d.Name, p)
@@ -123,7 +123,9 @@ func (w *Writer) drain(ctx context.Context) {
 			w.flush()
 			return
 		}
-		w.progress(ctx, w.q.take(key), lim)
+		// A stop while the batch is written ends its pacing, not its
+		// writes: the rest of it goes at once, then flush.
+		w.progress(context.WithoutCancel(ctx), w.q.take(key), func() { _ = lim.Wait(ctx) })
 	}
 }
 
@@ -137,18 +139,18 @@ func (w *Writer) flush() {
 }
 
 // progress writes one target's batch of progress events, in order: its
-// Rollout once, then the batch's Kubernetes events, each paced by lim
-// (nil: unpaced). A failure is logged, never returned: the mirror must not
-// fail the rollout.
-func (w *Writer) progress(ctx context.Context, batch []events.Progress, lim *rate.Limiter) {
+// Rollout once, then the batch's Kubernetes events, each after pace (nil:
+// unpaced) and each within writeTimeout of ctx. A failure is logged, never
+// returned: the mirror must not fail the rollout.
+func (w *Writer) progress(ctx context.Context, batch []events.Progress, pace func()) {
 	if len(batch) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
-	defer cancel()
 	d := batch[len(batch)-1].Data
 	t := knative.TargetRef{Namespace: d.Namespace, Kind: d.Kind, Name: d.Name}
-	uid, err := w.write(ctx, t, func(prev Status) Status {
+	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	uid, err := w.write(wctx, t, func(prev Status) Status {
 		for _, p := range batch {
 			w.Metrics.progress(p, prev)
 			// A late event (a retried activity's) never takes the
@@ -166,13 +168,22 @@ func (w *Writer) progress(ctx context.Context, batch []events.Progress, lim *rat
 		return
 	}
 	for _, p := range recorded(batch) {
-		if lim != nil && lim.Wait(ctx) != nil {
-			return
+		if pace != nil {
+			pace()
 		}
-		if err := w.event(ctx, t, uid, p); err != nil {
+		ectx, cancel := context.WithTimeout(ctx, writeTimeout)
+		err := w.event(ectx, t, uid, p)
+		cancel()
+		if err != nil {
 			w.Log.Warn("Kubernetes event not recorded", "target", t.String(), "event", p.ID, "error", err)
 		}
 	}
+}
+
+// mirrors reports whether p shows on a Rollout: the cluster serves them,
+// and p is a rollout's (a wave's event has no single target).
+func (w *Writer) mirrors(p events.Progress) bool {
+	return w.Served() && strings.HasPrefix(p.Type, events.ProgressPrefix)
 }
 
 // recorded are the batch's events that show as Kubernetes events: of a

@@ -106,8 +106,9 @@ func TestQueueTakesTargetsInTurn(t *testing.T) {
 	}
 }
 
-// TestQueueWritesAtItsPace: the drain loop writes what comes while it runs.
-func TestQueueWritesAtItsPace(t *testing.T) {
+// TestQueueWritesWhatComesWhileItRuns: the drain loop writes what is
+// queued after it started waiting.
+func TestQueueWritesWhatComesWhileItRuns(t *testing.T) {
 	w, _ := newWriter(t, service("hello"))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -173,5 +174,36 @@ func TestResyncRewritesRolloutsNotEnded(t *testing.T) {
 	}
 	if got := readRollout(t, w, "hello").Status; got.Weight != 50 || got.Step != 2 || got.Phase != string(api.PhaseHolding) {
 		t.Errorf("hello after the resync: %+v", got)
+	}
+}
+
+// TestQueueFinishesTheBatchItIsWritingAsTheWorkerStops: a stop that comes
+// while a target's batch is being written ends its pacing, not its writes:
+// the batch's Kubernetes events are recorded too.
+func TestQueueFinishesTheBatchItIsWritingAsTheWorkerStops(t *testing.T) {
+	w, kube := newWriter(t, service("hello"))
+	w.Rate = 1 // a second per event after the status write: the stop comes first
+	ctx, cancel := context.WithCancel(context.Background())
+	w.Dynamic.(interface {
+		PrependReactor(verb, resource string, reaction k8stesting.ReactionFunc)
+	}).PrependReactor("update", "rollouts", func(k8stesting.Action) (bool, runtime.Object, error) {
+		cancel() // the worker stops as the status is written
+		return false, nil, nil
+	})
+	w.Enqueue(progress(1, "started", api.PhaseWaitingReady, 0, 0, "sluice", ""))
+	w.Enqueue(progress(2, "step", api.PhaseHolding, 10, 1, "sluice", ""))
+	w.Enqueue(progress(3, "paused", api.PhaseHolding, 10, 1, "jane", "look first"))
+	w.drain(ctx)
+	evs, err := kube.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range evs.Items {
+		got = append(got, e.Reason)
+	}
+	slices.Sort(got)
+	if want := []string{"Paused", "RolloutStarted", "RolloutStep"}; !slices.Equal(got, want) {
+		t.Errorf("events %q, want %q", got, want)
 	}
 }

@@ -115,10 +115,9 @@ func (w *Writer) Serve(ctx context.Context, refresh func(context.Context)) {
 // resource shows it, and the target gets a Kubernetes event for it. A
 // failure is logged, never returned. The progress activity uses Enqueue.
 func (w *Writer) Progress(ctx context.Context, p events.Progress) {
-	if !w.Served() || !strings.HasPrefix(p.Type, events.ProgressPrefix) {
-		return // a wave's event: no single target
+	if w.mirrors(p) {
+		w.progress(ctx, []events.Progress{p}, nil)
 	}
-	w.progress(ctx, []events.Progress{p}, nil)
 }
 
 // Rebuild writes the Rollout resource from the workflow's own status.

@@ -6,7 +6,6 @@
 # Prints each package's result and, last, a line "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
-start=$SECONDS
 epoch=$(date +%s)
 # Seconds since the start, for the parts' times printed at the end (the
 # lower lane is a subshell: the clock, not $SECONDS).
@@ -137,6 +136,6 @@ if [[ ${#failures[@]} -gt 0 ]]; then
   printf '  %s\n' "${failures[@]}"
   [[ -n $chaoswhy ]] && printf 'The chaos run said:\n%s\n' "$chaoswhy"
 fi
-echo "tests and demo took $((SECONDS - start))s ($times)"
+echo "tests and demo took $(since)s ($times)"
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -26,6 +26,7 @@ import (
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/eventsink"
 	"github.com/sluicehq/sluice/test/stack"
+	"github.com/sluicehq/sluice/worker"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -71,7 +72,7 @@ func (r *readyLog) get(rev string) (time.Time, bool) {
 // workerEnv is the worker's environment beyond the stack's for r.
 func (r Run) workerEnv() []string {
 	if r.NoRolloutResources {
-		return []string{"SLUICE_ROLLOUT_RESOURCES=off"}
+		return []string{worker.EnvRolloutResources + "=off"}
 	}
 	return nil
 }
