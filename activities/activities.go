@@ -96,10 +96,21 @@ func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolv
 	if err != nil {
 		return Resolved{}, err
 	}
-	cand, ok := revs[in.Candidate]
+	history := config.ParseStableHistory(target.Live.Annotations[config.AnnotationStableHistory])
+	candidate, stable := in.Candidate, ""
+	if in.Undo {
+		candidate, stable, err = undoTo(t, target, in.Candidate, history, revs)
+		if err != nil {
+			return Resolved{}, err
+		}
+	}
+	cand, ok := revs[candidate]
 	if !ok {
 		return Resolved{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-			"Revision %s/%s not found among the Revisions of Configuration %s", t.Namespace, in.Candidate, target.Configuration), ErrTargetNotFound, nil)
+			"Revision %s/%s not found among the Revisions of Configuration %s", t.Namespace, candidate, target.Configuration), ErrTargetNotFound, nil)
+	}
+	if stable == "" {
+		stable = knative.Stable(target.Live.Spec, candidate, revs)
 	}
 	res := Resolved{
 		Object:              target.Object,
@@ -107,7 +118,7 @@ func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolv
 		Policy:              policy,
 		Traffic:             target.Live.Spec,
 		Routed:              target.Live.Routed(),
-		Stable:              knative.Stable(target.Live.Spec, in.Candidate, revs),
+		Stable:              stable,
 		CandidateGeneration: knative.ReadRevisionLabels(cand.Labels).Generation,
 		Events:              a.progress(),
 		CandidateBounds:     knative.TemplateBounds(cand),
@@ -115,6 +126,12 @@ func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolv
 	}
 	if stable, ok := revs[res.Stable]; ok {
 		res.StablePods, res.StableBounds = knative.StateOf(stable).Pods, knative.TemplateBounds(stable)
+	}
+	if in.Undo && in.Candidate == "" {
+		res.Candidate = candidate
+	}
+	if !in.Undo && policy.RollbackWindow > 0 && res.Stable != "" {
+		res.Revert = revertOf(cand, res.Stable, history, revs, time.Now().Add(-policy.RollbackWindow))
 	}
 	return res, nil
 }

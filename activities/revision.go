@@ -50,15 +50,19 @@ func (a *Activities) AwaitRevision(ctx context.Context, in AwaitRevisionInput) (
 // Temporal's retention of the run. An object that is gone needs no mark.
 func (a *Activities) MarkEnded(ctx context.Context, in MarkInput) error {
 	err := a.Knative.Annotate(ctx, in.Object, config.AnnotationEnded, config.Ended(in.Revision, in.Outcome))
+	return annotateError(ctx, err, "mark the rollout's outcome")
+}
+
+// annotateError sorts a failed annotation of the traffic object: one that
+// is gone needs none, a refusal that retrying cannot change is final.
+func annotateError(ctx context.Context, err error, what string) error {
 	switch {
-	case apierrors.IsNotFound(err):
+	case err == nil, apierrors.IsNotFound(err):
 		return nil
 	case passingDenial(ctx, err):
 		return retryDenial(err)
 	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):
 		return temporal.NewNonRetryableApplicationError(err.Error(), "MarkRefused", err)
-	case err != nil:
-		return fmt.Errorf("mark the rollout's outcome: %w", err)
 	}
-	return nil
+	return fmt.Errorf("%s: %w", what, err)
 }

@@ -41,6 +41,9 @@ const (
 type ResolveInput struct {
 	Target    knative.TargetRef `json:"target"`
 	Candidate string            `json:"candidate"`
+	// Undo resolves an undo: Candidate is the Revision to go back to, or,
+	// if empty, the last one that had 100% (config.AnnotationStableHistory).
+	Undo bool `json:"undo,omitempty"`
 }
 
 // Resolved is what a rollout needs to know about its target before it starts.
@@ -68,6 +71,22 @@ type Resolved struct {
 	CandidateBounds knative.ScaleBounds `json:"candidateBounds,omitzero"`
 	// Release names the candidate's release across clusters (ReleaseOf).
 	Release string `json:"release,omitempty"`
+	// Candidate is the Revision an undo goes back to, when the input named none.
+	Candidate string `json:"candidate,omitempty"`
+	// Revert is set when the policy's rollback window holds a Revision of
+	// the candidate's template: the rollout goes to 100% in one write.
+	Revert *config.Stint `json:"revert,omitempty"`
+}
+
+// RecordInput records on Object that Revision had 100% of the traffic
+// until Until (config.AnnotationStableHistory) and, when Outcome is set,
+// marks Revision ended so (config.AnnotationEnded: an undone Revision is
+// not rolled out again by its own events), in one write.
+type RecordInput struct {
+	Object   knative.ObjectRef `json:"object"`
+	Revision string            `json:"revision"`
+	Until    time.Time         `json:"until"`
+	Outcome  string            `json:"outcome,omitempty"`
 }
 
 // MarkInput records on Object how the rollout of Revision ended.

@@ -33,7 +33,7 @@ func policyAnnotations(o config.Object) map[string]string {
 	out := map[string]string{}
 	for prefix, m := range map[string]map[string]string{"": o.Metadata.Annotations, "template:": o.Spec.Template.Metadata.Annotations} {
 		for k, v := range m {
-			if strings.Contains(strings.ToLower(k), "sluice") && k != config.AnnotationEnded && k != config.AnnotationTemplateScale {
+			if strings.Contains(strings.ToLower(k), "sluice") && !config.WrittenBySluice(k) {
 				out[prefix+k] = v
 			}
 		}

@@ -36,6 +36,9 @@ const (
 	CommandPause       = "pause"
 	CommandResume      = "resume"
 	CommandAbort       = "abort"
+	// CommandUndo is not sent to a running rollout: it starts a run of its
+	// own (api.Input.Undo), and is recorded among that run's commands.
+	CommandUndo = "undo"
 )
 
 // Commands lists every command a rollout takes, in a fixed order.
@@ -75,6 +78,7 @@ const (
 	ActivityReadRevision       = "ReadRevision"
 	ActivityAwaitRevision      = "AwaitRevision"
 	ActivityMarkEnded          = "MarkEnded"
+	ActivityRecordStable       = "RecordStable"
 	ActivitySetScale           = "SetScale"
 	ActivityAwaitPods          = "AwaitPods"
 	ActivityAwaitReserve       = "AwaitReserve"
@@ -91,6 +95,7 @@ func Activities() []string {
 		ActivityApplyTraffic, ActivityVerifyTraffic, ActivityReadRevision, ActivityAwaitRevision,
 		ActivityMarkEnded, ActivitySetScale, ActivityAwaitPods, ActivityAwaitReserve,
 		ActivityMeasureCheck, ActivityCallWebhook, ActivityEmitProgress, ActivityJoinWave,
+		ActivityRecordStable,
 	}
 }
 

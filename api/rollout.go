@@ -14,6 +14,15 @@ type Input struct {
 	Candidate string            `json:"candidate"`
 	// RequestedBy names who or what asked for the rollout (a user, an event source).
 	RequestedBy string `json:"requestedBy,omitempty"`
+	// Undo, if set, makes the run an undo: Candidate (or, if empty, the
+	// last Revision that had 100% of the traffic) gets 100% in one write,
+	// with no steps and no analysis.
+	Undo *Undo `json:"undo,omitempty"`
+}
+
+// Undo is why an undo was asked for; RequestedBy says who asked.
+type Undo struct {
+	Reason string `json:"reason"`
 }
 
 // Command is the payload of every steering command: who sent it and why.

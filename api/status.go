@@ -165,6 +165,10 @@ type Status struct {
 	// Wave is the rollout's part in its wave plan, if the target has one.
 	Wave     *WaveState      `json:"wave,omitempty"`
 	Commands []CommandRecord `json:"commands,omitempty"`
+	// Shortcut says why the rollout went to 100% in one write, skipping
+	// the policy's steps and analysis: an undo, or a revert to a template
+	// within the rollback window.
+	Shortcut string `json:"shortcut,omitempty"`
 
 	// Ending is the outcome a running rollback will end with; Outcome is
 	// set once the rollout has ended, Reason says why.

@@ -98,6 +98,7 @@ func parsePolicy(annotations map[string]string, d Defaults) (Policy, []error, []
 		fail(err)
 		p.Waves = w
 	}
+	p.RollbackWindow = parseRollbackWindow(annotations, fail)
 	if len(errs) == 0 && p.TotalHold() >= p.Deadline {
 		key := AnnotationDeadline
 		if _, ok := annotations[key]; !ok {

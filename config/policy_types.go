@@ -65,6 +65,8 @@ type Policy struct {
 	Capacity *Capacity `json:"capacity,omitempty"`
 	// Waves is nil unless the target sets sluice.dev/waves.
 	Waves *Waves `json:"waves,omitempty"`
+	// RollbackWindow is 0 unless the target sets sluice.dev/rollback-window.
+	RollbackWindow time.Duration `json:"rollbackWindow,omitempty"`
 }
 
 // Step is one stage of a rollout: the candidate's share of traffic, how long it

@@ -56,10 +56,19 @@ func Vocabulary() []Key {
 		target(AnnotationCapacityTimeout),
 		target(AnnotationCapacityOnTimeout),
 		target(AnnotationWaves),
+		target(AnnotationRollbackWindow),
 		{Name: AnnotationRelease, Place: OnTemplate},
 		{Name: AnnotationEnded, Place: BySluice, Target: true},
+		{Name: AnnotationStableHistory, Place: BySluice, Target: true},
 		{Name: AnnotationTemplateScale, Place: BySluice},
 	}
+}
+
+// WrittenBySluice reports whether key is one sluice writes itself, which a
+// policy never needs and a check of one must pass over.
+func WrittenBySluice(key string) bool {
+	k, ok := lookup(key)
+	return ok && k.Place == BySluice
 }
 
 // lookup finds a key of the vocabulary by its full name.

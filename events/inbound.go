@@ -32,6 +32,7 @@ const (
 	TypePause   = "dev.sluice.rollout.pause"
 	TypeResume  = "dev.sluice.rollout.resume"
 	TypeAbort   = "dev.sluice.rollout.abort"
+	TypeUndo    = "dev.sluice.rollout.undo"
 
 	// Commands to a wave plan's wave (docs/waves.md).
 	TypeWavePromote = "dev.sluice.wave.promote"
@@ -91,7 +92,9 @@ type CommandData struct {
 	// Target is NAME or service/NAME (a Knative Service) or configuration/NAME.
 	Target    string `json:"target"`
 	Namespace string `json:"namespace"`
-	// Revision is the candidate, for dev.sluice.rollout.request.
+	// Revision is the candidate, for dev.sluice.rollout.request, and the
+	// Revision to go back to, for dev.sluice.rollout.undo (default: the
+	// one that had 100% before).
 	Revision string `json:"revision,omitempty"`
 	// Full, on a promote, skips the remaining steps.
 	Full      bool   `json:"full,omitempty"`
@@ -100,7 +103,7 @@ type CommandData struct {
 	// Release names a wave's release, for dev.sluice.wave.* (default: the
 	// target's newest wave).
 	Release string `json:"release,omitempty"`
-	// Name is the sluice command: request, promote, promote-full, pause, resume, abort.
+	// Name is the sluice command: request, promote, promote-full, pause, resume, abort, undo.
 	Name string `json:"-"`
 	// Wave says the command is for the target's wave, not its rollout.
 	Wave bool `json:"-"`
@@ -120,7 +123,7 @@ func invalid(format string, args ...any) error {
 // (dev.sluice.rollout.*), which only an authenticated sender may send.
 func IsCommand(eventType string) bool {
 	switch eventType {
-	case TypeRequest, TypePromote, TypePause, TypeResume, TypeAbort,
+	case TypeRequest, TypePromote, TypePause, TypeResume, TypeAbort, TypeUndo,
 		TypeWavePromote, TypeWavePause, TypeWaveResume, TypeWaveAbort:
 		return true
 	}
@@ -265,7 +268,7 @@ func mapCommand(e cloudevents.Event) (Action, error) {
 		return Action{}, invalid("%s: data.namespace is required", e.Type())
 	case cmd.Name == "request" && cmd.Revision == "":
 		return Action{}, invalid("%s: data.revision is required: the Revision to roll out", e.Type())
-	case cmd.Name == api.CommandAbort && cmd.Reason == "":
+	case (cmd.Name == api.CommandAbort || cmd.Name == api.CommandUndo) && cmd.Reason == "":
 		return Action{}, invalid("%s: data.reason is required: it is kept in the rollout's history", e.Type())
 	case cmd.Wave && cmd.Full:
 		return Action{}, invalid("%s: data.full is for a rollout's promote; a wave's promote ends its soak", e.Type())

@@ -101,9 +101,14 @@ func (c Client) PatchTraffic(ctx context.Context, o ObjectRef, resourceVersion s
 
 // Annotate sets one annotation on a Service or Route.
 func (c Client) Annotate(ctx context.Context, o ObjectRef, key, value string) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
+	return c.AnnotateAll(ctx, o, map[string]string{key: value})
+}
+
+// AnnotateAll sets annotations on a Service or Route in one write.
+func (c Client) AnnotateAll(ctx context.Context, o ObjectRef, annotations map[string]string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
 	if err != nil {
-		return fmt.Errorf("encode annotation %s: %w", key, err)
+		return fmt.Errorf("encode annotations: %w", err)
 	}
 	k, err := c.kind(o, "annotate")
 	if err != nil {
@@ -111,7 +116,7 @@ func (c Client) Annotate(ctx context.Context, o ObjectRef, key, value string) er
 	}
 	_, err = k.patch(ctx, patch)
 	if err != nil {
-		return fmt.Errorf("annotate %s %s=%s: %w", o, key, value, err)
+		return fmt.Errorf("annotate %s %v: %w", o, annotations, err)
 	}
 	return nil
 }

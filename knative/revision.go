@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -16,6 +18,8 @@ import (
 	"knative.dev/pkg/apis"
 	"knative.dev/serving/pkg/apis/serving"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sluicehq/sluice/config"
 )
 
 // RevisionLabels is what a Revision's labels say about it: its owners and
@@ -177,4 +181,33 @@ func (c Client) awaitState(ctx context.Context, ref RevisionRef, done func(Revis
 	}
 	_, err = w.until(ctx, r.ResourceVersion)
 	return st, err
+}
+
+// SameTemplate reports whether two Revisions run the same thing: the same
+// containers (by name) with the same images, environment and resources.
+// It is what makes a new Revision a revert of an older one; labels,
+// annotations and scale bounds may differ. When both name a release
+// (sluice.dev/release) the names decide, as they do for wave plans.
+func SameTemplate(a, b *servingv1.Revision) bool {
+	if ra, rb := a.Annotations[config.AnnotationRelease], b.Annotations[config.AnnotationRelease]; ra != "" && rb != "" {
+		return ra == rb
+	}
+	ca, cb := a.Spec.Containers, b.Spec.Containers
+	if len(ca) != len(cb) {
+		return false
+	}
+	byName := make(map[string]corev1.Container, len(cb))
+	for _, c := range cb {
+		byName[c.Name] = c
+	}
+	for _, c := range ca {
+		o, ok := byName[c.Name]
+		if !ok || c.Image != o.Image ||
+			!equality.Semantic.DeepEqual(c.Env, o.Env) ||
+			!equality.Semantic.DeepEqual(c.EnvFrom, o.EnvFrom) ||
+			!equality.Semantic.DeepEqual(c.Resources, o.Resources) {
+			return false
+		}
+	}
+	return true
 }

@@ -199,6 +199,10 @@ func (r *Receiver) command(ctx context.Context, a events.Action, principal strin
 		}
 		return reply(http.StatusAccepted, "started", "rollout of %s on %s requested", cmd.Revision, target)
 	}
+	if cmd.Name == api.CommandUndo {
+		u, err := ctl.Undo(ctx, target, cmd.Revision, cmd.Reason)
+		return r.undoResult(u, err, target)
+	}
 	msg, err := ctl.Send(ctx, target, cmd.Name, cmd.Reason)
 	var rejected *control.RejectedError
 	switch {
@@ -210,6 +214,22 @@ func (r *Receiver) command(ctx context.Context, a events.Action, principal strin
 		return reply(http.StatusNotFound, "no-rollout", "%v", err)
 	}
 	return r.temporalError(err, cmd.Name+" the rollout of "+target.String())
+}
+
+// undoResult answers a dev.sluice.rollout.undo: accepted once the undo
+// has started (or the running rollout took it as an abort); its end shows
+// in progress events like a rollout's.
+func (r *Receiver) undoResult(u control.UndoStarted, err error, target knative.TargetRef) result {
+	var rejected *control.RejectedError
+	switch {
+	case err == nil && u.Aborted:
+		return reply(http.StatusOK, "applied", "a rollout was running, so undo aborted it: %s", u.Message)
+	case err == nil:
+		return reply(http.StatusAccepted, "started", "undo started (run %s)", u.RunID)
+	case errors.As(err, &rejected):
+		return reply(http.StatusConflict, "rejected", "%s", rejected.Reason)
+	}
+	return r.temporalError(err, "undo on "+target.String())
 }
 
 // waveCommand sends a dev.sluice.wave.* command to the target's wave.

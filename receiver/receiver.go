@@ -168,7 +168,7 @@ func typeLabel(t string) string {
 	switch t {
 	case events.TypeResourceAdd, events.TypeResourceUpdate, events.TypeResourceDelete,
 		events.TypeRefAdd, events.TypeRefUpdate, events.TypeRefDelete,
-		events.TypeRequest, events.TypePromote, events.TypePause, events.TypeResume, events.TypeAbort:
+		events.TypeRequest, events.TypePromote, events.TypePause, events.TypeResume, events.TypeAbort, events.TypeUndo:
 		return t
 	}
 	return "other"

@@ -134,6 +134,9 @@ func (r *rollout) end(ctx workflow.Context, phase api.Phase) {
 	r.st.Pause = nil
 	r.st.EndedAt = workflow.Now(ctx)
 	r.st.HoldUntil = time.Time{}
+	if phase == api.PhaseSucceeded {
+		r.recordStable(ctx)
+	}
 	by := ""
 	if r.st.Abort != nil {
 		by = r.st.Abort.By

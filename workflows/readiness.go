@@ -78,8 +78,14 @@ func (r *rollout) awaitRevision(ctx workflow.Context, ref knative.RevisionRef) (
 	r.publish(ctx)
 	actx, cancel := workflow.WithCancel(ctx)
 	defer cancel()
+	grace := eventGrace
+	if r.st.Undo != nil {
+		// An undo's Revision is usually Ready already: no event will come
+		// to tell it, and the undo must not wait for one.
+		grace = 0
+	}
 	fut := workflow.ExecuteActivity(awaitOptions(actx, wait, "wait for "+ref.Name+" to be Ready"), a.AwaitRevision,
-		activities.AwaitRevisionInput{RevisionRef: ref, For: wait, Grace: eventGrace})
+		activities.AwaitRevisionInput{RevisionRef: ref, For: wait, Grace: grace})
 	paused := r.st.paused()
 	_ = workflow.Await(ctx, func() bool {
 		return fut.IsReady() || r.st.Told != nil || r.interrupted() || r.st.paused() != paused || workflow.GetInfo(ctx).GetContinueAsNewSuggested()

@@ -22,7 +22,7 @@ var a *activities.Activities
 // Ready, then for each step set traffic, verify it, and hold or wait at a
 // gate, until the candidate has 100% — or roll back.
 func Rollout(ctx workflow.Context, in RunInput) (api.Result, error) {
-	if in.Target.Namespace == "" || in.Target.Name == "" || in.Candidate == "" {
+	if in.Target.Namespace == "" || in.Target.Name == "" || (in.Candidate == "" && in.Undo == nil) {
 		return api.Result{}, temporal.NewNonRetryableApplicationError(
 			"rollout input needs target namespace, name and a candidate Revision", "InvalidInput", nil)
 	}
@@ -32,7 +32,11 @@ func Rollout(ctx workflow.Context, in RunInput) (api.Result, error) {
 		r.st.Runs++
 	} else {
 		r.st = state{Target: in.Target, Candidate: in.Candidate, Phase: api.PhaseResolving, StartedAt: workflow.Now(ctx), Runs: 1}
-		if in.RequestedBy != "" {
+		switch {
+		case in.Undo != nil:
+			r.st.Undo = in.Undo
+			r.st.Commands = append(r.st.Commands, api.CommandRecord{Name: api.CommandUndo, By: in.RequestedBy, Reason: in.Undo.Reason, At: workflow.Now(ctx), Via: "start"})
+		case in.RequestedBy != "":
 			r.st.Commands = append(r.st.Commands, api.CommandRecord{Name: "start", By: in.RequestedBy, At: workflow.Now(ctx), Via: "start"})
 		}
 	}
@@ -134,7 +138,7 @@ func (r *rollout) run(ctx workflow.Context) (api.Result, error) {
 func (r *rollout) resolve(ctx workflow.Context) {
 	var res activities.Resolved
 	err := workflow.ExecuteActivity(readOptions(ctx, "resolve target and policy"), a.ResolveTarget,
-		activities.ResolveInput{Target: r.st.Target, Candidate: r.st.Candidate}).Get(ctx, &res)
+		activities.ResolveInput{Target: r.st.Target, Candidate: r.st.Candidate, Undo: r.st.Undo != nil}).Get(ctx, &res)
 	if err != nil {
 		// A refused policy is told like any end of a rollout: in its status,
 		// the UI and a progress event, where the service owner looks.
@@ -153,6 +157,9 @@ func (r *rollout) resolve(ctx workflow.Context) {
 	}
 	now := workflow.Now(ctx)
 	r.st.Object, r.st.Configuration, r.st.Policy = res.Object, res.Configuration, res.Policy
+	if res.Candidate != "" {
+		r.st.Candidate = res.Candidate // an undo's, from the target's history
+	}
 	r.st.CandidateGeneration = res.CandidateGeneration
 	if r.st.Original == nil {
 		// The first candidate of this rollout: what is live now is the
@@ -168,6 +175,7 @@ func (r *rollout) resolve(ctx workflow.Context) {
 		// The target's first Revision: there is no traffic to shift from.
 		r.st.Policy.Steps = []config.Step{{Weight: 100}}
 	}
+	r.shortcut(res.Revert)
 	if r.st.Policy.Capacity != nil && r.st.Stable != "" && !r.planCapacity(ctx, res) {
 		return
 	}
@@ -186,7 +194,11 @@ func (r *rollout) resolve(ctx workflow.Context) {
 		return
 	}
 	r.st.Phase = api.PhaseWaitingReady
-	r.emit(ctx, events.ProgressStarted, "", "")
+	by := ""
+	if r.st.Undo != nil {
+		by = r.undoBy()
+	}
+	r.emit(ctx, events.ProgressStarted, r.st.Shortcut, by)
 	if w := candidateShare(r.st.Baseline, r.st.Stable, r.st.Candidate); w > 0 && r.st.Stable != "" {
 		// Knative routed a latestRevision share to the candidate before
 		// sluice pinned it: go on from there, never take it back in one write.

@@ -57,6 +57,7 @@ func carried() map[string]any {
 		"act-revision-state":   knative.RevisionState{},
 		"act-await-revision":   activities.AwaitRevisionInput{},
 		"act-mark-input":       activities.MarkInput{},
+		"act-record-input":     activities.RecordInput{},
 		"act-scale-input":      activities.ScaleInput{},
 		"act-await-pods-input": activities.AwaitPodsInput{},
 		"act-await-reserve":    activities.AwaitReserveInput{},

@@ -83,6 +83,11 @@ type state struct {
 	Capacity *capacityState `json:"capacity,omitempty"`
 
 	Commands   []api.CommandRecord `json:"commands,omitempty"`
+	// Undo is set on a run that undoes: its candidate is the Revision to
+	// go back to (resolved from the target's history when not named).
+	Undo *api.Undo `json:"undo,omitempty"`
+	// Shortcut says why the plan is one write to 100% (api.Status.Shortcut).
+	Shortcut string `json:"shortcut,omitempty"`
 	Superseded []string            `json:"superseded,omitempty"`
 
 	// Ending is the outcome a running rollback will end with; api.Outcome is
@@ -164,7 +169,7 @@ func view(st *state, now time.Time) api.Status {
 		Original: st.Original, Baseline: st.Baseline, Live: st.Live, Weight: st.Weight,
 		StepCount: len(st.Policy.Steps),
 		StartedAt: st.StartedAt, ReadyDeadline: st.ReadyDeadline, Deadline: st.Deadline, HoldUntil: st.HoldUntil,
-		Analysis: st.Analysis.view(), Commands: st.Commands, Wave: st.Wave.view(),
+		Analysis: st.Analysis.view(), Commands: st.Commands, Wave: st.Wave.view(), Shortcut: st.Shortcut,
 		Ending: st.Ending, Outcome: st.Outcome, Reason: st.Reason, EndedAt: st.EndedAt, Runs: st.Runs,
 	}
 	if p := st.Pause; p != nil {

@@ -97,6 +97,9 @@ func (r *rollout) hold(ctx workflow.Context) {
 		if r.st.Stable == "" {
 			reason = r.st.Candidate + " has all the traffic: it is the target's first Revision"
 		}
+		if r.st.Shortcut != "" {
+			reason += "; " + r.st.Shortcut
+		}
 		if r.st.Wave.released() {
 			r.reachWave(ctx, reason)
 			return

@@ -303,7 +303,7 @@ func lintOne(doc lintDoc, o lintOptions) lintResult {
 func wrongKind(doc lintDoc, knativeAPI bool) (config.Finding, bool) {
 	var sluiceKeys []string
 	for k := range doc.Metadata.Annotations {
-		if strings.HasPrefix(k, config.Prefix) && k != config.AnnotationEnded && k != config.AnnotationTemplateScale && k != config.AnnotationRelease {
+		if strings.HasPrefix(k, config.Prefix) && !config.WrittenBySluice(k) && k != config.AnnotationRelease {
 			sluiceKeys = append(sluiceKeys, k)
 		}
 	}

@@ -179,6 +179,56 @@ func newAbortCommand(g *globals) *cobra.Command {
 	return withExitCodes(cmd, exitCodesCommand)
 }
 
+func newUndoCommand(g *globals) *cobra.Command {
+	var to, reason string
+	var noWait bool
+	cmd := &cobra.Command{
+		Use:   "undo TARGET --reason TEXT [--to REVISION]",
+		Short: "Give the traffic back, in one write, to the Revision that had it before (also after the rollout ended)",
+		Long: `Give all of TARGET's traffic, in one write, to the Revision that had 100% of it before the
+last rollout (as sluice.dev/stable-history on the Service or Route records), or to --to. No steps,
+no analysis: the Revision ran the traffic before. It must be Ready (a capacity policy scales it up
+first); tags are kept, and the write is verified in Knative's status like any step. The Revision
+it takes the traffic from is marked ended (sluice.dev/ended), so its own events do not roll it out
+again. While a rollout is running, undo aborts it: its rollback is the undo.`,
+		Example: `  sluice undo hello --reason "p99 up since the 14:00 release"
+  sluice undo hello --to hello-00003 --reason "back to last week's build"
+  sluice undo configuration/api -n shop --reason "bad migration" --no-wait`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			target, c, closeFn, err := g.forTarget(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			started, err := c.Undo(cmd.Context(), target, to, reason)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if started.Aborted {
+				fmt.Fprintf(out, "a rollout was running, so undo aborted it: %s\n", started.Message)
+				return nil
+			}
+			fmt.Fprintf(out, "undo of %s: workflow %s (run %s)\n", target, api.RolloutID(target), started.RunID)
+			if noWait {
+				return nil
+			}
+			res, err := c.Wait(cmd.Context(), target)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "%s: %s\n", res.Outcome, res.Reason)
+			return outcomeErr(res.Outcome)
+		},
+	}
+	cmd.Flags().StringVar(&to, "to", "", "the Revision to go back to (default: the last one that had 100% before the one that has it now)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why (required), kept in the target's history")
+	cmd.Flags().BoolVar(&noWait, "no-wait", false, "return once the undo has started, without waiting for its end")
+	_ = cmd.MarkFlagRequired("reason")
+	return withExitCodes(cmd, exitCodesCommand)
+}
+
 // commandFlags are the flags every command verb takes.
 type commandFlags struct {
 	reason string

@@ -10,6 +10,7 @@
 package knativefake
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 	"sync"
@@ -92,7 +93,8 @@ func (c *Cluster) reconcileAfter(action k8stesting.Action) (bool, runtime.Object
 		name = o.Name
 	}
 	c.mu.Lock()
-	if action.GetVerb() == "patch" {
+	if p, ok := action.(k8stesting.PatchAction); ok && bytes.Contains(p.GetPatch(), []byte(`"spec"`)) {
+		// A traffic write; an annotation of the object is not one.
 		c.Writes[name]++
 	}
 	c.mu.Unlock()

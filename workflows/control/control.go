@@ -131,16 +131,11 @@ const finishWait = 30 * time.Second
 // while the CLI reported it started. Once the run has closed, the start
 // begins a run of its own.
 func (c *Client) awaitFinishing(ctx context.Context, target knative.TargetRef) error {
-	id := api.RolloutID(target)
 	deadline := time.Now().Add(finishWait)
 	for {
-		d, err := c.Temporal.DescribeWorkflowExecution(ctx, id, "")
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) || (err == nil && d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("describe the rollout of %s: %w", target, err)
+		running, err := c.running(ctx, target)
+		if err != nil || !running {
+			return err
 		}
 		st, err := c.Status(ctx, target)
 		if err != nil || st.Outcome == "" {

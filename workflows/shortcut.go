@@ -1,0 +1,71 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/config"
+)
+
+// shortcut turns the plan into one write to 100%, with no analysis and no
+// wave plan, when going back is known to be safe: an undo, which a person
+// asked for, or a candidate whose template had 100% of the traffic within
+// the rollback window (a revert). The capacity plan stays: the Revision may
+// have scaled to zero since.
+func (r *rollout) shortcut(revert *config.Stint) {
+	switch {
+	case r.st.Undo != nil:
+		r.st.Shortcut = fmt.Sprintf("undo by %s: %s; %s gets 100%% again in one write", r.undoBy(), r.st.Undo.Reason, r.st.Candidate)
+	case revert != nil && revert.Until.IsZero():
+		r.st.Shortcut = fmt.Sprintf("%s runs the same template as %s, which has 100%% of the traffic now; one write, no steps or analysis (%s: %s)",
+			r.st.Candidate, revert.Revision, config.AnnotationRollbackWindow, r.st.Policy.RollbackWindow)
+	case revert != nil:
+		r.st.Shortcut = fmt.Sprintf("%s runs the same template as %s, which had 100%% of the traffic until %s, within the rollback window of %s; one write, no steps or analysis",
+			r.st.Candidate, revert.Revision, revert.Until.UTC().Format(time.RFC3339), r.st.Policy.RollbackWindow)
+	default:
+		return
+	}
+	r.st.Policy.Steps = []config.Step{{Weight: 100}}
+	r.st.Policy.Analysis = nil
+	r.st.Policy.Waves = nil
+}
+
+// undoBy is who asked for the undo.
+func (r *rollout) undoBy() string {
+	for _, c := range r.st.Commands {
+		if c.Name == api.CommandUndo {
+			return c.By
+		}
+	}
+	return "an operator"
+}
+
+// recordStable writes on the traffic object that the stable Revision had
+// 100% of the traffic until now, when a rollout has given it to its
+// candidate: what `sluice undo` goes back to and the rollback window
+// compares with. An undo also marks the Revision it left ended, so that
+// Revision's own events do not roll it out again. Rollouts recorded before
+// this write existed replay without it.
+func (r *rollout) recordStable(ctx workflow.Context) {
+	if r.st.Stable == "" || r.st.Stable == r.st.Candidate || r.st.Object.Name == "" {
+		return
+	}
+	if workflow.GetVersion(ctx, "record-stable", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	in := activities.RecordInput{Object: r.st.Object, Revision: r.st.Stable, Until: workflow.Now(ctx)}
+	if r.st.Undo != nil {
+		in.Outcome = outcomeUndone
+	}
+	if err := workflow.ExecuteActivity(readOptions(ctx, "record "+r.st.Stable+" in "+r.st.Object.String()+"'s history"), a.RecordStable, in).Get(ctx, nil); err != nil {
+		r.st.Reason += fmt.Sprintf("; %s could not be recorded in %s's %s (%s), so sluice undo must name it with --to",
+			r.st.Stable, r.st.Object, config.AnnotationStableHistory, errorMessage(err))
+	}
+}
+
+// outcomeUndone marks a Revision an undo took the traffic from.
+const outcomeUndone = "Undone"
