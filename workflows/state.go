@@ -82,13 +82,13 @@ type state struct {
 	// Capacity is set when the policy stages pods.
 	Capacity *capacityState `json:"capacity,omitempty"`
 
-	Commands   []api.CommandRecord `json:"commands,omitempty"`
+	Commands []api.CommandRecord `json:"commands,omitempty"`
 	// Undo is set on a run that undoes: its candidate is the Revision to
 	// go back to (resolved from the target's history when not named).
 	Undo *api.Undo `json:"undo,omitempty"`
 	// Shortcut says why the plan is one write to 100% (api.Status.Shortcut).
-	Shortcut string `json:"shortcut,omitempty"`
-	Superseded []string            `json:"superseded,omitempty"`
+	Shortcut   string   `json:"shortcut,omitempty"`
+	Superseded []string `json:"superseded,omitempty"`
 
 	// Ending is the outcome a running rollback will end with; api.Outcome is
 	// set only once the rollout has ended.
