@@ -113,6 +113,10 @@ func TestMapCommands(t *testing.T) {
 	if err != nil || got.Command.Name != "request" || got.Command.Revision != "api-00004" {
 		t.Fatalf("request event: %+v, %v", got, err)
 	}
+	got, err = Map(commandEvent(t, TypeUndo, `{"target":"hello","namespace":"shop","revision":"hello-00003","reason":"p99 up"}`))
+	if err != nil || got.Kind != KindCommand || got.Command.Name != "undo" || got.Command.Revision != "hello-00003" || got.Command.Reason != "p99 up" {
+		t.Fatalf("undo event: %+v, %v", got, err)
+	}
 	got, err = Map(commandEvent(t, TypeWavePromote, `{"target":"hello","namespace":"shop","release":"5d1f0c9a2e11","reason":"canary fine"}`))
 	if err != nil || got.Kind != KindCommand || !got.Command.Wave || got.Command.Name != "promote" || got.Command.Release != "5d1f0c9a2e11" {
 		t.Fatalf("wave promote event: %+v, %v", got, err)
@@ -124,6 +128,7 @@ func TestMapCommands(t *testing.T) {
 		{TypePromote, `{"target":"hello"}`, "data.namespace is required"},
 		{TypeRequest, `{"target":"hello","namespace":"shop"}`, "data.revision is required"},
 		{TypeAbort, `{"target":"hello","namespace":"shop"}`, "data.reason is required"},
+		{TypeUndo, `{"target":"hello","namespace":"shop"}`, "data.reason is required"},
 		{TypePause, `{"target":`, "data is not valid JSON"},
 		{TypePause, ``, "data is required"},
 	} {

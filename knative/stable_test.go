@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"knative.dev/pkg/apis"
 	duckv1 "knative.dev/pkg/apis/duck/v1"
@@ -57,5 +58,49 @@ func TestStable(t *testing.T) {
 				t.Fatalf("Stable = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestSameTemplate(t *testing.T) {
+	rev := func(name, image string, env ...corev1.EnvVar) *servingv1.Revision {
+		r := &servingv1.Revision{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{}}}
+		r.Spec.Containers = []corev1.Container{{Name: "app", Image: image, Env: env}}
+		return r
+	}
+	v1 := rev("hello-00001", "example.com/hello:v1", corev1.EnvVar{Name: "A", Value: "1"})
+	for _, c := range []struct {
+		name  string
+		other *servingv1.Revision
+		same  bool
+	}{
+		{"same image and env", rev("hello-00003", "example.com/hello:v1", corev1.EnvVar{Name: "A", Value: "1"}), true},
+		{"another image", rev("hello-00003", "example.com/hello:v2", corev1.EnvVar{Name: "A", Value: "1"}), false},
+		{"another env value", rev("hello-00003", "example.com/hello:v1", corev1.EnvVar{Name: "A", Value: "2"}), false},
+		{"more resources", func() *servingv1.Revision {
+			r := rev("hello-00003", "example.com/hello:v1", corev1.EnvVar{Name: "A", Value: "1"})
+			r.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}
+			return r
+		}(), false},
+		{"a sidecar more", func() *servingv1.Revision {
+			r := rev("hello-00003", "example.com/hello:v1", corev1.EnvVar{Name: "A", Value: "1"})
+			r.Spec.Containers = append(r.Spec.Containers, corev1.Container{Name: "proxy", Image: "envoy"})
+			return r
+		}(), false},
+		{"another scale, labels and annotations", func() *servingv1.Revision {
+			r := rev("hello-00003", "example.com/hello:v1", corev1.EnvVar{Name: "A", Value: "1"})
+			r.Annotations["autoscaling.knative.dev/min-scale"] = "3"
+			r.Labels = map[string]string{"team": "a"}
+			return r
+		}(), true},
+	} {
+		if got := SameTemplate(v1, c.other); got != c.same {
+			t.Errorf("%s: SameTemplate = %v, want %v", c.name, got, c.same)
+		}
+	}
+	named := rev("hello-00004", "example.com/hello:v9")
+	named.Annotations["sluice.dev/release"] = "2026.12"
+	v1.Annotations["sluice.dev/release"] = "2026.12"
+	if !SameTemplate(v1, named) {
+		t.Error("two Revisions of the same named release must be the same")
 	}
 }
