@@ -161,12 +161,15 @@ func (s *stack) status() api.Status {
 	return st
 }
 
-func (s *stack) liveTraffic() []servingv1.TrafficTarget {
+func (s *stack) liveTraffic() []servingv1.TrafficTarget { return s.service().Spec.Traffic }
+
+// service reads the hello Service.
+func (s *stack) service() *servingv1.Service {
 	svc, err := s.k.ServingV1().Services(ns).Get(context.Background(), "hello", metav1.GetOptions{})
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	return svc.Spec.Traffic
+	return svc
 }
 
 // TestRolloutDrivenByUpdates walks a full rollout on a real Temporal server:
