@@ -79,14 +79,11 @@ type Resolved struct {
 }
 
 // RecordInput records on Object that Revision had 100% of the traffic
-// until Until (config.AnnotationStableHistory) and, when Outcome is set,
-// marks Revision ended so (config.AnnotationEnded: an undone Revision is
-// not rolled out again by its own events), in one write.
+// until Until (config.AnnotationStableHistory).
 type RecordInput struct {
 	Object   knative.ObjectRef `json:"object"`
 	Revision string            `json:"revision"`
 	Until    time.Time         `json:"until"`
-	Outcome  string            `json:"outcome,omitempty"`
 }
 
 // MarkInput records on Object how the rollout of Revision ended.

@@ -69,8 +69,7 @@ func revertOf(cand *servingv1.Revision, stable string, history []config.Stint, r
 }
 
 // RecordStable writes on the traffic object that a Revision had 100% of
-// the traffic until in.Until, and marks an undone candidate ended, in one
-// write. The history is read first and rewritten whole; adding the same
+// the traffic until in.Until. The history is read first and rewritten whole; adding the same
 // entry again changes nothing, so a retry is harmless.
 func (a *Activities) RecordStable(ctx context.Context, in RecordInput) error {
 	live, err := a.Knative.ReadTraffic(ctx, in.Object)
@@ -82,10 +81,6 @@ func (a *Activities) RecordStable(ctx context.Context, in RecordInput) error {
 	}
 	history := config.WithStint(config.ParseStableHistory(live.Annotations[config.AnnotationStableHistory]),
 		config.Stint{Revision: in.Revision, Until: in.Until})
-	annotations := map[string]string{config.AnnotationStableHistory: config.FormatStableHistory(history)}
-	if in.Outcome != "" {
-		annotations[config.AnnotationEnded] = config.Ended(in.Revision, in.Outcome)
-	}
-	err = a.Knative.AnnotateAll(ctx, in.Object, annotations)
+	err = a.Knative.Annotate(ctx, in.Object, config.AnnotationStableHistory, config.FormatStableHistory(history))
 	return annotateError(ctx, err, "record "+in.Revision+"'s time at 100%")
 }

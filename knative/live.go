@@ -101,14 +101,9 @@ func (c Client) PatchTraffic(ctx context.Context, o ObjectRef, resourceVersion s
 
 // Annotate sets one annotation on a Service or Route.
 func (c Client) Annotate(ctx context.Context, o ObjectRef, key, value string) error {
-	return c.AnnotateAll(ctx, o, map[string]string{key: value})
-}
-
-// AnnotateAll sets annotations on a Service or Route in one write.
-func (c Client) AnnotateAll(ctx context.Context, o ObjectRef, annotations map[string]string) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
 	if err != nil {
-		return fmt.Errorf("encode annotations: %w", err)
+		return fmt.Errorf("encode annotation %s: %w", key, err)
 	}
 	k, err := c.kind(o, "annotate")
 	if err != nil {
@@ -116,7 +111,7 @@ func (c Client) AnnotateAll(ctx context.Context, o ObjectRef, annotations map[st
 	}
 	_, err = k.patch(ctx, patch)
 	if err != nil {
-		return fmt.Errorf("annotate %s %v: %w", o, annotations, err)
+		return fmt.Errorf("annotate %s %s=%s: %w", o, key, value, err)
 	}
 	return nil
 }

@@ -16,11 +16,16 @@ import (
 // later event of the candidate does not start it again. A mark that cannot
 // be written is named in the reason: the rollout has ended all the same.
 func (r *rollout) markCandidate(ctx workflow.Context) {
-	in := activities.MarkInput{Object: r.st.Object, Revision: r.st.Candidate, Outcome: string(r.st.Outcome)}
-	value := config.Ended(r.st.Candidate, string(r.st.Outcome))
+	r.markEnded(ctx, r.st.Candidate, string(r.st.Outcome))
+}
+
+// markEnded annotates the traffic object: revision's rollout ended so.
+func (r *rollout) markEnded(ctx workflow.Context, revision, outcome string) {
+	in := activities.MarkInput{Object: r.st.Object, Revision: revision, Outcome: outcome}
+	value := config.Ended(revision, outcome)
 	if err := workflow.ExecuteActivity(readOptions(ctx, "mark "+r.st.Object.String()+" "+value), a.MarkEnded, in).Get(ctx, nil); err != nil {
 		r.st.Reason += fmt.Sprintf("; %s could not be annotated %s=%s (%s), so a later event of %s may start its rollout again",
-			r.st.Object, config.AnnotationEnded, value, errorMessage(err), r.st.Candidate)
+			r.st.Object, config.AnnotationEnded, value, errorMessage(err), revision)
 	}
 }
 

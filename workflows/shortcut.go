@@ -47,9 +47,10 @@ func (r *rollout) undoBy() string {
 // recordStable writes on the traffic object that the stable Revision had
 // 100% of the traffic until now, when a rollout has given it to its
 // candidate: what `sluice undo` goes back to and the rollback window
-// compares with. An undo also marks the Revision it left ended, so that
-// Revision's own events do not roll it out again. Rollouts recorded before
-// this write existed replay without it.
+// compares with. An undo records nothing there — the Revision it left is
+// not known to be good — but marks that Revision ended, so its own events
+// do not roll it out again. Rollouts recorded before this write existed
+// replay without it.
 func (r *rollout) recordStable(ctx workflow.Context) {
 	if r.st.Stable == "" || r.st.Stable == r.st.Candidate || r.st.Object.Name == "" {
 		return
@@ -57,10 +58,11 @@ func (r *rollout) recordStable(ctx workflow.Context) {
 	if workflow.GetVersion(ctx, "record-stable", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return
 	}
-	in := activities.RecordInput{Object: r.st.Object, Revision: r.st.Stable, Until: workflow.Now(ctx)}
 	if r.st.Undo != nil {
-		in.Outcome = outcomeUndone
+		r.markEnded(ctx, r.st.Stable, outcomeUndone)
+		return
 	}
+	in := activities.RecordInput{Object: r.st.Object, Revision: r.st.Stable, Until: workflow.Now(ctx)}
 	if err := workflow.ExecuteActivity(readOptions(ctx, "record "+r.st.Stable+" in "+r.st.Object.String()+"'s history"), a.RecordStable, in).Get(ctx, nil); err != nil {
 		r.st.Reason += fmt.Sprintf("; %s could not be recorded in %s's %s (%s), so sluice undo must name it with --to",
 			r.st.Stable, r.st.Object, config.AnnotationStableHistory, errorMessage(err))
