@@ -97,11 +97,7 @@ func patchTraffic(t *testing.T, name string, traffic []servingv1.TrafficTarget) 
 
 func serviceTraffic(t *testing.T, name string) string {
 	t.Helper()
-	svc, err := stk.Serving.ServingV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return knative.FormatTraffic(svc.Spec.Traffic)
+	return knative.FormatTraffic(service(t, name).Spec.Traffic)
 }
 
 func svcTarget(name string) knative.TargetRef {

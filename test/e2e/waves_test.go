@@ -7,48 +7,13 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/requestsim"
 	"github.com/sluicehq/sluice/test/stack"
-	"github.com/sluicehq/sluice/test/testkit"
 	"github.com/sluicehq/sluice/workflows/control"
 )
-
-// trafficWrites reads an API server's audit log for the traffic written to
-// Service name: when each accepted write gave candidate a share, and how much.
-func trafficWrites(t *testing.T, auditLog, name, candidate string) []struct {
-	At      time.Time
-	Percent int64
-} {
-	t.Helper()
-	var out []struct {
-		At      time.Time
-		Percent int64
-	}
-	err := testkit.ScanAudit(auditLog, func(e *auditv1.Event) error {
-		if e.ObjectRef == nil || e.ObjectRef.Resource != "services" || e.ObjectRef.Name != name || e.ObjectRef.Subresource != "" ||
-			e.ResponseStatus == nil || e.ResponseStatus.Code >= 300 {
-			return nil
-		}
-		traffic, _ := testkit.TrafficOf(e)
-		for _, tt := range traffic {
-			if tt.RevisionName == candidate && tt.Percent != nil && *tt.Percent > 0 {
-				out = append(out, struct {
-					At      time.Time
-					Percent int64
-				}{e.StageTimestamp.Time, *tt.Percent})
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // A second cluster — its own API server, Knative control plane, kwok and
 // sluice worker and receiver, named west — shares this stack's Temporal.
@@ -156,7 +121,7 @@ func TestWavesOnTwoKnativeClusters(t *testing.T) {
 			t.Fatalf("%s: %s: %s", name, st.Outcome, st.Reason)
 		}
 	}
-	eastWrites, westWrites := trafficWrites(t, east.AuditLog, "wv", "wv-00002"), trafficWrites(t, west.AuditLog, "wv", "wv-00002")
+	eastWrites, westWrites := shares(t, east.AuditLog, "wv", "wv-00002", time.Time{}), shares(t, west.AuditLog, "wv", "wv-00002", time.Time{})
 	if len(eastWrites) == 0 || len(westWrites) == 0 || eastWrites[len(eastWrites)-1].Percent != 100 {
 		t.Fatalf("writes of wv-00002: east %+v, west %+v", eastWrites, westWrites)
 	}
@@ -188,7 +153,7 @@ func TestWavesOnTwoKnativeClusters(t *testing.T) {
 		!strings.Contains(st.Reason, "wave 1 failed in cluster east: wv-00003 RolledBack: analysis: success-rate failed") {
 		t.Fatalf("west: %s: %s", st.Outcome, st.Reason)
 	}
-	if w := trafficWrites(t, west.AuditLog, "wv", "wv-00003"); len(w) != 0 {
+	if w := shares(t, west.AuditLog, "wv", "wv-00003", time.Time{}); len(w) != 0 {
 		t.Fatalf("west gave wv-00003 a share: %+v", w)
 	}
 }
