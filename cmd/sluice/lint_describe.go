@@ -67,6 +67,9 @@ func describePolicy(p config.Policy) string {
 		}
 		out += "; waves: " + strings.Join(waves, " → ") + ", on failure " + wv.OnFailure
 	}
+	if p.RollbackWindow > 0 {
+		out += "; a Revision of a template that had 100% within " + p.RollbackWindow.String() + " goes to 100% in one write"
+	}
 	if an := p.Analysis; an != nil {
 		var parts []string
 		for _, c := range an.Checks {
