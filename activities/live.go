@@ -14,7 +14,16 @@ func (a *Activities) ReadTraffic(ctx context.Context, o knative.ObjectRef) (Live
 	if err != nil {
 		return LiveTraffic{}, kubeError(err)
 	}
-	return LiveTraffic{Spec: live.Spec, Routed: live.Routed()}, nil
+	out := LiveTraffic{Spec: live.Spec, Routed: live.Routed()}
+	for _, t := range live.Status {
+		if t.Tag != "" && t.URL != nil {
+			if out.URLs == nil {
+				out.URLs = map[string]string{}
+			}
+			out.URLs[t.Tag] = t.URL.String()
+		}
+	}
+	return out, nil
 }
 
 // AwaitTrafficChange answers once the object's spec.traffic is no longer

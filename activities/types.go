@@ -150,6 +150,8 @@ type ApplyTrafficResult struct {
 type LiveTraffic struct {
 	Spec   []servingv1.TrafficTarget `json:"spec"`
 	Routed []string                  `json:"routed,omitempty"`
+	// URLs are the URLs the object's status gives its tags, by tag.
+	URLs map[string]string `json:"urls,omitempty"`
 }
 
 // AwaitTrafficInput asks to be told when Object's spec.traffic is no longer

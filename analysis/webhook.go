@@ -10,6 +10,17 @@ type Payload struct {
 	ID       string            `json:"id"`
 	Rollout  RolloutInfo       `json:"rollout"`
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Preview, with sluice.dev/preview, is where the candidate answers
+	// alone: its tag's URL, or the target's URL with the header.
+	Preview *PreviewInfo `json:"preview,omitempty"`
+}
+
+// PreviewInfo is the candidate's preview tag, its URL and the header that
+// reaches the tag through any of the target's URLs.
+type PreviewInfo struct {
+	Tag    string            `json:"tag"`
+	URL    string            `json:"url,omitempty"`
+	Header map[string]string `json:"header"`
 }
 
 // RolloutInfo describes the rollout a webhook is called for.

@@ -165,6 +165,9 @@ type Status struct {
 	// Wave is the rollout's part in its wave plan, if the target has one.
 	Wave     *WaveState      `json:"wave,omitempty"`
 	Commands []CommandRecord `json:"commands,omitempty"`
+	// Preview is the candidate's preview tag (sluice.dev/preview) while
+	// the rollout keeps it.
+	Preview *Preview `json:"preview,omitempty"`
 	// Shortcut says why the rollout went to 100% in one write, skipping
 	// the policy's steps and analysis: an undo, or a revert to a template
 	// within the rollback window.
@@ -317,4 +320,12 @@ type AnalysisState struct {
 	Ended      bool `json:"ended,omitempty"`
 	// Calls numbers webhook calls, for their payload IDs.
 	Calls int `json:"calls,omitempty"`
+}
+
+// Preview is where the candidate answers alone before its first share:
+// its tag's URL, or any of the target's URLs with Header.
+type Preview struct {
+	Tag    string `json:"tag"`
+	URL    string `json:"url,omitempty"`
+	Header string `json:"header"`
 }

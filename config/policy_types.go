@@ -67,6 +67,9 @@ type Policy struct {
 	Waves *Waves `json:"waves,omitempty"`
 	// RollbackWindow is 0 unless the target sets sluice.dev/rollback-window.
 	RollbackWindow time.Duration `json:"rollbackWindow,omitempty"`
+	// Preview is the candidate's tag before its first share, empty unless
+	// the target sets sluice.dev/preview.
+	Preview string `json:"preview,omitempty"`
 }
 
 // Step is one stage of a rollout: the candidate's share of traffic, how long it

@@ -57,6 +57,7 @@ func Vocabulary() []Key {
 		target(AnnotationCapacityOnTimeout),
 		target(AnnotationWaves),
 		target(AnnotationRollbackWindow),
+		target(AnnotationPreview),
 		{Name: AnnotationRelease, Place: OnTemplate},
 		{Name: AnnotationEnded, Place: BySluice, Target: true},
 		{Name: AnnotationStableHistory, Place: BySluice, Target: true},

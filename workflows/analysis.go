@@ -190,6 +190,9 @@ func (r *rollout) callHook(ctx workflow.Context, h config.Webhook) pending {
 			Weight: v.Weight, Outcome: string(v.Outcome), Reason: v.Reason,
 		},
 	}
+	if pv := r.st.Preview; pv != nil {
+		p.Preview = &analysis.PreviewInfo{Tag: pv.Tag, URL: pv.URL, Header: map[string]string{config.TagHeader: pv.Tag}}
+	}
 	return pending{
 		future: workflow.ExecuteActivity(webhookOptions(ctx, h, "webhook "+h.Name+" ("+string(h.At)+")"), a.CallWebhook,
 			measure.WebhookInput{Hook: h, Payload: p}),

@@ -121,7 +121,7 @@ func (r *rollout) rebase(ctx workflow.Context) {
 	}
 	base := pinLatest(live.Spec, live.Routed, resolveTo)
 	r.st.Live = knative.CloneTraffic(live.Spec)
-	r.st.Baseline = trafficAt(base, r.st.Stable, r.st.Candidate, 0)
+	r.st.Baseline = r.withPreview(trafficAt(base, r.st.Stable, r.st.Candidate, 0), "")
 	r.st.Original = knative.CloneTraffic(r.st.Baseline)
 	r.st.PromoteRequested = false
 	r.st.HoldUntil = time.Time{}

@@ -46,6 +46,9 @@ func (r *rollout) waitReady(ctx workflow.Context) {
 		return
 	case rev.Ready:
 		r.st.CandidateReady, r.st.ReadinessFrom = true, from
+		if !r.openPreview(ctx) {
+			return
+		}
 		if r.analysing() && !r.st.Analysis.Started && !r.beforeStart(ctx) {
 			return
 		}

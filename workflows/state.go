@@ -86,6 +86,8 @@ type state struct {
 	// Undo is set on a run that undoes: its candidate is the Revision to
 	// go back to (resolved from the target's history when not named).
 	Undo *api.Undo `json:"undo,omitempty"`
+	// Preview is the candidate's preview tag, once its status shows it.
+	Preview *previewState `json:"preview,omitempty"`
 	// Shortcut says why the plan is one write to 100% (api.Status.Shortcut).
 	Shortcut   string   `json:"shortcut,omitempty"`
 	Superseded []string `json:"superseded,omitempty"`
@@ -170,7 +172,8 @@ func view(st *state, now time.Time) api.Status {
 		StepCount: len(st.Policy.Steps),
 		StartedAt: st.StartedAt, ReadyDeadline: st.ReadyDeadline, Deadline: st.Deadline, HoldUntil: st.HoldUntil,
 		Analysis: st.Analysis.view(), Commands: st.Commands, Wave: st.Wave.view(), Shortcut: st.Shortcut,
-		Ending: st.Ending, Outcome: st.Outcome, Reason: st.Reason, EndedAt: st.EndedAt, Runs: st.Runs,
+		Preview: st.Preview.view(),
+		Ending:  st.Ending, Outcome: st.Outcome, Reason: st.Reason, EndedAt: st.EndedAt, Runs: st.Runs,
 	}
 	if p := st.Pause; p != nil {
 		v.Shown, v.PauseReason, v.Drifted = api.PhasePaused, p.Reason, p.Cause == pausedByDrift

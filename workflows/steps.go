@@ -42,7 +42,7 @@ func (r *rollout) applyStep(ctx workflow.Context) {
 		run.GatePassed = true
 	}
 	r.st.Phase = api.PhaseStepping
-	desired := trafficAt(r.st.Baseline, r.st.Stable, r.st.Candidate, step.Weight)
+	desired := r.stepTraffic(step.Weight, i == len(r.st.Policy.Steps)-1)
 	run.StartedAt = workflow.Now(ctx)
 	if r.st.Capacity.on() && !r.stageUp(ctx, i) {
 		return

@@ -243,7 +243,7 @@ func (c *Cluster) reconcile(ns, resource, name string, written bool) runtime.Obj
 		}
 		if !frozen && !stalled(o.Spec.Traffic) {
 			o.Status.ObservedGeneration = o.Generation
-			o.Status.Traffic = c.resolve(ns, o.Name, o.Spec.Traffic)
+			o.Status.Traffic = tagURLs(ns, o.Name, c.resolve(ns, o.Name, o.Spec.Traffic))
 			o.Status.Conditions = readyConditions(servingv1.ServiceConditionRoutesReady, servingv1.ServiceConditionConfigurationsReady)
 		}
 		_ = c.Tracker().Update(gvr, o, ns)
@@ -255,7 +255,7 @@ func (c *Cluster) reconcile(ns, resource, name string, written bool) runtime.Obj
 		}
 		if !frozen && !stalled(o.Spec.Traffic) {
 			o.Status.ObservedGeneration = o.Generation
-			o.Status.Traffic = c.resolve(ns, "", o.Spec.Traffic)
+			o.Status.Traffic = tagURLs(ns, o.Name, c.resolve(ns, "", o.Spec.Traffic))
 			o.Status.Conditions = readyConditions(servingv1.RouteConditionAllTrafficAssigned, apis.ConditionReady)
 		}
 		_ = c.Tracker().Update(gvr, o, ns)
@@ -288,6 +288,17 @@ func (c *Cluster) resolve(ns, config string, traffic []servingv1.TrafficTarget) 
 		out[i] = t
 	}
 	return out
+}
+
+// tagURLs gives each tagged target the URL Knative's default domain
+// template would: http://TAG-NAME.NAMESPACE.example.com.
+func tagURLs(ns, name string, traffic []servingv1.TrafficTarget) []servingv1.TrafficTarget {
+	for i, t := range traffic {
+		if t.Tag != "" {
+			traffic[i].URL = &apis.URL{Scheme: "http", Host: t.Tag + "-" + name + "." + ns + ".example.com"}
+		}
+	}
+	return traffic
 }
 
 func (c *Cluster) latestReady(ns, config string) string {

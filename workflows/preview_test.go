@@ -1,0 +1,88 @@
+package workflows
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/knative"
+	"github.com/sluicehq/sluice/measure"
+)
+
+const smokeDoc = `
+webhooks:
+  - name: smoke
+    url: http://smoke/
+    at: before-start
+`
+
+// previewHarness rolls out hello-00002 with a preview tag and a smoke
+// before-start webhook that answers as smoke says, seeing the Service's
+// traffic and the payload when it is called.
+func previewHarness(t *testing.T, tag string, smoke analysis.Result, seen *[]string, payload *analysis.Payload) *harness {
+	h := newHarness(t, helloObjects(map[string]string{config.AnnotationAnalysis: smokeDoc, config.AnnotationPreview: tag}, true)...)
+	return withAnalysis(h, nil, func(_ int, in measure.WebhookInput) analysis.Measurement {
+		*seen = append(*seen, knative.FormatTraffic(h.traffic("hello")))
+		*payload = in.Payload
+		return analysis.Measurement{Result: smoke, StatusCode: 200}
+	})
+}
+
+func TestPreviewTagBeforeTheFirstShare(t *testing.T) {
+	var seen []string
+	var payload analysis.Payload
+	h := previewHarness(t, "preview", analysis.Passed, &seen, &payload)
+	h.run("hello-00002")
+	if res := h.result(); res.Outcome != api.OutcomeSucceeded {
+		t.Fatalf("result = %+v", res)
+	}
+	want := "hello-00001=90%, hello-00000=10% (tag legacy), hello-00001=0% (tag current), hello-00002=0% (tag preview)"
+	if len(seen) != 1 || seen[0] != want {
+		t.Fatalf("traffic when the smoke webhook ran: %q, want %q (the candidate tagged, no share)", seen, want)
+	}
+	p := payload.Preview
+	if p == nil || p.Tag != "preview" || p.URL != "http://preview-hello.default.example.com" || p.Header[config.TagHeader] != "preview" {
+		t.Fatalf("the webhook's preview: %+v", p)
+	}
+	wantTraffic(t, h.traffic("hello"), tgt("hello-00000", 10, "legacy"), tgt("hello-00001", 0, "current"), tgt("hello-00002", 90, ""))
+	if st := h.status(); st.Preview == nil || st.Preview.URL != p.URL || st.Preview.Header != "Knative-Serving-Tag: preview" {
+		t.Errorf("status preview: %+v", st.Preview)
+	}
+	if n := h.k.WriteCount("hello"); n != 4 {
+		t.Errorf("traffic writes = %d, want 4: the preview tag, then 25%%, 50%% (each keeping it) and 100%% (without it)", n)
+	}
+}
+
+func TestFailedPreviewNeverGivesAShare(t *testing.T) {
+	var seen []string
+	var payload analysis.Payload
+	h := previewHarness(t, "preview", analysis.Failed, &seen, &payload)
+	h.run("hello-00002")
+	res := h.result()
+	if res.Outcome != api.OutcomeRolledBack || !strings.Contains(res.Reason, "before-start webhook smoke") {
+		t.Fatalf("result = %+v", res)
+	}
+	wantTraffic(t, h.traffic("hello"), tgt("hello-00001", 90, ""), tgt("hello-00000", 10, "legacy"), tgt("hello-00001", 0, "current"))
+	if n := h.k.WriteCount("hello"); n != 2 {
+		t.Errorf("traffic writes = %d, want 2: the preview tag and its removal", n)
+	}
+	if st := h.status(); st.Steps[0].StartedAt.IsZero() == false {
+		t.Error("the first step started")
+	}
+}
+
+func TestPreviewTagTaken(t *testing.T) {
+	var seen []string
+	var payload analysis.Payload
+	h := previewHarness(t, "current", analysis.Passed, &seen, &payload)
+	h.run("hello-00002")
+	res := h.result()
+	if res.Outcome != api.OutcomeFailed || !strings.Contains(res.Reason, `the tag "current" is taken`) || len(seen) != 0 {
+		t.Fatalf("result = %+v, webhook calls %d", res, len(seen))
+	}
+	if n := h.k.WriteCount("hello"); n != 0 {
+		t.Errorf("traffic writes = %d, want none", n)
+	}
+}
