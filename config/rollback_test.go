@@ -60,3 +60,16 @@ func TestWrittenBySluice(t *testing.T) {
 		}
 	}
 }
+
+func TestPreviewTag(t *testing.T) {
+	p, err := FromAnnotations(map[string]string{AnnotationPreview: "preview"}, BuiltinDefaults())
+	if err != nil || p.Preview != "preview" {
+		t.Fatalf("preview: %q, %v", p.Preview, err)
+	}
+	for _, raw := range []string{"Preview", "1st", "pre_view", ""} {
+		_, err := FromAnnotations(map[string]string{AnnotationPreview: raw}, BuiltinDefaults())
+		if err == nil || !strings.Contains(err.Error(), AnnotationPreview+": must be a tag for the candidate") {
+			t.Errorf("%q: %v", raw, err)
+		}
+	}
+}

@@ -100,12 +100,14 @@ func TestRenderStatus(t *testing.T) {
 			{Name: "resume", By: "ann", At: at.Add(time.Second), Via: "signal", Rejected: "resume rejected: the rollout is not paused"},
 		},
 		Shown: api.PhaseHolding, StepNumber: 1, StepCount: 2, HoldLeftAt: api.Duration(42 * time.Second),
+		Preview: &api.Preview{Tag: "preview", URL: "http://preview-hello.default.example.com", Header: "Knative-Serving-Tag: preview"},
 	}
 	var out bytes.Buffer
 	renderStatus(&out, st)
 	want := `Rollout:    default/service/hello  (workflow rollout/default/service/hello)
 Phase:      Holding — step 1 of 2, candidate at 25%
 Revisions:  hello-00001 (stable) -> hello-00002 (candidate, Ready)
+Preview:    http://preview-hello.default.example.com, or any of the target's URLs with Knative-Serving-Tag: preview
 Traffic:    hello-00001=75%, hello-00002=25%
 Hold:       42s left
 Deadlines:  Ready by 2026-11-29 10:10:00Z, 100% by 2026-11-29 12:00:00Z

@@ -39,6 +39,16 @@ func renderStatus(w io.Writer, st api.Status) {
 	if len(st.Superseded) > 0 {
 		fmt.Fprintf(tw, "Superseded:\t%s\n", strings.Join(st.Superseded, ", "))
 	}
+	if st.Shortcut != "" {
+		fmt.Fprintf(tw, "One write:\t%s\n", st.Shortcut)
+	}
+	if p := st.Preview; p != nil {
+		where := "tag " + p.Tag
+		if p.URL != "" {
+			where = p.URL
+		}
+		fmt.Fprintf(tw, "Preview:\t%s, or any of the target's URLs with %s\n", where, p.Header)
+	}
 	if st.Serving != nil && !knative.StatusShows(st.Live, st.Serving) {
 		fmt.Fprintf(tw, "Traffic:\t%s (written by sluice)\n", knative.FormatTraffic(st.Live))
 		fmt.Fprintf(tw, "Serving:\t%s (%s status, as Knative reports it)\n", knative.FormatTraffic(st.Serving), st.Object)
