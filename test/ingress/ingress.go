@@ -4,8 +4,9 @@
 // For every KIngress of its class it writes the status a real ingress
 // writes once it has programmed the routes — NetworkConfigured and
 // LoadBalancerReady, at the KIngress's generation — so Knative's Route
-// reconciler, which waits for that, goes on as in a cluster. No traffic is
-// routed anywhere: test/requestsim sends the requests to the pods itself.
+// reconciler, which waits for that, goes on as in a cluster. Its steady
+// load is sent to the pods by test/requestsim itself; a test's own request
+// goes through Router, which routes by the KIngress as an ingress would.
 //
 // Pause makes one KIngress stand still, as an ingress that stopped
 // programming would: Knative then reports the Route's IngressReady Unknown

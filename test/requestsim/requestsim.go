@@ -140,6 +140,13 @@ func (s *Sim) SetTargets(revision string, addrs []string) {
 	s.targets[revision] = append([]string(nil), addrs...)
 }
 
+// Targets are the queue-proxies serving revision, as SetTargets named them.
+func (s *Sim) Targets(revision string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.targets[revision]...)
+}
+
 // Counts reports the real requests sent, those that got no HTTP answer,
 // and those not sent because too many were in flight.
 func (s *Sim) Counts() (sent, failed, dropped int64) {

@@ -3,6 +3,7 @@ package stack
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os/exec"
 	"time"
@@ -88,14 +89,39 @@ func (s *Stack) startDataPlane(ctx context.Context) error {
 	}
 	statsSrv := &http.Server{Handler: stats, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = statsSrv.Serve(statsLn) }()
+	routerSrv, err := s.startRouter(sim, client)
+	if err != nil {
+		cancel()
+		_ = statsSrv.Close()
+		return err
+	}
 	s.sim, s.stats = sim, stats
 	s.background = append(s.background, func() {
 		cancel()
 		<-done
 		<-qpDone
 		_ = statsSrv.Close()
+		_ = routerSrv.Close()
 	})
 	return nil
+}
+
+// startRouter serves the ingress's data path (ingress.Router) on the
+// host's loopback, at RouterURL: a test's request reaches the pods' real
+// queue-proxies through the data plane, routed as Knative's KIngress says.
+func (s *Stack) startRouter(sim *requestsim.Sim, client *http.Client) (*http.Server, error) {
+	nc, err := netclient.NewForConfig(s.Rest)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listen for the ingress's requests: %w", err)
+	}
+	srv := &http.Server{Handler: &ingress.Router{Client: nc, Namespace: Namespace, Targets: sim.Targets, HTTP: client}, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	s.RouterURL = "http://" + ln.Addr().String()
+	return srv, nil
 }
 
 func (s *Stack) startKnativeAutoscaler(ctx context.Context) error {

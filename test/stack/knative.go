@@ -181,6 +181,9 @@ var knativeConfig = []struct{ configMap, patch string }{
 	// Queue-proxies export request metrics only when told to; on 9091,
 	// their http-usermetric port, for Prometheus to scrape.
 	{"config-observability", `{"data":{"request-metrics-protocol":"prometheus"}}`},
+	// A request with the Knative-Serving-Tag header reaches its tag's
+	// Revision (sluice.dev/preview's header, routed by ingress.Router).
+	{"config-features", `{"data":{"tag-header-based-routing":"enabled"}}`},
 }
 
 func (s *Stack) configureKnative(ctx context.Context) error {

@@ -180,6 +180,9 @@ type Stack struct {
 	ReceiverURL, ReceiverToken string
 	// WorkerHTTP serves the worker's /healthz and /metrics.
 	WorkerHTTP string
+	// RouterURL takes requests as the ingress would (ingress.Router): send
+	// them with the Host of a Route's or a tag's URL.
+	RouterURL string
 	// PrometheusURL is the Prometheus server's HTTP API, with Options.Prometheus.
 	PrometheusURL string
 	// AuditLog is the API server's audit log (JSON lines), with Options.Audit.

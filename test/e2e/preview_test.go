@@ -1,0 +1,161 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/test/ingress"
+)
+
+// A preview on Knative: the Ready candidate gets the tag canary at 0%, and
+// the before-start smoke webhook, given its URL and header, sends requests
+// through the ingress's data path (routed as the KIngress Knative
+// programmed says, tag-header-based-routing on). By the tag's URL, or with
+// the header, they reach the candidate's real queue-proxy; without it, the
+// stable's. p1's smoke passes: the steps run and the tag is gone at the
+// end. p2's fails: the candidate never gets a share, the tag is removed,
+// and Prometheus — scraping the queue-proxies — counts exactly the
+// smoke's tagged requests at the candidate's.
+func TestPreviewOnKnative(t *testing.T) {
+	t.Parallel()
+	c := ctl(t)
+	var mu sync.Mutex
+	routed := map[string][]string{} // by candidate: "how=Revision" per request
+	hooks := newHookServer(t, func(p analysis.Payload) int {
+		if p.Moment != "before-start" {
+			return http.StatusOK
+		}
+		if p.Preview == nil {
+			return http.StatusTeapot
+		}
+		got := smoke(p)
+		mu.Lock()
+		routed[p.Rollout.Candidate] = got
+		mu.Unlock()
+		if p.Rollout.Name == "p2" {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	policy := map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "1s", config.AnnotationPreview: "canary",
+		"sluice.dev/analysis": "webhooks:\n  - {name: smoke, at: before-start, timeout: 60s, url: " + hooks.URL + "/smoke}\n"}
+	for _, name := range []string{"p1", "p2"} {
+		firstRollout(t, c, name, policy)
+		deploy(t, name, "example.com/"+name+":v2", nil, nil)
+	}
+
+	st := waitOutcome(t, c, svcTarget("p1"), "p1-00002", 90*time.Second)
+	if st.Outcome != api.OutcomeSucceeded || st.Preview == nil || !strings.HasPrefix(st.Preview.URL, "http://canary-p1.") {
+		t.Fatalf("p1: %s (%s), preview %+v", st.Outcome, st.Reason, st.Preview)
+	}
+	if got := serviceTraffic(t, "p1"); got != "p1-00002=100%" {
+		t.Errorf("p1 at the end: %s, want the tag gone", got)
+	}
+	st = waitOutcome(t, c, svcTarget("p2"), "p2-00002", 90*time.Second)
+	if st.Outcome != api.OutcomeRolledBack || !strings.Contains(st.Reason, "before-start webhook smoke") || !st.Steps[0].StartedAt.IsZero() {
+		t.Fatalf("p2: %s (%s), first step started %s", st.Outcome, st.Reason, st.Steps[0].StartedAt)
+	}
+	if got := serviceTraffic(t, "p2"); got != "p2-00001=100%" {
+		t.Errorf("p2 after its failed preview: %s, want the tag gone", got)
+	}
+	if w := shares(t, stk.AuditLog, "p2", "p2-00002", time.Time{}); len(w) != 0 {
+		t.Errorf("p2-00002 was given a share: %+v", w)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, name := range []string{"p1", "p2"} {
+		cand, stable := name+"-00002", name+"-00001"
+		want := "probe=" + cand + " (200)," + strings.Repeat("tag URL="+cand+",", 5) + strings.Repeat("header="+cand+",", 5) + strings.Repeat("no header="+stable+",", 5)
+		if got := strings.Join(routed[cand], ",") + ","; got != want {
+			t.Errorf("%s's smoke requests went to\n%s\nwant\n%s", name, got, want)
+		}
+	}
+	// Only the smoke's 11 tagged requests ever reached p2-00002's queue-proxy.
+	n := promValue(t, `sum(kn_serving_invocation_duration_seconds_count * on (job, instance) group_left () max by (job, instance) (target_info{kn_revision_name="p2-00002"}))`, 11)
+	if n != 11 {
+		t.Errorf("p2-00002's queue-proxy counted %g requests, want the smoke's 11", n)
+	}
+}
+
+// smoke is the before-start webhook's own work: five requests by the
+// tag's URL, five by the Service's URL with the tag header, five without,
+// each through the ingress, waiting first until the candidate's queue-proxy
+// takes requests. It lists "how=Revision" for each.
+func smoke(p analysis.Payload) []string {
+	tagURL, _ := url.Parse(p.Preview.URL)
+	svc := strings.TrimPrefix(tagURL.Host, p.Preview.Tag+"-")
+	var out []string
+	send := func(how, host string, header map[string]string) (string, int) {
+		req, _ := http.NewRequest(http.MethodGet, stk.RouterURL+"/", nil)
+		req.Host = host
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err.Error(), 0
+		}
+		resp.Body.Close()
+		return resp.Header.Get(ingress.HeaderRoutedTo), resp.StatusCode
+	}
+	// The first request that a queue-proxy answers is listed too.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		rev, code := send("probe", tagURL.Host, nil)
+		if code == http.StatusOK || time.Now().After(deadline) {
+			out = append(out, fmt.Sprintf("probe=%s (%d)", rev, code))
+			break
+		}
+	}
+	for _, c := range []struct {
+		how, host string
+		header    map[string]string
+	}{{"tag URL", tagURL.Host, nil}, {"header", svc, p.Preview.Header}, {"no header", svc, nil}} {
+		for range 5 {
+			rev, code := send(c.how, c.host, c.header)
+			out = append(out, fmt.Sprintf("%s=%s", c.how, rev))
+			if code != http.StatusOK {
+				out[len(out)-1] += fmt.Sprintf(" (%d)", code)
+			}
+		}
+	}
+	return out
+}
+
+// promValue queries the stack's Prometheus until the value is want, or
+// 20 s passed, and returns the last value.
+func promValue(t *testing.T, query string, want float64) float64 {
+	t.Helper()
+	var last float64
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(stk.PrometheusURL + "/api/v1/query?query=" + url.QueryEscape(query))
+		if err == nil {
+			var body struct {
+				Data struct {
+					Result []struct {
+						Value [2]any `json:"value"`
+					} `json:"result"`
+				} `json:"data"`
+			}
+			_ = json.NewDecoder(resp.Body).Decode(&body)
+			resp.Body.Close()
+			if len(body.Data.Result) == 1 {
+				fmt.Sscan(fmt.Sprint(body.Data.Result[0].Value[1]), &last)
+				if last == want {
+					return last
+				}
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	return last
+}
