@@ -46,6 +46,9 @@ type Activities struct {
 	// Notify queues progress for notifications (Slack, Teams, webhooks);
 	// nil sends none.
 	Notify *notify.Notifier
+	// Templates reads the shared analysis templates targets name; nil
+	// refuses a target that names one.
+	Templates TemplateReader
 	// TrafficWrites, if set, is told how long each ApplyTraffic took and
 	// whether Knative's status showed the traffic in that time.
 	TrafficWrites func(d time.Duration, visible bool)
@@ -91,6 +94,11 @@ func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolv
 	if err != nil {
 		return Resolved{}, a.refuse(fmt.Sprintf("%s: invalid rollout policy: %v; fix it, then `sluice retry %s` rolls %s out",
 			t, err, t.Name, in.Candidate), ErrInvalidPolicy, target.Object)
+	}
+	if ref := policy.AnalysisTemplate; ref != nil {
+		if err := a.applyTemplate(ctx, t, &policy, target.Object); err != nil {
+			return Resolved{}, err
+		}
 	}
 	revs, err := a.Knative.Revisions(ctx, t.Namespace, target.Configuration)
 	if err != nil {

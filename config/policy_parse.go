@@ -100,6 +100,7 @@ func parsePolicy(annotations map[string]string, d Defaults) (Policy, []error, []
 	}
 	p.RollbackWindow = parseRollbackWindow(annotations, fail)
 	p.Preview = parsePreview(annotations, fail)
+	p.AnalysisTemplate = parseTemplateRef(annotations, fail)
 	if len(errs) == 0 && p.TotalHold() >= p.Deadline {
 		key := AnnotationDeadline
 		if _, ok := annotations[key]; !ok {

@@ -70,6 +70,10 @@ type Policy struct {
 	// Preview is the candidate's tag before its first share, empty unless
 	// the target sets sluice.dev/preview.
 	Preview string `json:"preview,omitempty"`
+	// AnalysisTemplate, with sluice.dev/analysis-template, names the shared
+	// document Analysis is read from when the rollout starts; until then
+	// Analysis is nil.
+	AnalysisTemplate *TemplateRef `json:"analysisTemplate,omitempty"`
 }
 
 // Step is one stage of a rollout: the candidate's share of traffic, how long it

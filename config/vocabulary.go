@@ -58,6 +58,8 @@ func Vocabulary() []Key {
 		target(AnnotationWaves),
 		target(AnnotationRollbackWindow),
 		target(AnnotationPreview),
+		target(AnnotationAnalysisTemplate),
+		target(AnnotationAnalysisArgs),
 		{Name: AnnotationRelease, Place: OnTemplate},
 		{Name: AnnotationEnded, Place: BySluice, Target: true},
 		{Name: AnnotationStableHistory, Place: BySluice, Target: true},

@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/mirror"
+	"github.com/sluicehq/sluice/templates"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -66,6 +67,15 @@ func NewMirror(cfg *rest.Config, temporalNamespace string, log *slog.Logger) (*m
 	}
 	return &mirror.Writer{Dynamic: dyn, Kube: kube, Discovery: kube.Discovery(), UI: os.Getenv(EnvTemporalUI),
 		Namespace: temporalNamespace, Log: log, Rate: pace}, nil
+}
+
+// NewTemplates reads the shared analysis templates targets name.
+func NewTemplates(cfg *rest.Config) (templates.Reader, error) {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return templates.Reader{}, fmt.Errorf("dynamic client: %w", err)
+	}
+	return templates.Reader{Dynamic: dyn}, nil
 }
 
 // rolloutStatus reads rollouts' status queries for the mirror's refresher.

@@ -46,6 +46,9 @@ type Worker struct {
 	Notify    *notify.Notifier
 	RunNotify func(context.Context)
 	Log       *slog.Logger
+	// Templates reads shared analysis templates; nil refuses targets that
+	// name one.
+	Templates activities.TemplateReader
 	// Registry receives sluice's and the SDK's metrics; it must be the one
 	// the Temporal client's metrics handler writes to.
 	Registry *prometheus.Registry
@@ -86,7 +89,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		MaxConcurrentActivityExecutionSize: sz.MaxActivities,
 	})
 	acts := &activities.Activities{Knative: knative.Client{Serving: w.Serving}, Defaults: w.Settings.Defaults, Events: w.Events,
-		Cluster: w.Settings.Cluster, Temporal: w.Temporal, Mirror: w.Mirror, Notify: w.Notify}
+		Cluster: w.Settings.Cluster, Temporal: w.Temporal, Mirror: w.Mirror, Notify: w.Notify, Templates: w.Templates}
 	if w.Registry != nil && w.Notify != nil {
 		w.Notify.Metrics = notify.NewMetrics(w.Registry)
 	}

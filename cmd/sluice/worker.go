@@ -69,8 +69,12 @@ linking to the Temporal UI at SLUICE_TEMPORAL_UI.`,
 			if err != nil {
 				return err
 			}
+			tmpl, err := worker.NewTemplates(sc.kube)
+			if err != nil {
+				return err
+			}
 			w := &worker.Worker{Settings: settings, Temporal: sc.temporal, Serving: sc.serving, Events: sender, Mirror: mirror,
-				Notify: notifier, RunNotify: runNotify, Log: log, Registry: sc.reg,
+				Notify: notifier, RunNotify: runNotify, Log: log, Registry: sc.reg, Templates: tmpl,
 				Listening: func(addr string) { fmt.Fprintf(cmd.ErrOrStderr(), "health and metrics on http://%s\n", addr) }}
 			return w.Run(cmd.Context())
 		},

@@ -1,0 +1,97 @@
+package workflows
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/analysis"
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/knative"
+	"github.com/sluicehq/sluice/measure"
+	"github.com/sluicehq/sluice/templates"
+)
+
+// fakeTemplates holds templates by reference, as the API server would.
+type fakeTemplates struct {
+	mu    sync.Mutex
+	specs map[string]config.TemplateSpec
+	reads int
+}
+
+func (f *fakeTemplates) Read(_ context.Context, namespace string, ref config.TemplateRef) (templates.Template, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads++
+	spec, ok := f.specs[ref.String()]
+	if !ok {
+		return templates.Template{}, &templates.NotFoundError{Ref: ref, Namespace: namespace}
+	}
+	return templates.Template{Spec: spec, Version: "7"}, nil
+}
+
+func (f *fakeTemplates) set(ref string, spec config.TemplateSpec) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.specs[ref] = spec
+}
+
+func templateHarness(t *testing.T, ref string, tmpl *fakeTemplates) *harness {
+	h := newHarness(t, helloObjects(map[string]string{config.AnnotationAnalysisTemplate: ref, config.AnnotationAnalysisArgs: "suite=hello"}, true)...)
+	h.env.RegisterActivity(&activities.Activities{Knative: knative.Client{Serving: h.k}, Defaults: config.BuiltinDefaults(), WatchLimit: testWatch, Templates: tmpl})
+	return h
+}
+
+const sharedDoc = "webhooks:\n  - {name: smoke, at: hold, url: http://smoke/{{args.suite}}}\n"
+
+func TestSharedTemplateJudgesTheRollout(t *testing.T) {
+	tmpl := &fakeTemplates{specs: map[string]config.TemplateSpec{"cluster/standard": {Analysis: sharedDoc, Args: []config.TemplateArg{{Name: "suite"}}}}}
+	h := templateHarness(t, "cluster/standard", tmpl)
+	var urls []string
+	withAnalysis(h, nil, func(_ int, in measure.WebhookInput) analysis.Measurement {
+		urls = append(urls, in.Hook.URL)
+		return analysis.Measurement{Result: analysis.Passed, StatusCode: 200}
+	})
+	// Edited mid-rollout: the running rollout keeps what it read at its start.
+	h.at(30*time.Second, func() {
+		tmpl.set("cluster/standard", config.TemplateSpec{Analysis: "webhooks:\n  - {name: smoke, at: hold, url: http://elsewhere/}\n", Args: []config.TemplateArg{{Name: "suite"}}})
+	})
+	h.run("hello-00002")
+	if res := h.result(); res.Outcome != api.OutcomeSucceeded {
+		t.Fatalf("result = %+v", res)
+	}
+	if len(urls) == 0 {
+		t.Fatal("the template's hold webhook was never called")
+	}
+	for _, u := range urls {
+		if u != "http://smoke/hello" {
+			t.Fatalf("hold webhook calls: %v, want each to http://smoke/hello (the argument filled in, the edit not seen)", urls)
+		}
+	}
+	st := h.status()
+	if ref := st.Policy.AnalysisTemplate; ref == nil || ref.Version != "7" || st.Policy.Analysis == nil {
+		t.Errorf("status policy: template %+v, analysis %v", ref, st.Policy.Analysis)
+	}
+	if tmpl.reads != 1 {
+		t.Errorf("template read %d times, want once, at the start", tmpl.reads)
+	}
+}
+
+func TestMissingTemplateRefusedBeforeTraffic(t *testing.T) {
+	h := templateHarness(t, "standard", &fakeTemplates{specs: map[string]config.TemplateSpec{}})
+	h.run("hello-00002")
+	res := h.result()
+	if res.Outcome != api.OutcomeFailed || !strings.Contains(res.Reason, "sluice.dev/analysis-template: AnalysisTemplate default/standard not found") {
+		t.Fatalf("result = %+v", res)
+	}
+	if n := h.k.WriteCount("hello"); n != 0 {
+		t.Errorf("traffic writes = %d, want none", n)
+	}
+	if mark := h.endedMark("hello", "hello-00002"); mark != string(api.OutcomeFailed) {
+		t.Errorf("hello-00002 marked %q", mark)
+	}
+}
