@@ -30,13 +30,14 @@ func TestPreviewOnKnative(t *testing.T) {
 	c := ctl(t)
 	var mu sync.Mutex
 	routed := map[string][]string{} // by candidate: "how=Revision" per request
+	reached := map[string]int{}     // by candidate: requests its queue-proxy answered
 	hooks := newHookServer(t, func(p analysis.Payload) int {
 		if p.Moment != "before-start" || p.Preview == nil {
 			return http.StatusOK // a first Revision has no preview; its routes are checked below
 		}
-		got := smoke(p)
+		got, n := smoke(p)
 		mu.Lock()
-		routed[p.Rollout.Candidate] = got
+		routed[p.Rollout.Candidate], reached[p.Rollout.Candidate] = got, n
 		mu.Unlock()
 		if p.Rollout.Name == "p2" {
 			return http.StatusInternalServerError
@@ -76,22 +77,24 @@ func TestPreviewOnKnative(t *testing.T) {
 			t.Errorf("%s's smoke requests went to\n%s\nwant\n%s", name, got, want)
 		}
 	}
-	// Only the smoke's 11 tagged requests ever reached p2-00002's queue-proxy.
-	n := promValue(t, `sum(kn_serving_invocation_duration_seconds_count * on (job, instance) group_left () max by (job, instance) (target_info{kn_revision_name="p2-00002"}))`, 11)
-	if n != 11 {
-		t.Errorf("p2-00002's queue-proxy counted %g requests, want the smoke's 11", n)
+	// Only the smoke's tagged requests (with the probes its queue-proxy
+	// answered while it started) ever reached p2-00002's queue-proxy.
+	want := float64(reached["p2-00002"])
+	if n := promValue(t, `sum(kn_serving_invocation_duration_seconds_count * on (job, instance) group_left () max by (job, instance) (target_info{kn_revision_name="p2-00002"}))`, want); n != want {
+		t.Errorf("p2-00002's queue-proxy counted %g requests, want the %g the smoke sent it", n, want)
 	}
 }
 
 // smoke is the before-start webhook's own work: five requests by the
 // tag's URL, five by the Service's URL with the tag header, five without,
-// each through the ingress, waiting first until the candidate's queue-proxy
-// takes requests. It lists "how=Revision" for each.
-func smoke(p analysis.Payload) []string {
+// each through the ingress, after probing by the tag's URL until the
+// candidate's queue-proxy answers 200. It lists "how=Revision" for each
+// request but the probes, and counts those the candidate's queue-proxy
+// answered, probes included.
+func smoke(p analysis.Payload) (routes []string, reached int) {
 	tagURL, _ := url.Parse(p.Preview.URL)
 	svc := strings.TrimPrefix(tagURL.Host, p.Preview.Tag+"-")
-	var out []string
-	send := func(how, host string, header map[string]string) (string, int) {
+	send := func(host string, header map[string]string) (string, int) {
 		req, _ := http.NewRequest(http.MethodGet, stk.RouterURL+"/", nil)
 		req.Host = host
 		for k, v := range header {
@@ -102,13 +105,16 @@ func smoke(p analysis.Payload) []string {
 			return err.Error(), 0
 		}
 		resp.Body.Close()
-		return resp.Header.Get(ingress.HeaderRoutedTo), resp.StatusCode
+		rev := resp.Header.Get(ingress.HeaderRoutedTo)
+		if rev == p.Rollout.Candidate {
+			reached++
+		}
+		return rev, resp.StatusCode
 	}
-	// The first request that a queue-proxy answers is listed too.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		rev, code := send("probe", tagURL.Host, nil)
+		rev, code := send(tagURL.Host, nil)
 		if code == http.StatusOK || time.Now().After(deadline) {
-			out = append(out, fmt.Sprintf("probe=%s (%d)", rev, code))
+			routes = append(routes, fmt.Sprintf("probe=%s (%d)", rev, code))
 			break
 		}
 	}
@@ -117,14 +123,14 @@ func smoke(p analysis.Payload) []string {
 		header    map[string]string
 	}{{"tag URL", tagURL.Host, nil}, {"header", svc, p.Preview.Header}, {"no header", svc, nil}} {
 		for range 5 {
-			rev, code := send(c.how, c.host, c.header)
-			out = append(out, fmt.Sprintf("%s=%s", c.how, rev))
+			rev, code := send(c.host, c.header)
+			routes = append(routes, fmt.Sprintf("%s=%s", c.how, rev))
 			if code != http.StatusOK {
-				out[len(out)-1] += fmt.Sprintf(" (%d)", code)
+				routes[len(routes)-1] += fmt.Sprintf(" (%d)", code)
 			}
 		}
 	}
-	return out
+	return routes, reached
 }
 
 // promValue queries the stack's Prometheus until the value is want, or
