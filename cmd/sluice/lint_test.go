@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"os"
@@ -185,5 +186,29 @@ spec:
 		if out, code := runLint(t, "kind: Service\nmetadata: [\n", args...); code != exitInput {
 			t.Errorf("%s: exit %d, want %d:\n%s", name, code, exitInput, out)
 		}
+	}
+}
+
+// A policy naming a template is checked with the template among the
+// documents; one naming a template that is not there is invalid.
+func TestLintTemplates(t *testing.T) {
+	docs, err := readLintDocs(nil, "testdata/templates.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err = lint(&out, "text", docs, lintOptions{defaults: config.BuiltinDefaults(), templates: templatesIn(docs), ctx: context.Background()})
+	got := out.String()
+	for _, want := range []string{
+		"ClusterAnalysisTemplate standard (testdata/templates.yaml, document 1): an analysis template",
+		"Service cart (testdata/templates.yaml, document 2): ok: 10% for 1m0s → 25% for 1m0s → 50% for 1m0s → 100%; Ready within 10m0s, verified within 2m0s, done within 2h0m0s; analysis every 30s: latency in [-∞, 300]",
+		"Service shop (testdata/templates.yaml, document 3): invalid\n  sluice.dev/analysis-template: AnalysisTemplate standard is not among the documents linted",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("lint output lacks %q:\n%s", want, got)
+		}
+	}
+	if err == nil || !strings.Contains(err.Error(), "1 of 3 documents have findings") {
+		t.Errorf("lint: %v", err)
 	}
 }
