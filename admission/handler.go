@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
+	"github.com/sluicehq/sluice/templates"
 )
 
 // Path is where the webhook that pins latestRevision traffic is served,
@@ -34,6 +36,14 @@ type Handler struct {
 	Log     *slog.Logger
 	// Defaults are the worker's policy defaults, for the policy webhook.
 	Defaults config.Defaults
+	// Templates reads the analysis templates policies name; nil skips
+	// the check.
+	Templates TemplateReader
+}
+
+// TemplateReader reads an analysis template (templates.Reader).
+type TemplateReader interface {
+	Read(ctx context.Context, namespace string, ref config.TemplateRef) (templates.Template, error)
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -54,7 +64,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var resp *admissionv1.AdmissionResponse
 	switch r.URL.Path {
 	case PolicyPath, PolicyStrictPath:
-		resp = h.policy(review.Request, r.URL.Path == PolicyStrictPath)
+		resp = h.policy(r.Context(), review.Request, r.URL.Path == PolicyStrictPath)
 	default:
 		resp = h.review(r, review.Request)
 	}

@@ -1,7 +1,9 @@
 package admission
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/templates"
 )
 
 // PolicyPath serves the validating webhook that judges a Service's or
@@ -56,7 +59,7 @@ func Warnings(r config.Review) []string {
 	return out
 }
 
-func (h *Handler) policy(req *admissionv1.AdmissionRequest, strict bool) *admissionv1.AdmissionResponse {
+func (h *Handler) policy(ctx context.Context, req *admissionv1.AdmissionRequest, strict bool) *admissionv1.AdmissionResponse {
 	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 	kind := req.Kind.Kind
 	if req.Kind.Group != servingv1.SchemeGroupVersion.Group || (kind != "Service" && kind != "Configuration") ||
@@ -76,6 +79,11 @@ func (h *Handler) policy(req *admissionv1.AdmissionRequest, strict bool) *admiss
 		return resp
 	}
 	resp.Warnings = Warnings(review)
+	if w := h.templateWarning(ctx, req.Namespace, review.Policy); w != "" {
+		// A warning even in a strict namespace: the template may be
+		// applied next, and the rollout refuses itself if it is not.
+		resp.Warnings = append(resp.Warnings, w)
+	}
 	if len(review.Findings) > 0 {
 		h.Log.Info("admission: rollout policy has findings", "kind", kind, "namespace", req.Namespace, "name", req.Name,
 			"user", req.UserInfo.Username, "errors", review.Errors(), "findings", len(review.Findings), "strict", strict)
@@ -107,4 +115,26 @@ func (h *Handler) policy(req *admissionv1.AdmissionRequest, strict bool) *admiss
 	}
 	h.Log.Warn("admission: refused an invalid rollout policy", "kind", kind, "namespace", req.Namespace, "name", req.Name, "user", req.UserInfo.Username)
 	return resp
+}
+
+// templateWarning says what is wrong with the analysis template a policy
+// names: missing, or not applicable with the policy's arguments. A
+// template that cannot be read now is not the writer's mistake: no word.
+func (h *Handler) templateWarning(ctx context.Context, namespace string, p *config.Policy) string {
+	if h.Templates == nil || p == nil || p.AnalysisTemplate == nil {
+		return ""
+	}
+	ref := *p.AnalysisTemplate
+	t, err := h.Templates.Read(ctx, namespace, ref)
+	var nf *templates.NotFoundError
+	switch {
+	case errors.As(err, &nf):
+		return "sluice: " + err.Error() + "; a rollout is refused until it exists"
+	case err != nil:
+		return ""
+	}
+	if _, err := config.ApplyTemplate(ref, t.Spec, h.Defaults); err != nil {
+		return "sluice: " + err.Error() + "; a rollout is refused until it is fixed"
+	}
+	return ""
 }

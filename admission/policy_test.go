@@ -2,8 +2,10 @@ package admission
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/templates"
 )
 
 // reviewPolicy sends one AdmissionReview of a Service write to the policy
@@ -118,14 +121,52 @@ func TestPolicyWebhookLeavesAServicesConfigurationAlone(t *testing.T) {
 	raw, _ := json.Marshal(&cfg)
 	req := &admissionv1.AdmissionRequest{UID: "u2", Operation: admissionv1.Create, Namespace: "default", Name: "hello",
 		Kind: metav1.GroupVersionKind{Group: "serving.knative.dev", Version: "v1", Kind: "Configuration"}, Object: runtime.RawExtension{Raw: raw}}
-	if resp := h.policy(req, true); !resp.Allowed || len(resp.Warnings) != 0 {
+	if resp := h.policy(context.Background(), req, true); !resp.Allowed || len(resp.Warnings) != 0 {
 		t.Fatalf("a Service's Configuration: allowed %v, warnings %q", resp.Allowed, resp.Warnings)
 	}
 	// One of its own, in Route mode, is judged: here it names no Route.
 	delete(cfg.Labels, "serving.knative.dev/service")
 	raw, _ = json.Marshal(&cfg)
 	req.Object.Raw = raw
-	if resp := h.policy(req, true); resp.Allowed || !strings.Contains(resp.Result.Message, "sluice.dev/route: a Configuration must name the Route") {
+	if resp := h.policy(context.Background(), req, true); resp.Allowed || !strings.Contains(resp.Result.Message, "sluice.dev/route: a Configuration must name the Route") {
 		t.Fatalf("a Configuration of its own without a Route: allowed %v, result %+v", resp.Allowed, resp.Result)
+	}
+}
+
+// templateStore answers reads of analysis templates from a map.
+type templateStore map[string]config.TemplateSpec
+
+func (s templateStore) Read(_ context.Context, namespace string, ref config.TemplateRef) (templates.Template, error) {
+	spec, ok := s[ref.String()]
+	if !ok {
+		return templates.Template{}, &templates.NotFoundError{Ref: ref, Namespace: namespace}
+	}
+	return templates.Template{Spec: spec}, nil
+}
+
+// A policy naming a missing template, or one its arguments do not fit, is
+// let through with a warning, in a strict namespace too.
+func TestPolicyWebhookWarnsOfTemplates(t *testing.T) {
+	h := &Handler{Log: slog.New(slog.DiscardHandler), Defaults: config.BuiltinDefaults(), Templates: templateStore{
+		"cluster/standard": {Analysis: "prometheus: http://prometheus:9090\nchecks:\n  - {name: p99, builtin: latency-p99, max: {{args.p99}}}\n", Args: []config.TemplateArg{{Name: "p99"}}},
+	}}
+	for _, c := range []struct {
+		ann  map[string]string
+		want string
+	}{
+		{map[string]string{"sluice.dev/analysis-template": "cluster/standard", "sluice.dev/analysis-args": "p99=300"}, ""},
+		{map[string]string{"sluice.dev/analysis-template": "standard"}, "sluice: sluice.dev/analysis-template: AnalysisTemplate default/standard not found"},
+		{map[string]string{"sluice.dev/analysis-template": "cluster/standard"}, "argument p99 has no value"},
+	} {
+		ann := map[string]string{"sluice.dev/rollout": "enabled"}
+		maps.Copy(ann, c.ann)
+		raw, _ := json.Marshal(withAnnotations("v1", ann))
+		req := &admissionv1.AdmissionRequest{UID: "u3", Operation: admissionv1.Create, Namespace: "default", Name: "hello",
+			Kind: metav1.GroupVersionKind{Group: "serving.knative.dev", Version: "v1", Kind: "Service"}, Object: runtime.RawExtension{Raw: raw}}
+		resp := h.policy(context.Background(), req, true)
+		got := strings.Join(resp.Warnings, "\n")
+		if !resp.Allowed || (c.want == "" && got != "") || !strings.Contains(got, c.want) {
+			t.Errorf("%v: allowed %v, warnings %q, want %q", c.ann, resp.Allowed, got, c.want)
+		}
 	}
 }

@@ -36,6 +36,8 @@ type Server struct {
 	Kube     kubernetes.Interface
 	// Knative reads the targets of new Revisions.
 	Knative knative.Client
+	// Templates reads the analysis templates policies name.
+	Templates TemplateReader
 	Log     *slog.Logger
 	// Listening, if set, is told the address once it serves.
 	Listening func(addr string)
@@ -59,7 +61,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("admission webhook: listen on %s: %w", s.Addr, err)
 	}
 	mux := http.NewServeMux()
-	h := &Handler{Knative: s.Knative, Log: s.Log, Defaults: s.Defaults}
+	h := &Handler{Knative: s.Knative, Log: s.Log, Defaults: s.Defaults, Templates: s.Templates}
 	mux.Handle(Path, h)
 	mux.Handle(BoundPath, h)
 	mux.Handle(PolicyPath, h)

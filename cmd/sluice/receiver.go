@@ -147,12 +147,16 @@ func startAdmission(cmd *cobra.Command, s settings.ReceiverSettings, k knative.C
 	if err != nil {
 		return fmt.Errorf("build Kubernetes client for %s: %w", kc.Host, err)
 	}
+	tmpl, err := worker.NewTemplates(kc)
+	if err != nil {
+		return err
+	}
 	a := s.Admission
 	serving := make(chan string, 1)
 	failed := make(chan error, 1)
 	srv := &admission.Server{Addr: a.Addr, Hosts: a.Hosts, SecretNamespace: a.SecretNamespace, SecretName: a.SecretName,
 		Webhook: a.Webhook, PolicyWebhook: a.PolicyWebhook, Defaults: defaults,
-		Kube: kube, Knative: k, Log: log, Listening: func(addr string) { serving <- addr }}
+		Kube: kube, Knative: k, Templates: tmpl, Log: log, Listening: func(addr string) { serving <- addr }}
 	go func() {
 		if err := srv.Run(cmd.Context()); err != nil {
 			failed <- err

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -81,6 +82,12 @@ func TestPreviewOnKnative(t *testing.T) {
 	// answered while it started) ever reached p2-00002's queue-proxy.
 	want := float64(reached["p2-00002"])
 	if n := promValue(t, `sum(kn_serving_invocation_duration_seconds_count * on (job, instance) group_left () max by (job, instance) (target_info{kn_revision_name="p2-00002"}))`, want); n != want {
+		resp, err := http.Get(stk.PrometheusURL + "/api/v1/query?query=" + url.QueryEscape(`kn_serving_invocation_duration_seconds_count * on (job, instance) group_left () max by (job, instance) (target_info{kn_revision_name="p2-00002"})`))
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			t.Logf("the series: %s", b)
+		}
 		t.Errorf("p2-00002's queue-proxy counted %g requests, want the %g the smoke sent it", n, want)
 	}
 }
