@@ -38,7 +38,7 @@ type Server struct {
 	Knative knative.Client
 	// Templates reads the analysis templates policies name.
 	Templates TemplateReader
-	Log     *slog.Logger
+	Log       *slog.Logger
 	// Listening, if set, is told the address once it serves.
 	Listening func(addr string)
 }
