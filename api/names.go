@@ -36,6 +36,9 @@ const (
 	CommandPause       = "pause"
 	CommandResume      = "resume"
 	CommandAbort       = "abort"
+	// CommandReloadAnalysis re-reads the analysis template a running
+	// rollout names: its judgement follows the template from then on.
+	CommandReloadAnalysis = "reload-analysis"
 	// CommandUndo is not sent to a running rollout: it starts a run of its
 	// own (api.Input.Undo), and is recorded among that run's commands.
 	CommandUndo = "undo"
@@ -43,7 +46,7 @@ const (
 
 // Commands lists every command a rollout takes, in a fixed order.
 func Commands() []string {
-	return []string{CommandPromote, CommandPromoteFull, CommandPause, CommandResume, CommandAbort}
+	return []string{CommandPromote, CommandPromoteFull, CommandPause, CommandResume, CommandAbort, CommandReloadAnalysis}
 }
 
 // Signals and queries.
@@ -69,23 +72,24 @@ const (
 // activities.Activities (a test holds the two lists equal). Callers name
 // them to read a rollout's history.
 const (
-	ActivityResolveTarget      = "ResolveTarget"
-	ActivityTargetExists       = "TargetExists"
-	ActivityReadTraffic        = "ReadTraffic"
-	ActivityAwaitTrafficChange = "AwaitTrafficChange"
-	ActivityApplyTraffic       = "ApplyTraffic"
-	ActivityVerifyTraffic      = "VerifyTraffic"
-	ActivityReadRevision       = "ReadRevision"
-	ActivityAwaitRevision      = "AwaitRevision"
-	ActivityMarkEnded          = "MarkEnded"
-	ActivityRecordStable       = "RecordStable"
-	ActivitySetScale           = "SetScale"
-	ActivityAwaitPods          = "AwaitPods"
-	ActivityAwaitReserve       = "AwaitReserve"
-	ActivityMeasureCheck       = "MeasureCheck"
-	ActivityCallWebhook        = "CallWebhook"
-	ActivityEmitProgress       = "EmitProgress"
-	ActivityJoinWave           = "JoinWave"
+	ActivityResolveTarget        = "ResolveTarget"
+	ActivityTargetExists         = "TargetExists"
+	ActivityReadTraffic          = "ReadTraffic"
+	ActivityAwaitTrafficChange   = "AwaitTrafficChange"
+	ActivityApplyTraffic         = "ApplyTraffic"
+	ActivityVerifyTraffic        = "VerifyTraffic"
+	ActivityReadRevision         = "ReadRevision"
+	ActivityAwaitRevision        = "AwaitRevision"
+	ActivityMarkEnded            = "MarkEnded"
+	ActivityRecordStable         = "RecordStable"
+	ActivityReadAnalysisTemplate = "ReadAnalysisTemplate"
+	ActivitySetScale             = "SetScale"
+	ActivityAwaitPods            = "AwaitPods"
+	ActivityAwaitReserve         = "AwaitReserve"
+	ActivityMeasureCheck         = "MeasureCheck"
+	ActivityCallWebhook          = "CallWebhook"
+	ActivityEmitProgress         = "EmitProgress"
+	ActivityJoinWave             = "JoinWave"
 )
 
 // Activities lists every activity name above.
@@ -95,7 +99,7 @@ func Activities() []string {
 		ActivityApplyTraffic, ActivityVerifyTraffic, ActivityReadRevision, ActivityAwaitRevision,
 		ActivityMarkEnded, ActivitySetScale, ActivityAwaitPods, ActivityAwaitReserve,
 		ActivityMeasureCheck, ActivityCallWebhook, ActivityEmitProgress, ActivityJoinWave,
-		ActivityRecordStable,
+		ActivityRecordStable, ActivityReadAnalysisTemplate,
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/events"
 	"github.com/sluicehq/sluice/knative"
 
@@ -44,6 +45,7 @@ var commandDescriptions = map[string]string{
 	api.CommandPause:       "Stop before the next step; the hold's remaining time is kept.",
 	api.CommandResume:      "Continue a paused rollout (after drift: take the live traffic as the new starting point).",
 	api.CommandAbort:       "Roll back to the traffic from before the rollout. A reason is required.",
+	api.CommandReloadAnalysis: "Read the rollout's analysis template again: its judgement follows the template as it is now.",
 }
 
 // signals builds a selector over every signal channel, so each signal is
@@ -188,6 +190,15 @@ func (r *rollout) validate(name string, cmd api.Command) error {
 		if cmd.Reason == "" {
 			return fmt.Errorf("abort rejected: give a reason; it is kept in the rollout's history")
 		}
+	case api.CommandReloadAnalysis:
+		switch {
+		case st.Policy.AnalysisTemplate == nil:
+			return fmt.Errorf("reload-analysis rejected: the rollout of %s names no analysis template (%s)", st.Candidate, config.AnnotationAnalysisTemplate)
+		case st.Policy.Analysis == nil:
+			return fmt.Errorf("reload-analysis rejected: the rollout of %s runs no analysis (%s)", st.Candidate, orText(st.Shortcut, "it has not read its policy yet"))
+		case st.ReloadAnalysis:
+			return fmt.Errorf("reload-analysis rejected: a reload is already pending")
+		}
 	default:
 		return fmt.Errorf("unknown command %q", name)
 	}
@@ -229,6 +240,10 @@ func (r *rollout) apply(ctx workflow.Context, name string, cmd api.Command, via 
 	case api.CommandAbort:
 		st.Abort = &cmd
 		return fmt.Sprintf("aborting the rollout of %s: rolling back to %s", st.Candidate, st.Stable)
+	case api.CommandReloadAnalysis:
+		st.ReloadAnalysis = true
+		return fmt.Sprintf("reading %s %s again for the rollout of %s: its next round follows it (sluice status shows the version)",
+			st.Policy.AnalysisTemplate.Kind(), st.Policy.AnalysisTemplate.Name, st.Candidate)
 	}
 	return ""
 }
@@ -251,4 +266,12 @@ func (r *rollout) resume(now time.Time) {
 	}
 	st.Rebase = st.Rebase || p.Cause == pausedByDrift
 	st.Pause = nil
+}
+
+// orText is s, or else when s is empty.
+func orText(s, otherwise string) string {
+	if s == "" {
+		return otherwise
+	}
+	return s
 }

@@ -90,6 +90,8 @@ func (r *rollout) run(ctx workflow.Context) (api.Result, error) {
 			if err := r.supersede(ctx); err != nil {
 				return api.Result{}, err
 			}
+		case r.st.ReloadAnalysis:
+			r.reloadAnalysis(ctx)
 		case r.st.Phase != api.PhaseResolving && r.st.Phase != api.PhaseWaitingWave && r.st.Phase != api.PhaseWaveHold && r.st.Deadline.Sub(now) < minTimeout:
 			r.startRollback(api.OutcomeRolledBack, fmt.Sprintf("rollout deadline of %s passed before the candidate reached 100%%", r.st.Policy.Deadline))
 		case r.st.paused():
@@ -234,7 +236,8 @@ const minTimeout = time.Second
 // interrupted reports whether something outside the current phase needs the
 // main loop's attention.
 func (r *rollout) interrupted() bool {
-	return r.st.Abort != nil || r.st.PendingCandidate != "" || r.st.Phase == api.PhaseRollingBack || r.st.DeleteHints != r.st.DeleteChecked || r.waveRollback()
+	return r.st.Abort != nil || r.st.PendingCandidate != "" || r.st.Phase == api.PhaseRollingBack || r.st.DeleteHints != r.st.DeleteChecked || r.waveRollback() ||
+		r.st.ReloadAnalysis
 }
 
 // awaitInterrupt waits, bounded by the overall deadline, until cond holds or

@@ -86,6 +86,8 @@ type state struct {
 	// Undo is set on a run that undoes: its candidate is the Revision to
 	// go back to (resolved from the target's history when not named).
 	Undo *api.Undo `json:"undo,omitempty"`
+	// ReloadAnalysis: the operator asked to read the analysis template again.
+	ReloadAnalysis bool `json:"reloadAnalysis,omitempty"`
 	// Preview is the candidate's preview tag, once its status shows it.
 	Preview *previewState `json:"preview,omitempty"`
 	// Shortcut says why the plan is one write to 100% (api.Status.Shortcut).

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -31,7 +32,7 @@ func (f *fakeTemplates) Read(_ context.Context, namespace string, ref config.Tem
 	if !ok {
 		return templates.Template{}, &templates.NotFoundError{Ref: ref, Namespace: namespace}
 	}
-	return templates.Template{Spec: spec, Version: "7"}, nil
+	return templates.Template{Spec: spec, Version: fmt.Sprint(6 + f.reads)}, nil
 }
 
 func (f *fakeTemplates) set(ref string, spec config.TemplateSpec) {
@@ -93,5 +94,46 @@ func TestMissingTemplateRefusedBeforeTraffic(t *testing.T) {
 	}
 	if mark := h.endedMark("hello", "hello-00002"); mark != string(api.OutcomeFailed) {
 		t.Errorf("hello-00002 marked %q", mark)
+	}
+}
+
+// reload-analysis: the operator makes a running rollout judge by the
+// template as it is now; later calls go where the edited template says.
+func TestReloadAnalysisFollowsTheTemplate(t *testing.T) {
+	tmpl := &fakeTemplates{specs: map[string]config.TemplateSpec{"cluster/standard": {Analysis: sharedDoc, Args: []config.TemplateArg{{Name: "suite"}}}}}
+	h := templateHarness(t, "cluster/standard", tmpl)
+	var urls []string
+	withAnalysis(h, nil, func(_ int, in measure.WebhookInput) analysis.Measurement {
+		urls = append(urls, in.Hook.URL)
+		return analysis.Measurement{Result: analysis.Passed, StatusCode: 200}
+	})
+	var reload *updateResult
+	h.at(90*time.Second, func() {
+		tmpl.set("cluster/standard", config.TemplateSpec{Analysis: "webhooks:\n  - {name: smoke, at: hold, url: http://elsewhere/{{args.suite}}}\n", Args: []config.TemplateArg{{Name: "suite"}}})
+		reload = h.update(api.CommandReloadAnalysis, api.Command{By: "platform@example.com", Reason: "new smoke suite"})
+	})
+	h.run("hello-00002")
+	if res := h.result(); res.Outcome != api.OutcomeSucceeded {
+		t.Fatalf("result = %+v", res)
+	}
+	if reload == nil || !reload.accepted {
+		t.Fatalf("reload-analysis not accepted: %+v", reload)
+	}
+	if len(urls) < 2 || urls[0] != "http://smoke/hello" || urls[len(urls)-1] != "http://elsewhere/hello" {
+		t.Fatalf("hold webhook calls: %v, want http://smoke/hello before the reload and http://elsewhere/hello after", urls)
+	}
+	st := h.status()
+	if v := st.Policy.AnalysisTemplate.Version; v != "8" || tmpl.reads != 2 {
+		t.Errorf("template version %q after %d reads, want 8 after 2", v, tmpl.reads)
+	}
+}
+
+func TestReloadAnalysisRejectedWithoutATemplate(t *testing.T) {
+	h := newHarness(t, helloObjects(nil, true)...)
+	var u *updateResult
+	h.at(30*time.Second, func() { u = h.update(api.CommandReloadAnalysis, api.Command{By: "a"}) })
+	h.run("hello-00002")
+	if !u.rejectedWith("names no analysis template (sluice.dev/analysis-template)") {
+		t.Fatalf("reload-analysis without a template: %+v", u)
 	}
 }
