@@ -40,11 +40,11 @@ func (r *rollout) setup(ctx workflow.Context) error {
 }
 
 var commandDescriptions = map[string]string{
-	api.CommandPromote:     "End the current hold, or pass the current gate.",
-	api.CommandPromoteFull: "Skip the remaining steps and send the candidate 100% now.",
-	api.CommandPause:       "Stop before the next step; the hold's remaining time is kept.",
-	api.CommandResume:      "Continue a paused rollout (after drift: take the live traffic as the new starting point).",
-	api.CommandAbort:       "Roll back to the traffic from before the rollout. A reason is required.",
+	api.CommandPromote:        "End the current hold, or pass the current gate.",
+	api.CommandPromoteFull:    "Skip the remaining steps and send the candidate 100% now.",
+	api.CommandPause:          "Stop before the next step; the hold's remaining time is kept.",
+	api.CommandResume:         "Continue a paused rollout (after drift: take the live traffic as the new starting point).",
+	api.CommandAbort:          "Roll back to the traffic from before the rollout. A reason is required.",
 	api.CommandReloadAnalysis: "Read the rollout's analysis template again: its judgement follows the template as it is now.",
 }
 
