@@ -117,7 +117,8 @@ func startWorker(t testing.TB, opts client.Options, cluster string, sender *even
 	}
 	settings.HTTPAddr = "127.0.0.1:0"
 	addr := make(chan string, 1)
-	w := &worker.Worker{Settings: settings, Temporal: tc, Serving: k, Events: sender, Log: log, Registry: reg, Listening: func(a string) { addr <- a }}
+	w := &worker.Worker{Settings: settings, Temporal: tc, Serving: k, Events: sender, Log: log, Registry: reg, Templates: analysisTemplates,
+		Listening: func(a string) { addr <- a }}
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	s := &stack{t: t, temporal: tc, k: k, address: opts.HostPort, ctl: &control.Client{Temporal: tc, TaskQueue: settings.TaskQueue, Cluster: cluster, Identity: "it@test"}}
