@@ -47,16 +47,23 @@ func templateHarness(t *testing.T, ref string, tmpl *fakeTemplates) *harness {
 	return h
 }
 
+// hookedTemplateHarness rolls out hello-00002 judged by the template
+// cluster/standard, its webhooks passing; urls collects where they went.
+func hookedTemplateHarness(t *testing.T, tmpl *fakeTemplates) (*harness, *[]string) {
+	h := templateHarness(t, "cluster/standard", tmpl)
+	urls := &[]string{}
+	withAnalysis(h, nil, func(_ int, in measure.WebhookInput) analysis.Measurement {
+		*urls = append(*urls, in.Hook.URL)
+		return analysis.Measurement{Result: analysis.Passed, StatusCode: 200}
+	})
+	return h, urls
+}
+
 const sharedDoc = "webhooks:\n  - {name: smoke, at: hold, url: http://smoke/{{args.suite}}}\n"
 
 func TestSharedTemplateJudgesTheRollout(t *testing.T) {
 	tmpl := &fakeTemplates{specs: map[string]config.TemplateSpec{"cluster/standard": {Analysis: sharedDoc, Args: []config.TemplateArg{{Name: "suite"}}}}}
-	h := templateHarness(t, "cluster/standard", tmpl)
-	var urls []string
-	withAnalysis(h, nil, func(_ int, in measure.WebhookInput) analysis.Measurement {
-		urls = append(urls, in.Hook.URL)
-		return analysis.Measurement{Result: analysis.Passed, StatusCode: 200}
-	})
+	h, urls := hookedTemplateHarness(t, tmpl)
 	// Edited mid-rollout: the running rollout keeps what it read at its start.
 	h.at(30*time.Second, func() {
 		tmpl.set("cluster/standard", config.TemplateSpec{Analysis: "webhooks:\n  - {name: smoke, at: hold, url: http://elsewhere/}\n", Args: []config.TemplateArg{{Name: "suite"}}})
@@ -65,12 +72,12 @@ func TestSharedTemplateJudgesTheRollout(t *testing.T) {
 	if res := h.result(); res.Outcome != api.OutcomeSucceeded {
 		t.Fatalf("result = %+v", res)
 	}
-	if len(urls) == 0 {
+	if len(*urls) == 0 {
 		t.Fatal("the template's hold webhook was never called")
 	}
-	for _, u := range urls {
+	for _, u := range *urls {
 		if u != "http://smoke/hello" {
-			t.Fatalf("hold webhook calls: %v, want each to http://smoke/hello (the argument filled in, the edit not seen)", urls)
+			t.Fatalf("hold webhook calls: %v, want each to http://smoke/hello (the argument filled in, the edit not seen)", *urls)
 		}
 	}
 	st := h.status()
@@ -101,12 +108,7 @@ func TestMissingTemplateRefusedBeforeTraffic(t *testing.T) {
 // template as it is now; later calls go where the edited template says.
 func TestReloadAnalysisFollowsTheTemplate(t *testing.T) {
 	tmpl := &fakeTemplates{specs: map[string]config.TemplateSpec{"cluster/standard": {Analysis: sharedDoc, Args: []config.TemplateArg{{Name: "suite"}}}}}
-	h := templateHarness(t, "cluster/standard", tmpl)
-	var urls []string
-	withAnalysis(h, nil, func(_ int, in measure.WebhookInput) analysis.Measurement {
-		urls = append(urls, in.Hook.URL)
-		return analysis.Measurement{Result: analysis.Passed, StatusCode: 200}
-	})
+	h, urls := hookedTemplateHarness(t, tmpl)
 	var reload *updateResult
 	h.at(90*time.Second, func() {
 		tmpl.set("cluster/standard", config.TemplateSpec{Analysis: "webhooks:\n  - {name: smoke, at: hold, url: http://elsewhere/{{args.suite}}}\n", Args: []config.TemplateArg{{Name: "suite"}}})
@@ -119,8 +121,8 @@ func TestReloadAnalysisFollowsTheTemplate(t *testing.T) {
 	if reload == nil || !reload.accepted {
 		t.Fatalf("reload-analysis not accepted: %+v", reload)
 	}
-	if len(urls) < 2 || urls[0] != "http://smoke/hello" || urls[len(urls)-1] != "http://elsewhere/hello" {
-		t.Fatalf("hold webhook calls: %v, want http://smoke/hello before the reload and http://elsewhere/hello after", urls)
+	if u := *urls; len(u) < 2 || u[0] != "http://smoke/hello" || u[len(u)-1] != "http://elsewhere/hello" {
+		t.Fatalf("hold webhook calls: %v, want http://smoke/hello before the reload and http://elsewhere/hello after", u)
 	}
 	st := h.status()
 	if v := st.Policy.AnalysisTemplate.Version; v != "8" || tmpl.reads != 2 {

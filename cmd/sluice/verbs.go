@@ -40,12 +40,7 @@ func newStartCommand(g *globals) *cobra.Command {
 			if !wait {
 				return nil
 			}
-			res, err := c.Wait(cmd.Context(), target)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", res.Outcome, res.Reason)
-			return outcomeErr(res.Outcome)
+			return printOutcome(cmd, c, target)
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the rollout's details")
@@ -214,12 +209,7 @@ again. While a rollout is running, undo aborts it: its rollback is the undo.`,
 			if noWait {
 				return nil
 			}
-			res, err := c.Wait(cmd.Context(), target)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "%s: %s\n", res.Outcome, res.Reason)
-			return outcomeErr(res.Outcome)
+			return printOutcome(cmd, c, target)
 		},
 	}
 	cmd.Flags().StringVar(&to, "to", "", "the Revision to go back to (default: the last one that had 100% before the one that has it now)")
@@ -227,6 +217,17 @@ again. While a rollout is running, undo aborts it: its rollback is the undo.`,
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "return once the undo has started, without waiting for its end")
 	_ = cmd.MarkFlagRequired("reason")
 	return withExitCodes(cmd, exitCodesCommand)
+}
+
+// printOutcome waits for the target's rollout to end and prints how; the
+// exit code says it too.
+func printOutcome(cmd *cobra.Command, c *control.Client, target knative.TargetRef) error {
+	res, err := c.Wait(cmd.Context(), target)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", res.Outcome, res.Reason)
+	return outcomeErr(res.Outcome)
 }
 
 // commandFlags are the flags every command verb takes.
