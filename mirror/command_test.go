@@ -114,7 +114,7 @@ func TestCommandRefusals(t *testing.T) {
 		sent            int
 	}{
 		{"the rollout refuses", api.CommandResume, "the rollout is not paused", nil, 1},
-		{"not a command", "restart", `"restart" is not a command; ask one of [promote promote-full pause resume abort]`, nil, 0},
+		{"not a command", "restart", `"restart" is not a command; ask one of [promote promote-full pause resume abort reload-analysis]`, nil, 0},
 		{"no policy", api.CommandAbort, "not carried out: the requester's name cannot be trusted: policy missing", errors.New("policy missing"), 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
