@@ -32,6 +32,13 @@ func (r *rollout) shortcut(revert *config.Stint) {
 	r.st.Policy.Steps = []config.Step{{Weight: 100}}
 	r.st.Policy.Analysis = nil
 	r.st.Policy.Waves = nil
+	if c := r.st.Policy.Capacity; c != nil && c.StepsFromPods {
+		// One stage, not steps that follow the pods: the Revision gets
+		// the stable's pods first, then all the traffic in one write.
+		one := *c
+		one.StepsFromPods = false
+		r.st.Policy.Capacity = &one
+	}
 }
 
 // undoBy is who asked for the undo.

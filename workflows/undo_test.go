@@ -177,3 +177,24 @@ func TestRevertWithinTheRollbackWindow(t *testing.T) {
 		})
 	}
 }
+
+// With a capacity policy, the Revision an undo goes back to gets the
+// stable's pods before it gets the traffic — all of it, in one write.
+func TestUndoScalesUpFirst(t *testing.T) {
+	h := newHarness(t, capacityObjects(map[string]string{config.AnnotationCapacity: "availability"})...)
+	h.undo("hello-00002", "drill")
+	if res := h.result(); res.Outcome != api.OutcomeSucceeded || res.Candidate != "hello-00002" {
+		t.Fatalf("result = %+v", res)
+	}
+	if n := h.k.WriteCount("hello"); n != 1 {
+		t.Errorf("traffic writes = %d, want 1", n)
+	}
+	for _, s := range h.k.SamplesNow() {
+		if s.Wrote == "hello" && s.Traffic["hello-00002"] > 0 && s.Pods["hello-00002"] != 8 {
+			t.Fatalf("hello-00002 got %d%% of the traffic with %d pods, want the stable's 8 first", s.Traffic["hello-00002"], s.Pods["hello-00002"])
+		}
+	}
+	if st := h.status(); st.Capacity == nil || len(st.Capacity.Stages) != 1 {
+		t.Errorf("capacity stages: %+v, want one", st.Capacity)
+	}
+}
