@@ -173,6 +173,9 @@ func renderAnalysis(w io.Writer, st api.Status) {
 	if st.Policy.Analysis != nil {
 		every = fmt.Sprintf("every %s, ", st.Policy.Analysis.Interval)
 	}
+	if ref := st.Policy.AnalysisTemplate; ref != nil {
+		every += fmt.Sprintf("from %s %s at version %s, ", ref.Kind(), ref.Name, orNone(ref.Version))
+	}
 	fmt.Fprintf(w, "\nAnalysis (%s%d rounds):\n", every, an.Rounds)
 	var absolute, compared []analysis.Tally
 	for _, t := range an.Tallies {

@@ -56,6 +56,9 @@ spec:
 	if st.Outcome != api.OutcomeSucceeded || st.Policy.AnalysisTemplate == nil || st.Policy.AnalysisTemplate.Version == "" {
 		t.Fatalf("tm1: %s (%s), template %+v", st.Outcome, st.Reason, st.Policy.AnalysisTemplate)
 	}
+	if out, err := sluice(t, "status", "tm1"); err != nil || !strings.Contains(out, "from ClusterAnalysisTemplate e2e-standard at version "+st.Policy.AnalysisTemplate.Version) {
+		t.Errorf("sluice status tm1: %v\n%s", err, out)
+	}
 	st = waitOutcome(t, c, svcTarget("tm2"), "tm2-00002", 90*time.Second)
 	if st.Outcome != api.OutcomeRolledBack || !strings.Contains(st.Reason, "smoke") {
 		t.Fatalf("tm2: %s (%s)", st.Outcome, st.Reason)
