@@ -40,6 +40,7 @@ func TestUndoOnRealServer(t *testing.T) {
 	}
 
 	out, code := s.cli("undo", "hello", "--reason", "p99 doubled")
+	t.Logf("sluice undo hello --reason \"p99 doubled\":\n%s", out)
 	if code != 0 || !strings.Contains(out, "Succeeded: hello-00001 has 100% of the traffic that hello-00002 had; undo by cli@test: p99 doubled") {
 		t.Fatalf("undo: exit %d\n%s", code, out)
 	}
