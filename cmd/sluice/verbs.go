@@ -40,7 +40,7 @@ func newStartCommand(g *globals) *cobra.Command {
 			if !wait {
 				return nil
 			}
-			return printOutcome(cmd, c, target)
+			return printOutcome(cmd.Context(), cmd, c, target)
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the rollout's details")
@@ -177,6 +177,7 @@ func newAbortCommand(g *globals) *cobra.Command {
 func newUndoCommand(g *globals) *cobra.Command {
 	var to, reason string
 	var noWait bool
+	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "undo TARGET --reason TEXT [--to REVISION]",
 		Short: "Give the traffic back, in one write, to the Revision that had it before (also after the rollout ended)",
@@ -209,20 +210,23 @@ again. While a rollout is running, undo aborts it: its rollback is the undo.`,
 			if noWait {
 				return nil
 			}
-			return printOutcome(cmd, c, target)
+			return untilAnswered(cmd.Context(), c, timeout, "the undo of "+target.String(), func(ctx context.Context) error {
+				return printOutcome(ctx, cmd, c, target)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&to, "to", "", "the Revision to go back to (default: the last one that had 100% before the one that has it now)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why (required), kept in the target's history")
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "return once the undo has started, without waiting for its end")
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for the undo to end (exit 9 when it passes, saying whether a worker polls)")
 	_ = cmd.MarkFlagRequired("reason")
 	return withExitCodes(cmd, exitCodesCommand)
 }
 
 // printOutcome waits for the target's rollout to end and prints how; the
 // exit code says it too.
-func printOutcome(cmd *cobra.Command, c *control.Client, target knative.TargetRef) error {
-	res, err := c.Wait(cmd.Context(), target)
+func printOutcome(ctx context.Context, cmd *cobra.Command, c *control.Client, target knative.TargetRef) error {
+	res, err := c.Wait(ctx, target)
 	if err != nil {
 		return err
 	}
