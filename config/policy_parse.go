@@ -101,14 +101,15 @@ func parsePolicy(annotations map[string]string, d Defaults) (Policy, []error, []
 	p.RollbackWindow = parseRollbackWindow(annotations, fail)
 	p.Preview = parsePreview(annotations, fail)
 	p.AnalysisTemplate = parseTemplateRef(annotations, fail)
-	if len(errs) == 0 && p.TotalHold() >= p.Deadline {
+	p.PreviewHold = parsePreviewHold(annotations, p, fail)
+	if len(errs) == 0 && p.TotalHold()+p.PreviewHold >= p.Deadline {
 		key := AnnotationDeadline
 		if _, ok := annotations[key]; !ok {
 			key += " (default)"
 		}
 		errs = append(errs, &FieldError{
 			Key:     key,
-			Message: fmt.Sprintf("must be longer than the sum of all holds (%s), or the rollout can never finish; raise it or shorten the holds", p.TotalHold()),
+			Message: fmt.Sprintf("must be longer than the sum of all holds (%s), or the rollout can never finish; raise it or shorten the holds", p.TotalHold()+p.PreviewHold),
 			Value:   p.Deadline.String(),
 		})
 	}

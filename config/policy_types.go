@@ -70,6 +70,9 @@ type Policy struct {
 	// Preview is the candidate's tag before its first share, empty unless
 	// the target sets sluice.dev/preview.
 	Preview string `json:"preview,omitempty"`
+	// PreviewHold, with sluice.dev/preview-hold, holds the preview at 0%
+	// with analysis before the first step.
+	PreviewHold time.Duration `json:"previewHold,omitempty"`
 	// AnalysisTemplate, with sluice.dev/analysis-template, names the shared
 	// document Analysis is read from when the rollout starts; until then
 	// Analysis is nil.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -12,6 +13,12 @@ import (
 // the candidate alone while the before-start webhooks try it. The tag is
 // removed when the rollout ends, whatever the outcome. E.g. "preview".
 const AnnotationPreview = Prefix + "preview"
+
+// AnnotationPreviewHold holds the preview for this long before the first
+// share, with the policy's analysis — its checks and hold webhooks, every
+// interval, then a closing round — judging the traffic that webhooks or a
+// load test send to the tag. E.g. "5m".
+const AnnotationPreviewHold = Prefix + "preview-hold"
 
 // TagHeader is the header Knative routes a request by to the target of
 // its tag (with its tag-header-based-routing feature on).
@@ -31,4 +38,28 @@ func parsePreview(annotations map[string]string, fail func(error)) string {
 		return ""
 	}
 	return tag
+}
+
+// parsePreviewHold reads AnnotationPreviewHold, which needs a preview tag
+// and analysis to hold for, and no capacity plan (whose stages follow the
+// steps one for one).
+func parsePreviewHold(annotations map[string]string, p Policy, fail func(error)) time.Duration {
+	raw, ok := annotations[AnnotationPreviewHold]
+	if !ok {
+		return 0
+	}
+	d, err := parseDuration(AnnotationPreviewHold, raw, false)
+	if err != nil {
+		fail(err)
+		return 0
+	}
+	switch {
+	case p.Preview == "":
+		fail(&FieldError{Key: AnnotationPreviewHold, Value: raw, Message: "holds a preview, but " + AnnotationPreview + " gives the candidate no preview tag; set it, or remove this"})
+	case p.Analysis == nil && p.AnalysisTemplate == nil:
+		fail(&FieldError{Key: AnnotationPreviewHold, Value: raw, Message: "holds the preview for analysis, but the policy has none (" + AnnotationAnalysis + " or " + AnnotationAnalysisTemplate + ")"})
+	case p.Capacity != nil:
+		fail(&FieldError{Key: AnnotationPreviewHold, Value: raw, Message: "cannot be combined with " + AnnotationCapacity + " yet: a capacity plan's stages follow the steps one for one"})
+	}
+	return d
 }

@@ -73,3 +73,24 @@ func TestPreviewTag(t *testing.T) {
 		}
 	}
 }
+
+func TestPreviewHold(t *testing.T) {
+	an := "webhooks:\n  - {name: soak, at: hold, url: http://soak/}\n"
+	p, err := FromAnnotations(map[string]string{AnnotationPreview: "canary", AnnotationPreviewHold: "5m", AnnotationAnalysis: an}, BuiltinDefaults())
+	if err != nil || p.PreviewHold != 5*time.Minute {
+		t.Fatalf("preview hold: %s, %v", p.PreviewHold, err)
+	}
+	for _, c := range []struct {
+		ann  map[string]string
+		want string
+	}{
+		{map[string]string{AnnotationPreviewHold: "5m", AnnotationAnalysis: an}, "gives the candidate no preview tag"},
+		{map[string]string{AnnotationPreview: "canary", AnnotationPreviewHold: "5m"}, "the policy has none"},
+		{map[string]string{AnnotationPreview: "canary", AnnotationPreviewHold: "5m", AnnotationAnalysis: an, AnnotationCapacity: "availability"}, "cannot be combined with sluice.dev/capacity"},
+		{map[string]string{AnnotationPreview: "canary", AnnotationPreviewHold: "3h", AnnotationAnalysis: an}, "must be longer than the sum of all holds (3h3m0s)"},
+	} {
+		if _, err := FromAnnotations(c.ann, BuiltinDefaults()); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.ann, err, c.want)
+		}
+	}
+}

@@ -58,6 +58,7 @@ func Vocabulary() []Key {
 		target(AnnotationWaves),
 		target(AnnotationRollbackWindow),
 		target(AnnotationPreview),
+		target(AnnotationPreviewHold),
 		target(AnnotationAnalysisTemplate),
 		target(AnnotationAnalysisArgs),
 		{Name: AnnotationRelease, Place: OnTemplate},

@@ -50,6 +50,19 @@ func (r *rollout) openPreview(ctx workflow.Context) bool {
 	return true
 }
 
+// planPreviewHold puts the preview's hold before the first step
+// (sluice.dev/preview-hold): a step at 0%, whose hold runs the analysis's
+// rounds — checks and hold webhooks, then a closing round — on the
+// traffic sent to the tag, as any step's hold does. Its write changes
+// nothing: the candidate has the tag and no share already.
+func (r *rollout) planPreviewHold() {
+	p := r.st.Policy
+	if p.Preview == "" || p.PreviewHold <= 0 || r.st.Stable == "" || r.st.Shortcut != "" {
+		return
+	}
+	r.st.Policy.Steps = append([]config.Step{{Weight: 0, Hold: p.PreviewHold}}, p.Steps...)
+}
+
 // withPreview is traffic with the candidate's preview target, at 0%, in
 // place of any it had; with an empty tag, without it. Each write until
 // the last step keeps the target, and every end removes it: the last step

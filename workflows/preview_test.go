@@ -86,3 +86,64 @@ func TestPreviewTagTaken(t *testing.T) {
 		t.Errorf("traffic writes = %d, want none", n)
 	}
 }
+
+const previewChecksDoc = `
+prometheus: http://prometheus:9090
+interval: 20s
+checks:
+  - name: success-rate
+    builtin: success-rate
+webhooks:
+  - name: smoke
+    url: http://smoke/
+    at: before-start
+`
+
+// sluice.dev/preview-hold: the preview holds at 0% while the analysis
+// judges the traffic sent to the tag; a failed round there rolls back
+// before any share.
+func TestPreviewHoldJudgesTheTaggedTraffic(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		bad     bool
+		outcome api.Outcome
+		writes  int
+	}{
+		{"healthy", false, api.OutcomeSucceeded, 4},
+		{"failing", true, api.OutcomeRolledBack, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t, helloObjects(map[string]string{config.AnnotationAnalysis: previewChecksDoc,
+				config.AnnotationPreview: "preview", config.AnnotationPreviewHold: "1m"}, true)...)
+			var steps []int
+			var atFirst string
+			withAnalysis(h, func(_ int, in measure.CheckInput) analysis.Measurement {
+				steps = append(steps, in.Step)
+				if len(steps) == 1 {
+					atFirst = knative.FormatTraffic(h.traffic("hello"))
+				}
+				if c.bad {
+					return value(0.5)
+				}
+				return value(0.999)
+			}, ok200)
+			h.run("hello-00002")
+			if res := h.result(); res.Outcome != c.outcome {
+				t.Fatalf("result = %+v", res)
+			}
+			if want := "hello-00001=90%, hello-00000=10% (tag legacy), hello-00001=0% (tag current), hello-00002=0% (tag preview)"; atFirst != want {
+				t.Errorf("traffic at the first round: %s, want the preview's, no share", atFirst)
+			}
+			if len(steps) == 0 || steps[0] != 1 {
+				t.Errorf("checks measured at steps %v, want the first at step 1, the preview's", steps)
+			}
+			st := h.status()
+			if len(st.Steps) != 4 || st.Steps[0].Weight != 0 {
+				t.Errorf("steps %+v, want the preview's hold at 0%% first", st.Steps)
+			}
+			if n := h.k.WriteCount("hello"); n != c.writes {
+				t.Errorf("traffic writes = %d, want %d", n, c.writes)
+			}
+		})
+	}
+}

@@ -178,6 +178,7 @@ func (r *rollout) resolve(ctx workflow.Context) {
 		r.st.Policy.Steps = []config.Step{{Weight: 100}}
 	}
 	r.shortcut(res.Revert)
+	r.planPreviewHold()
 	if r.st.Policy.Capacity != nil && r.st.Stable != "" && !r.planCapacity(ctx, res) {
 		return
 	}

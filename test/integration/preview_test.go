@@ -17,7 +17,8 @@ import (
 
 // TestPreviewOnRealServer: the candidate is tagged at 0% before its first
 // share, the before-start webhook is given the tag's URL and header and
-// sees the tag in the traffic, and the tag is gone at the end. Its history
+// sees the tag in the traffic, the preview holds 2s at 0% with its hold
+// webhook called, and the tag is gone at the end. Its history
 // is the one replayed for a preview (rollout-preview.json).
 func TestPreviewOnRealServer(t *testing.T) {
 	var (
@@ -35,9 +36,9 @@ func TestPreviewOnRealServer(t *testing.T) {
 		live = append(live, knative.FormatTraffic(s.liveTraffic()))
 	}))
 	defer hooks.Close()
-	doc := fmt.Sprintf("webhooks:\n  - {name: smoke, at: before-start, url: %s}\n", hooks.URL)
+	doc := fmt.Sprintf("interval: 1s\nwebhooks:\n  - {name: smoke, at: before-start, url: %[1]s}\n  - {name: soak, at: hold, url: %[1]s}\n", hooks.URL)
 	s = startStack(t, helloService(map[string]string{config.AnnotationSteps: "50,100", config.AnnotationHold: "1s",
-		config.AnnotationAnalysis: doc, config.AnnotationPreview: "canary"})...)
+		config.AnnotationAnalysis: doc, config.AnnotationPreview: "canary", config.AnnotationPreviewHold: "2s"})...)
 	ctx := context.Background()
 	if _, err := s.ctl.Start(ctx, hello, "hello-00002", ""); err != nil {
 		t.Fatal(err)
@@ -47,11 +48,16 @@ func TestPreviewOnRealServer(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(seen) != 1 || seen[0].Preview == nil || seen[0].Preview.URL != "http://canary-hello.default.example.com" || seen[0].Preview.Header[config.TagHeader] != "canary" {
-		t.Fatalf("the smoke webhook's calls: %+v", seen)
+	if len(seen) < 2 || seen[0].Moment != "before-start" || seen[0].Preview == nil || seen[0].Preview.URL != "http://canary-hello.default.example.com" || seen[0].Preview.Header[config.TagHeader] != "canary" {
+		t.Fatalf("the webhooks' calls: %+v", seen)
 	}
-	if want := "hello-00001=100%, hello-00001=0% (tag current), hello-00002=0% (tag canary)"; live[0] != want {
-		t.Fatalf("traffic when the smoke webhook ran: %s, want %s", live[0], want)
+	// The preview's hold: the soak hook is called at 0%, with the preview.
+	if p := seen[1]; p.Moment != "hold" || p.Rollout.Weight != 0 || p.Rollout.Step != 1 || p.Preview == nil {
+		t.Fatalf("the first hold call: %+v, want one in the preview's hold (step 1, 0%%)", p)
+	}
+	want := "hello-00001=100%, hello-00001=0% (tag current), hello-00002=0% (tag canary)"
+	if live[0] != want || live[1] != want {
+		t.Fatalf("traffic when the smoke and the first soak ran: %q, want %s", live[:2], want)
 	}
 	if got := knative.FormatTraffic(s.liveTraffic()); got != "hello-00001=0% (tag current), hello-00002=100%" {
 		t.Fatalf("traffic at the end: %s", got)
