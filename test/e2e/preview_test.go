@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,21 +99,11 @@ func smoke(p analysis.Payload) (routes []string, reached int) {
 	tagURL, _ := url.Parse(p.Preview.URL)
 	svc := strings.TrimPrefix(tagURL.Host, p.Preview.Tag+"-")
 	send := func(host string, header map[string]string) (string, int) {
-		req, _ := http.NewRequest(http.MethodGet, stk.RouterURL+"/", nil)
-		req.Host = host
-		for k, v := range header {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err.Error(), 0
-		}
-		resp.Body.Close()
-		rev := resp.Header.Get(ingress.HeaderRoutedTo)
+		rev, code := throughIngress(host, header)
 		if rev == p.Rollout.Candidate {
 			reached++
 		}
-		return rev, resp.StatusCode
+		return rev, code
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		rev, code := send(tagURL.Host, nil)
@@ -134,6 +125,22 @@ func smoke(p analysis.Payload) (routes []string, reached int) {
 		}
 	}
 	return routes, reached
+}
+
+// throughIngress sends a request to host with header through the
+// ingress's data path, and says which Revision's queue-proxy answered.
+func throughIngress(host string, header map[string]string) (revision string, code int) {
+	req, _ := http.NewRequest(http.MethodGet, stk.RouterURL+"/", nil)
+	req.Host = host
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err.Error(), 0
+	}
+	resp.Body.Close()
+	return resp.Header.Get(ingress.HeaderRoutedTo), resp.StatusCode
 }
 
 // promValue queries the stack's Prometheus until the value is want, or
@@ -164,4 +171,52 @@ func promValue(t *testing.T, query string, want float64) float64 {
 		time.Sleep(time.Second)
 	}
 	return last
+}
+
+// sluice.dev/preview-hold on Knative: the preview holds at 0% while a
+// success-rate check on Prometheus — scraping the candidate's real
+// queue-proxy — judges the requests a load webhook sends to the tag's URL;
+// it passes there, before the candidate has any share.
+func TestPreviewHoldOnKnative(t *testing.T) {
+	t.Parallel()
+	c := ctl(t)
+	var loaded atomic.Int64
+	hooks := newHookServer(t, func(p analysis.Payload) int {
+		if p.Preview != nil && p.Rollout.Weight == 0 {
+			u, _ := url.Parse(p.Preview.URL)
+			for range 5 {
+				if rev, code := throughIngress(u.Host, nil); rev == p.Rollout.Candidate && code == http.StatusOK {
+					loaded.Add(1)
+				}
+			}
+		}
+		return http.StatusOK
+	})
+	firstRollout(t, c, "p3", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "2s",
+		config.AnnotationPreview: "canary", config.AnnotationPreviewHold: "6s", "sluice.dev/analysis": `
+interval: 1s
+checks:
+  - {name: success-rate, builtin: success-rate, inconclusiveLimit: 10}
+webhooks:
+  - {name: warm, at: before-start, timeout: 30s, url: ` + hooks.URL + `/warm}
+  - {name: load, at: hold, url: ` + hooks.URL + `/load}
+`})
+	deploy(t, "p3", "example.com/p3:v2", nil, nil)
+	st := waitOutcome(t, c, svcTarget("p3"), "p3-00002", 2*time.Minute)
+	if st.Outcome != api.OutcomeSucceeded || len(st.Steps) != 3 || st.Steps[0].Weight != 0 {
+		t.Fatalf("p3: %s (%s), steps %+v", st.Outcome, st.Reason, st.Steps)
+	}
+	var judged []string
+	for _, m := range st.Analysis.Recent {
+		if m.Name == "success-rate" && m.Step == 1 && m.Weight == 0 && m.Result == analysis.Passed && m.Value != nil {
+			judged = append(judged, fmt.Sprintf("%.3f", *m.Value))
+		}
+	}
+	if len(judged) == 0 || loaded.Load() == 0 {
+		t.Fatalf("no success-rate round passed in the preview's hold (%d requests reached p3-00002 by its tag); recent: %+v", loaded.Load(), st.Analysis.Recent)
+	}
+	t.Logf("in the preview's hold, %d tagged requests; success-rate rounds passed at %v", loaded.Load(), judged)
+	if w := shares(t, stk.AuditLog, "p3", "p3-00002", time.Time{}); len(w) == 0 || w[0].At.Before(st.Steps[0].EndedAt) {
+		t.Errorf("p3-00002's first share %+v came before the preview's hold ended at %s", w, st.Steps[0].EndedAt)
+	}
 }
