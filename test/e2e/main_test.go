@@ -81,7 +81,7 @@ func run(m *testing.M) int {
 	sink = s
 	stackOptions = stack.Options{
 		Dir: dir, Tools: tools, Root: root, CRDDirs: crds, DeployDir: filepath.Join(root, "config", "deploy"),
-		Adapter: true, ProgressSink: sink.URL, UI: true, Prometheus: true, Audit: true,
+		Adapter: true, ProgressSink: sink.URL, UI: true, Prometheus: true, Audit: true, AuditTrafficOnly: true,
 		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	}
 	stk, err = stack.Start(ctx, stackOptions)

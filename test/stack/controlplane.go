@@ -291,7 +291,22 @@ rules:
 - level: None
 `
 
+// trafficAuditPolicy records only the writes to Services and Routes, with
+// their bodies (Options.AuditTrafficOnly).
+const trafficAuditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Request
+  verbs: [patch, update]
+  resources: [{group: serving.knative.dev, resources: [services, routes]}]
+- level: None
+`
+
 func (s *Stack) auditPolicy() string {
+	if s.opts.AuditTrafficOnly {
+		return trafficAuditPolicy
+	}
 	pods := ""
 	if s.opts.AuditPods {
 		pods = podsAuditRules

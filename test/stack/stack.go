@@ -137,6 +137,10 @@ type Options struct {
 	// AuditPods also records Revisions as created and Deployments' status
 	// writes (podsAuditRules), for checks of pod counts.
 	AuditPods bool
+	// AuditTrafficOnly records the traffic writes and nothing else: what
+	// the e2e scenarios read, at a fraction of the full log's cost to the
+	// API server, which otherwise records every read of Knative's kinds.
+	AuditTrafficOnly bool
 	// Via, if set, gives the address sluice's worker and receiver reach a
 	// server through: for "kube-apiserver" and "temporal" it is given and
 	// returns host:port, for "events" (the ApiServerSource adapter's sink)
