@@ -138,6 +138,7 @@ func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolv
 	if in.Undo && in.Candidate == "" {
 		res.Candidate = candidate
 	}
+	res.CandidateReady = cand.IsReady()
 	if !in.Undo && policy.RollbackWindow > 0 && res.Stable != "" {
 		res.Revert = revertOf(cand, res.Stable, history, revs, time.Now().Add(-policy.RollbackWindow))
 	}

@@ -73,6 +73,9 @@ type Resolved struct {
 	Release string `json:"release,omitempty"`
 	// Candidate is the Revision an undo goes back to, when the input named none.
 	Candidate string `json:"candidate,omitempty"`
+	// CandidateReady says the candidate was Ready when it was read: an
+	// undo goes on at once, as no event will tell it.
+	CandidateReady bool `json:"candidateReady,omitempty"`
 	// Revert is set when the policy's rollback window holds a Revision of
 	// the candidate's template: the rollout goes to 100% in one write.
 	Revert *config.Stint `json:"revert,omitempty"`

@@ -202,6 +202,12 @@ func (r *rollout) resolve(ctx workflow.Context) {
 		by = r.undoBy()
 	}
 	r.emit(ctx, events.ProgressStarted, r.st.Shortcut, by)
+	if r.st.Undo != nil && res.CandidateReady {
+		// Going back to a Revision that is Ready: no wait, no event to
+		// wait for; the one write follows.
+		r.st.CandidateReady, r.st.ReadinessFrom = true, api.ReadinessFromWatch
+		r.st.Phase = api.PhaseStepping
+	}
 	if w := candidateShare(r.st.Baseline, r.st.Stable, r.st.Candidate); w > 0 && r.st.Stable != "" {
 		// Knative routed a latestRevision share to the candidate before
 		// sluice pinned it: go on from there, never take it back in one write.
