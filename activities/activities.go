@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/measure"
 	"github.com/sluicehq/sluice/mirror"
 	"github.com/sluicehq/sluice/notify"
+	"github.com/sluicehq/sluice/templates"
 )
 
 // Activities reads and writes Knative objects. The workflow refers to its
@@ -48,7 +49,7 @@ type Activities struct {
 	Notify *notify.Notifier
 	// Templates reads the shared analysis templates targets name; nil
 	// refuses a target that names one.
-	Templates TemplateReader
+	Templates templates.Source
 	// TrafficWrites, if set, is told how long each ApplyTraffic took and
 	// whether Knative's status showed the traffic in that time.
 	TrafficWrites func(d time.Duration, visible bool)

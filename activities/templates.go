@@ -12,11 +12,6 @@ import (
 	"github.com/sluicehq/sluice/templates"
 )
 
-// TemplateReader reads a shared analysis template (templates.Reader).
-type TemplateReader interface {
-	Read(ctx context.Context, namespace string, ref config.TemplateRef) (templates.Template, error)
-}
-
 // ErrTemplate: the analysis template a target names is missing or does
 // not fit the target's arguments.
 const ErrTemplate = "AnalysisTemplate"

@@ -3,7 +3,6 @@ package activities
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -58,7 +57,6 @@ func revertOf(cand *servingv1.Revision, stable string, history []config.Stint, r
 			seen = append(seen, s)
 		}
 	}
-	sort.SliceStable(seen[1:], func(i, j int) bool { return seen[1+i].Until.After(seen[1+j].Until) })
 	for _, s := range seen {
 		rev, ok := revs[s.Revision]
 		if ok && s.Revision != cand.Name && knative.SameTemplate(cand, rev) {
@@ -69,8 +67,9 @@ func revertOf(cand *servingv1.Revision, stable string, history []config.Stint, r
 }
 
 // RecordStable writes on the traffic object that a Revision had 100% of
-// the traffic until in.Until. The history is read first and rewritten whole; adding the same
-// entry again changes nothing, so a retry is harmless.
+// the traffic until in.Until. The history is read first and rewritten
+// whole; adding the same entry again changes nothing, so a retry is
+// harmless.
 func (a *Activities) RecordStable(ctx context.Context, in RecordInput) error {
 	live, err := a.Knative.ReadTraffic(ctx, in.Object)
 	switch {

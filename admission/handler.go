@@ -1,7 +1,6 @@
 package admission
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -38,12 +37,7 @@ type Handler struct {
 	Defaults config.Defaults
 	// Templates reads the analysis templates policies name; nil skips
 	// the check.
-	Templates TemplateReader
-}
-
-// TemplateReader reads an analysis template (templates.Reader).
-type TemplateReader interface {
-	Read(ctx context.Context, namespace string, ref config.TemplateRef) (templates.Template, error)
+	Templates templates.Source
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
+	"github.com/sluicehq/sluice/templates"
 )
 
 // Server serves the webhook over TLS and keeps its configuration's
@@ -37,7 +38,7 @@ type Server struct {
 	// Knative reads the targets of new Revisions.
 	Knative knative.Client
 	// Templates reads the analysis templates policies name.
-	Templates TemplateReader
+	Templates templates.Source
 	Log       *slog.Logger
 	// Listening, if set, is told the address once it serves.
 	Listening func(addr string)

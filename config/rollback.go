@@ -33,9 +33,9 @@ type Stint struct {
 	Until    time.Time `json:"until"`
 }
 
-// ParseStableHistory reads AnnotationStableHistory's value. An entry it
-// cannot read (a hand edit gone wrong) is skipped: the history is a
-// convenience, and what is left of it still serves.
+// ParseStableHistory reads AnnotationStableHistory's value, newest first
+// whatever order a hand edit left. An entry it cannot read is skipped: the
+// history is a convenience, and what is left of it still serves.
 func ParseStableHistory(value string) []Stint {
 	var out []Stint
 	for _, part := range SplitList(value) {
@@ -49,8 +49,11 @@ func ParseStableHistory(value string) []Stint {
 		}
 		out = append(out, Stint{Revision: rev, Until: until.UTC()})
 	}
+	slices.SortStableFunc(out, newestFirst)
 	return out
 }
+
+func newestFirst(a, b Stint) int { return b.Until.Compare(a.Until) }
 
 // FormatStableHistory writes stints as AnnotationStableHistory's value.
 func FormatStableHistory(stints []Stint) string {
@@ -72,7 +75,7 @@ func WithStint(history []Stint, s Stint) []Stint {
 			out = append(out, h)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b Stint) int { return b.Until.Compare(a.Until) })
+	slices.SortStableFunc(out, newestFirst)
 	if len(out) > StableHistoryLength {
 		out = out[:StableHistoryLength]
 	}

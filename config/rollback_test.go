@@ -45,6 +45,9 @@ func TestStableHistory(t *testing.T) {
 	if got := ParseStableHistory("hello-00003@yesterday, ,hello-00002@2026-12-06T17:00:00Z,@2026-12-06T17:00:00Z"); len(got) != 1 || got[0].Revision != "hello-00002" {
 		t.Errorf("entries it cannot read must be skipped, the rest kept: %+v", got)
 	}
+	if got := ParseStableHistory("hello-00001@2026-12-06T16:00:00Z,hello-00002@2026-12-06T17:00:00Z"); len(got) != 2 || got[0].Revision != "hello-00002" {
+		t.Errorf("a hand-edited history must read newest first: %+v", got)
+	}
 	for i := range 2 * StableHistoryLength {
 		h = WithStint(h, Stint{Revision: "r" + string(rune('a'+i)), Until: t0.Add(time.Duration(3+i) * time.Hour)})
 	}

@@ -44,6 +44,11 @@ func (e *NotFoundError) Error() string {
 		config.AnnotationAnalysisTemplate, where)
 }
 
+// Source is where templates are read from: a Reader, or a test's map.
+type Source interface {
+	Read(ctx context.Context, namespace string, ref config.TemplateRef) (Template, error)
+}
+
 // Reader reads templates through the Kubernetes API.
 type Reader struct {
 	Dynamic dynamic.Interface

@@ -28,6 +28,7 @@ import (
 	"github.com/sluicehq/sluice/mirror"
 	"github.com/sluicehq/sluice/notify"
 	"github.com/sluicehq/sluice/settings"
+	"github.com/sluicehq/sluice/templates"
 	"github.com/sluicehq/sluice/version"
 	"github.com/sluicehq/sluice/workflows"
 	"github.com/sluicehq/sluice/workflows/control"
@@ -48,7 +49,7 @@ type Worker struct {
 	Log       *slog.Logger
 	// Templates reads shared analysis templates; nil refuses targets that
 	// name one.
-	Templates activities.TemplateReader
+	Templates templates.Source
 	// Registry receives sluice's and the SDK's metrics; it must be the one
 	// the Temporal client's metrics handler writes to.
 	Registry *prometheus.Registry

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -195,7 +196,7 @@ func (r *rollout) validate(name string, cmd api.Command) error {
 		case st.Policy.AnalysisTemplate == nil:
 			return fmt.Errorf("reload-analysis rejected: the rollout of %s names no analysis template (%s)", st.Candidate, config.AnnotationAnalysisTemplate)
 		case st.Policy.Analysis == nil:
-			return fmt.Errorf("reload-analysis rejected: the rollout of %s runs no analysis (%s)", st.Candidate, orText(st.Shortcut, "it has not read its policy yet"))
+			return fmt.Errorf("reload-analysis rejected: the rollout of %s runs no analysis (%s)", st.Candidate, cmp.Or(st.Shortcut, "it has not read its policy yet"))
 		case st.ReloadAnalysis:
 			return fmt.Errorf("reload-analysis rejected: a reload is already pending")
 		}
@@ -266,12 +267,4 @@ func (r *rollout) resume(now time.Time) {
 	}
 	st.Rebase = st.Rebase || p.Cause == pausedByDrift
 	st.Pause = nil
-}
-
-// orText is s, or else when s is empty.
-func orText(s, otherwise string) string {
-	if s == "" {
-		return otherwise
-	}
-	return s
 }

@@ -96,7 +96,7 @@ func (r *rollout) stepTraffic(weight int64, last bool) []servingv1.TrafficTarget
 	return r.withPreview(desired, tag)
 }
 
-// previewView is the preview as the status and webhooks show it.
+// view is the preview as the status shows it.
 func (p *previewState) view() *api.Preview {
 	if p == nil {
 		return nil

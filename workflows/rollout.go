@@ -34,7 +34,7 @@ func Rollout(ctx workflow.Context, in RunInput) (api.Result, error) {
 		r.st = state{Target: in.Target, Candidate: in.Candidate, Phase: api.PhaseResolving, StartedAt: workflow.Now(ctx), Runs: 1}
 		switch {
 		case in.Undo != nil:
-			r.st.Undo = in.Undo
+			r.st.Undo = &api.Command{By: in.RequestedBy, Reason: in.Undo.Reason}
 			r.st.Commands = append(r.st.Commands, api.CommandRecord{Name: api.CommandUndo, By: in.RequestedBy, Reason: in.Undo.Reason, At: workflow.Now(ctx), Via: "start"})
 		case in.RequestedBy != "":
 			r.st.Commands = append(r.st.Commands, api.CommandRecord{Name: "start", By: in.RequestedBy, At: workflow.Now(ctx), Via: "start"})
@@ -199,7 +199,7 @@ func (r *rollout) resolve(ctx workflow.Context) {
 	r.st.Phase = api.PhaseWaitingReady
 	by := ""
 	if r.st.Undo != nil {
-		by = r.undoBy()
+		by = r.st.Undo.By
 	}
 	r.emit(ctx, events.ProgressStarted, r.st.Shortcut, by)
 	if r.st.Undo != nil && res.CandidateReady {

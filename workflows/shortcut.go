@@ -7,7 +7,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluicehq/sluice/activities"
-	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/config"
 )
 
@@ -19,7 +18,7 @@ import (
 func (r *rollout) shortcut(revert *config.Stint) {
 	switch {
 	case r.st.Undo != nil:
-		r.st.Shortcut = fmt.Sprintf("undo by %s: %s; %s gets 100%% again in one write", r.undoBy(), r.st.Undo.Reason, r.st.Candidate)
+		r.st.Shortcut = fmt.Sprintf("undo by %s: %s; %s gets 100%% again in one write", r.st.Undo.By, r.st.Undo.Reason, r.st.Candidate)
 	case revert != nil && revert.Until.IsZero():
 		r.st.Shortcut = fmt.Sprintf("%s runs the same template as %s, which has 100%% of the traffic now; one write, no steps or analysis (%s: %s)",
 			r.st.Candidate, revert.Revision, config.AnnotationRollbackWindow, r.st.Policy.RollbackWindow)
@@ -39,16 +38,6 @@ func (r *rollout) shortcut(revert *config.Stint) {
 		one.StepsFromPods = false
 		r.st.Policy.Capacity = &one
 	}
-}
-
-// undoBy is who asked for the undo.
-func (r *rollout) undoBy() string {
-	for _, c := range r.st.Commands {
-		if c.Name == api.CommandUndo {
-			return c.By
-		}
-	}
-	return "an operator"
 }
 
 // recordStable writes on the traffic object that the stable Revision had

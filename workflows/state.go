@@ -83,9 +83,10 @@ type state struct {
 	Capacity *capacityState `json:"capacity,omitempty"`
 
 	Commands []api.CommandRecord `json:"commands,omitempty"`
-	// Undo is set on a run that undoes: its candidate is the Revision to
-	// go back to (resolved from the target's history when not named).
-	Undo *api.Undo `json:"undo,omitempty"`
+	// Undo is set on a run that undoes, with who asked and why: its
+	// candidate is the Revision to go back to (resolved from the target's
+	// history when not named).
+	Undo *api.Command `json:"undo,omitempty"`
 	// ReloadAnalysis: the operator asked to read the analysis template again.
 	ReloadAnalysis bool `json:"reloadAnalysis,omitempty"`
 	// Preview is the candidate's preview tag, once its status shows it.

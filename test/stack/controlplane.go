@@ -271,47 +271,41 @@ func (s *Stack) serviceAccountKubeconfig(ctx context.Context, server, namespace,
 	return path, writeKubeconfig(path, server, strings.TrimSpace(token))
 }
 
-// auditPolicy records what sluice's benchmark and chaos runs read from the
-// audit log: traffic patches with their bodies (which step a patch is),
-// Revisions' status writes with theirs (when a Revision turned Ready),
-// every other request on Knative's kinds without (who asked for what, and
-// when). With Options.AuditPods, podsAuditRules come first.
-const auditPolicy = `apiVersion: audit.k8s.io/v1
+// The API server's audit policy is built from these parts. auditTraffic
+// records traffic patches with their bodies (which step a patch is):
+// all that Options.AuditTrafficOnly keeps. auditKnative adds what the
+// benchmark and chaos runs read: Revisions' status writes with theirs
+// (when a Revision turned Ready), every other request on Knative's kinds
+// without (who asked for what, and when). With Options.AuditPods,
+// podsAuditRules come before the last of them.
+const (
+	auditHeader = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
-- level: Request
+`
+	auditTraffic = `- level: Request
   verbs: [patch, update]
   resources: [{group: serving.knative.dev, resources: [services, routes]}]
-- level: Request
+`
+	auditKnative = `- level: Request
   verbs: [update, patch]
   resources: [{group: serving.knative.dev, resources: [revisions/status]}]
 %s- level: Metadata
   resources: [{group: serving.knative.dev}, {group: flagger.app}]
-- level: None
 `
-
-// trafficAuditPolicy records only the writes to Services and Routes, with
-// their bodies (Options.AuditTrafficOnly).
-const trafficAuditPolicy = `apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived]
-rules:
-- level: Request
-  verbs: [patch, update]
-  resources: [{group: serving.knative.dev, resources: [services, routes]}]
-- level: None
-`
+	auditNothingElse = "- level: None\n"
+)
 
 func (s *Stack) auditPolicy() string {
 	if s.opts.AuditTrafficOnly {
-		return trafficAuditPolicy
+		return auditHeader + auditTraffic + auditNothingElse
 	}
 	pods := ""
 	if s.opts.AuditPods {
 		pods = podsAuditRules
 	}
-	return fmt.Sprintf(auditPolicy, pods)
+	return auditHeader + auditTraffic + fmt.Sprintf(auditKnative, pods) + auditNothingElse
 }
 
 func randomToken() string {
