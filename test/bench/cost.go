@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -79,6 +80,40 @@ func sample(pid int) procSample {
 		}
 	}
 	return s
+}
+
+// treeCPU is the CPU time of processes and all their descendants: the live
+// ones read one by one, the ended ones from their parents' cutime and
+// cstime. PostgreSQL's backends are its postmaster's children, so
+// Temporal's production topology is its services' and its database's trees.
+func treeCPU(pids []int) float64 {
+	var total float64
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		if i := strings.LastIndexByte(string(b), ')'); i > 0 {
+			if f := strings.Fields(string(b)[i+2:]); len(f) > 14 {
+				for _, v := range f[11:15] {
+					t, _ := strconv.ParseFloat(v, 64)
+					total += t / 100
+				}
+			}
+		}
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+		var kids []int
+		for _, t := range tasks {
+			b, _ := os.ReadFile(t)
+			for _, f := range strings.Fields(string(b)) {
+				if k, err := strconv.Atoi(f); err == nil {
+					kids = append(kids, k)
+				}
+			}
+		}
+		total += treeCPU(kids)
+	}
+	return total
 }
 
 func footprint(before, after procSample) Footprint {

@@ -151,10 +151,10 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 		steps = append(steps, fmt.Sprint(w))
 	}
 	workerPid, receiverPid := stk.Pids()
-	temporalPid := stk.TemporalPid()
+	temporalPids := stk.TemporalPids()
 
 	// sluice
-	before := []procSample{sample(workerPid), sample(receiverPid), sample(temporalPid)}
+	before := []procSample{sample(workerPid), sample(receiverPid), {cpu: treeCPU(temporalPids)}}
 	sAll := cpuByProcess(stk)
 	workerMetrics := func() map[string]float64 {
 		return scrape(ctx, "http://"+stk.WorkerHTTP+"/metrics", "", "sluice_kube_rate_limiter_wait_seconds_")
@@ -173,7 +173,7 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 		return nil, err
 	}
 	s1 := time.Now()
-	after := []procSample{sample(workerPid), sample(receiverPid), sample(temporalPid)}
+	after := []procSample{sample(workerPid), sample(receiverPid), {cpu: treeCPU(temporalPids)}}
 	sCPU, sCPULine := cpuUsed(sAll, cpuByProcess(stk))
 	waits := throttle(waits0, workerMetrics())
 	hists, err := readHistories(ctx, tc, sNames)

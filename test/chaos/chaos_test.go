@@ -124,7 +124,8 @@ func TestChaos(t *testing.T) {
 
 	w := &workload{serving: stk.Serving, ctl: &control.Client{Temporal: tc, TaskQueue: api.DefaultTaskQueue, Identity: "chaos"}, log: log, timeout: 12 * time.Minute}
 	w.left.Store(int64(cfg.rollouts))
-	in := &injector{stk: stk, net: nw, rng: rand.New(rand.NewPCG(cfg.seed, 1)), workers: []string{stack.Worker, second}, log: log}
+	in := &injector{stk: stk, net: nw, rng: rand.New(rand.NewPCG(cfg.seed, 1)), workers: []string{stack.Worker, second},
+		kinds: faultKinds(stk.TemporalCluster()), log: log}
 	begin := time.Now()
 	ctx, stop := context.WithCancel(context.Background())
 	var bg sync.WaitGroup
@@ -191,7 +192,11 @@ func TestChaos(t *testing.T) {
 		}
 		violations = append(violations, violation{"no workflow task fails", "", f})
 	}
-	sum := summary{Seed: cfg.seed, Took: took, Rollouts: len(expects), Outcomes: map[string]int{}, Faults: in.Faults(),
+	onTemporal := "the Temporal dev server"
+	if stk.TemporalCluster() {
+		onTemporal = "Temporal's production topology (PostgreSQL, 4 services)"
+	}
+	sum := summary{Seed: cfg.seed, Kinds: in.kinds, Temporal: onTemporal, Took: took, Rollouts: len(expects), Outcomes: map[string]int{}, Faults: in.Faults(),
 		Recovery: recovery(in.Faults(), expects, writes), Events: nw.events.Counts(), Touches: touches, Edits: w.edits,
 		Writes: len(writes), Ready: len(aud.Ready), Violations: violations, HistoryCutShort: transport}
 	for _, e := range expects {

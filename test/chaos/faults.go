@@ -30,14 +30,22 @@ type fault struct {
 	Detail  string
 }
 
-// The kinds of fault, each a function of the injector. A network fault's
-// kind is "net-" plus the toxic, and its On the link.
-var faultKinds = []string{
-	"kill-worker", "kill-receiver", "restart-temporal", "restart-kube-apiserver", "restart-knative-controller",
-	"net-latency", "net-timeout", "net-reset", "net-down",
+// faultKinds are the kinds of fault, each a function of the injector. A
+// network fault's kind is "net-" plus the toxic, and its On the link. On
+// Temporal's production topology (cluster) the dev server's restart gives
+// way to a fault of each of its parts: the frontend restarted, a history
+// or matching service killed while the others stay up, and PostgreSQL
+// restarted after a crash.
+func faultKinds(cluster bool) []string {
+	temporal := []string{"restart-temporal"}
+	if cluster {
+		temporal = []string{"restart-temporal-frontend", "kill-temporal-history", "kill-temporal-matching", "restart-postgres"}
+	}
+	kinds := append([]string{"kill-worker", "kill-receiver"}, temporal...)
+	return append(kinds, "restart-kube-apiserver", "restart-knative-controller", "net-latency", "net-timeout", "net-reset", "net-down")
 }
 
-// injector works through faultKinds at random moments, one fault at a
+// injector works through its kinds at random moments, one fault at a
 // time, from its own seeded source: the same seed makes the same faults in
 // the same order, with the same durations and pauses.
 type injector struct {
@@ -45,6 +53,7 @@ type injector struct {
 	net     *network
 	rng     *rand.Rand
 	workers []string // the worker processes, by name
+	kinds   []string // faultKinds of the stack's Temporal
 	log     *slog.Logger
 
 	// probes counts the probe Service's tags (see settle).
@@ -70,9 +79,9 @@ func (in *injector) run(ctx context.Context) error {
 		case <-time.After(pause):
 		}
 		if len(round) == 0 {
-			round = in.rng.Perm(len(faultKinds))
+			round = in.rng.Perm(len(in.kinds))
 		}
-		kind := faultKinds[round[0]]
+		kind := in.kinds[round[0]]
 		round = round[1:]
 		f, err := in.inject(ctx, kind)
 		if err != nil {
@@ -121,6 +130,14 @@ func (in *injector) inject(ctx context.Context, kind string) (fault, error) {
 		return f, restart(stack.Receiver)
 	case "restart-temporal":
 		return f, restart(stack.Temporal)
+	case "restart-temporal-frontend":
+		return f, restart(stack.TemporalFrontend)
+	case "kill-temporal-history":
+		return f, restart(stack.TemporalHistory)
+	case "kill-temporal-matching":
+		return f, restart(stack.TemporalMatching)
+	case "restart-postgres":
+		return f, restart(stack.Postgres)
 	case "restart-kube-apiserver":
 		if err := restart(stack.APIServer); err != nil {
 			return f, err

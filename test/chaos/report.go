@@ -57,6 +57,8 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 // reports it.
 type summary struct {
 	Seed       uint64
+	Kinds      []string // the faults the run could inject
+	Temporal   string   // which Temporal it ran on
 	Took       time.Duration
 	Rollouts   int
 	Outcomes   map[string]int // plan → outcome → count, as "plan outcome"
@@ -74,8 +76,8 @@ type summary struct {
 }
 
 func (s summary) print(w io.Writer) {
-	fmt.Fprintf(w, "chaos: seed %d, %d rollouts in %s, %d faults, %d writes by sluice, %d Revisions Ready, %d metadata edits (409s for sluice), %d hand edits of traffic\n",
-		s.Seed, s.Rollouts, s.Took.Round(time.Second), len(s.Faults), s.Writes, s.Ready, s.Touches, s.Edits)
+	fmt.Fprintf(w, "chaos: seed %d, %d rollouts in %s on %s, %d faults, %d writes by sluice, %d Revisions Ready, %d metadata edits (409s for sluice), %d hand edits of traffic\n",
+		s.Seed, s.Rollouts, s.Took.Round(time.Second), s.Temporal, len(s.Faults), s.Writes, s.Ready, s.Touches, s.Edits)
 	fmt.Fprintf(w, "\n| plan | outcome | rollouts |\n|---|---|---|\n")
 	for _, k := range sortedKeys(s.Outcomes) {
 		plan, outcome, _ := strings.Cut(k, " ")
@@ -86,7 +88,7 @@ func (s summary) print(w io.Writer) {
 		kinds[f.Kind] = append(kinds[f.Kind], f)
 	}
 	fmt.Fprintf(w, "\n| fault | injected | on | rollouts in flight after | recovery p50 | recovery p99 |\n|---|---|---|---|---|---|\n")
-	for _, k := range faultKinds {
+	for _, k := range s.Kinds {
 		fs := kinds[k]
 		on := map[string]int{}
 		for _, f := range fs {
@@ -100,7 +102,7 @@ func (s summary) print(w io.Writer) {
 		fmt.Fprintf(w, "| %s | %d | %s | %d | %s | %s |\n", k, len(fs), strings.Join(ons, ", "), len(r),
 			quantile(r, 0.5).Round(time.Millisecond), quantile(r, 0.99).Round(time.Millisecond))
 	}
-	for _, k := range faultKinds {
+	for _, k := range s.Kinds {
 		var settle []time.Duration
 		for _, f := range kinds[k] {
 			if !f.Settled.IsZero() {

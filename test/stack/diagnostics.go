@@ -34,7 +34,8 @@ func (s *Stack) ProcessPids() map[string]int {
 }
 
 func (s *Stack) procs() []*proc {
-	return append([]*proc{s.etcd, s.apiserver, s.controllerManager, s.scheduler, s.kwok, s.temporal, s.worker, s.receiver, s.adapter, s.prometheus}, s.extra...)
+	ps := append([]*proc{s.etcd, s.apiserver, s.controllerManager, s.scheduler, s.kwok, s.temporal, s.worker, s.receiver, s.adapter, s.prometheus}, s.cluster.procs()...)
+	return append(ps, s.extra...)
 }
 
 // PeakRSS lists each running process's peak resident memory (VmHWM), as

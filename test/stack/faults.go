@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -19,7 +20,9 @@ const (
 )
 
 // Kill kills a component with SIGKILL, as a crash would. Besides the names
-// above, a worker AddWorker started is named by its log ("worker-3").
+// above, a worker AddWorker started is named by its log ("worker-3"), and
+// the production-shaped Temporal's parts by theirs (TemporalHistory, …;
+// PostgreSQL gets an immediate shutdown, its own crash).
 func (s *Stack) Kill(name string) error {
 	p := s.find(name)
 	if p == nil {
@@ -45,6 +48,9 @@ func (s *Stack) Restart(ctx context.Context, name string) error {
 	}
 	if done, _ := p.exited(); !done {
 		return fmt.Errorf("%s is still running", name)
+	}
+	if s.cluster != nil && slices.Contains(s.cluster.procs(), p) {
+		return s.restartClusterPart(ctx, name, p)
 	}
 	np, err := p.respawn()
 	if err != nil {

@@ -24,9 +24,20 @@ type proc struct {
 	// dir, env, bin and args start it again (respawn).
 	dir, bin  string
 	env, args []string
+	// as, if set, is the user it runs as (PostgreSQL refuses root).
+	as *syscall.Credential
+	// term stops it and crash kills it: SIGTERM and SIGKILL unless set.
+	term, crash syscall.Signal
 }
 
 func startProc(dir, name string, env []string, bin string, args ...string) (*proc, error) {
+	return (&proc{dir: dir, name: name, env: env, bin: bin, args: args}).start()
+}
+
+// start runs the command p describes, as the user and with the signals it
+// names; it returns a new proc, since a proc's done closes only once.
+func (p *proc) start() (*proc, error) {
+	dir, name, env, bin, args := p.dir, p.name, p.env, p.bin, p.args
 	logPath := filepath.Join(dir, name+".log")
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -36,28 +47,27 @@ func startProc(dir, name string, env []string, bin string, args ...string) (*pro
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	// Its own process group, so a stop reaches its children too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: p.as}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("start %s (%s): %w", name, bin, err)
 	}
-	p := &proc{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{}), dir: dir, bin: bin, env: env, args: args}
+	np := &proc{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{}), dir: dir, bin: bin, env: env, args: args,
+		as: p.as, term: p.term, crash: p.crash}
 	go func() {
 		err := cmd.Wait()
 		f.Close()
-		p.mu.Lock()
-		p.err = err
-		p.mu.Unlock()
-		close(p.done)
+		np.mu.Lock()
+		np.err = err
+		np.mu.Unlock()
+		close(np.done)
 	}()
-	return p, nil
+	return np, nil
 }
 
 // respawn starts the same command again, appending to the same log; p must
 // have ended.
-func (p *proc) respawn() (*proc, error) {
-	return startProc(p.dir, p.name, p.env, p.bin, p.args...)
-}
+func (p *proc) respawn() (*proc, error) { return p.start() }
 
 // exited reports whether the process has ended, and how.
 func (p *proc) exited() (bool, error) {
@@ -79,7 +89,7 @@ func (p *proc) stop(grace time.Duration) {
 	if done, _ := p.exited(); done {
 		return
 	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	_ = syscall.Kill(-p.cmd.Process.Pid, cmpSignal(p.term, syscall.SIGTERM))
 	select {
 	case <-p.done:
 	case <-time.After(grace):
@@ -92,8 +102,15 @@ func (p *proc) kill() {
 	if p == nil {
 		return
 	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	_ = syscall.Kill(-p.cmd.Process.Pid, cmpSignal(p.crash, syscall.SIGKILL))
 	<-p.done
+}
+
+func cmpSignal(set, def syscall.Signal) syscall.Signal {
+	if set != 0 {
+		return set
+	}
+	return def
 }
 
 // tail returns the end of the process's log.

@@ -44,6 +44,9 @@ type Tools struct {
 	// Prometheus is the Prometheus server (with Kubernetes discovery), needed
 	// with Options.Prometheus.
 	Prometheus string
+	// TemporalServerDir holds Temporal's server and its SQL tool, and
+	// PostgresDir PostgreSQL's programs: needed with Options.TemporalCluster.
+	TemporalServerDir, PostgresDir string
 }
 
 // ToolsFromEnv reads the tool locations that `test/tools/install.sh all` prints.
@@ -56,6 +59,9 @@ func ToolsFromEnv() (Tools, error) {
 		Prometheus: os.Getenv("SLUICE_PROMETHEUS_BIN"),
 		ServingDir: os.Getenv("SLUICE_SERVING_DIR"),
 		KwokDir:    os.Getenv("SLUICE_KWOK_DIR"),
+
+		TemporalServerDir: os.Getenv("SLUICE_TEMPORAL_SERVER_DIR"),
+		PostgresDir:       os.Getenv("SLUICE_POSTGRES_DIR"),
 	}
 	if d := os.Getenv("SLUICE_EVENTING_DIR"); d != "" {
 		t.Adapter = filepath.Join(d, "apiserver_receive_adapter")
@@ -117,6 +123,13 @@ type Options struct {
 	// for a disk. The benchmark uses it, to measure sluice rather than this
 	// machine's disk.
 	TemporalInMemory bool
+	// TemporalCluster runs Temporal's production topology instead of the
+	// dev server: the frontend, history, matching and worker services as
+	// processes of their own on PostgreSQL, with several history shards
+	// and SQL advanced visibility (temporalcluster.go). It has no web UI.
+	// SLUICE_TEMPORAL=cluster in the environment turns it on for every
+	// stack, so a whole test package, `make chaos` or `make bench` runs on it.
+	TemporalCluster bool
 	// WorkerEnv is extra environment for the worker, e.g. SLUICE_DEFAULT_HOLD;
 	// ReceiverEnv for the receiver, e.g. SLUICE_RECEIVER_SWEEP.
 	WorkerEnv, ReceiverEnv []string
@@ -160,7 +173,9 @@ type Stack struct {
 	opts Options
 
 	etcd, apiserver, temporal, worker, receiver, adapter, prometheus *proc
-	controllerManager, scheduler, kwok                               *proc
+	// cluster is the production-shaped Temporal, with Options.TemporalCluster.
+	cluster                            *temporalCluster
+	controllerManager, scheduler, kwok *proc
 
 	// bridge holds Knative's network namespaces.
 	bridge *Bridge
@@ -246,6 +261,9 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
+	if os.Getenv("SLUICE_TEMPORAL") == "cluster" {
+		o.TemporalCluster = true
+	}
 	s := &Stack{opts: o}
 	defer func() {
 		if err != nil {
@@ -276,7 +294,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		if !o.NoSluice {
 			steps = append(steps, step{"sluice's manifests", s.applyDeploy})
 		}
-		steps = append(steps, step{"Temporal dev server", s.startTemporal}, step{"Prometheus", s.startPrometheus})
+		steps = append(steps, step{"Temporal", s.startTemporal}, step{"Prometheus", s.startPrometheus})
 		if !o.NoSluice {
 			steps = append(steps, step{"sluice worker", s.StartWorker}, step{"sluice receiver", s.StartReceiver})
 		}
@@ -309,7 +327,11 @@ func (s *Stack) Stop() {
 	for i := len(s.background) - 1; i >= 0; i-- {
 		s.background[i]()
 	}
-	for _, p := range []*proc{s.kwok, s.scheduler, s.controllerManager, s.temporal, s.apiserver, s.etcd} {
+	for _, p := range []*proc{s.kwok, s.scheduler, s.controllerManager, s.temporal} {
+		p.stop(10 * time.Second)
+	}
+	s.cluster.stop()
+	for _, p := range []*proc{s.apiserver, s.etcd} {
 		p.stop(10 * time.Second)
 	}
 	if s.bridge != nil {

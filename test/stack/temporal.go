@@ -15,6 +15,9 @@ func (s *Stack) startTemporal(ctx context.Context) error {
 		s.TemporalAddr, s.sluiceTemporal = s.opts.Temporal, s.opts.Temporal
 		return nil
 	}
+	if s.opts.TemporalCluster {
+		return s.startTemporalCluster(ctx)
+	}
 	port := s.opts.TemporalPort
 	if port == 0 {
 		p, err := freePort()
@@ -68,5 +71,19 @@ func (s *Stack) temporalReady(ctx context.Context) error {
 	})
 }
 
-// TemporalPid is the Temporal dev server's process ID.
-func (s *Stack) TemporalPid() int { return s.temporal.cmd.Process.Pid }
+// TemporalPids are the process IDs of Temporal: the dev server's, or each
+// service's and PostgreSQL's postmaster in the production topology (its
+// backends are the postmaster's children).
+func (s *Stack) TemporalPids() []int {
+	var pids []int
+	for _, p := range append([]*proc{s.temporal}, s.cluster.procs()...) {
+		if p != nil {
+			pids = append(pids, p.cmd.Process.Pid)
+		}
+	}
+	return pids
+}
+
+// TemporalCluster reports whether Temporal runs in its production topology
+// (Options.TemporalCluster) rather than as the dev server.
+func (s *Stack) TemporalCluster() bool { return s.cluster != nil }

@@ -19,6 +19,7 @@ KO_VERSION=v0.19.1         # images/go.mod
 FLAGGER_VERSION=v1.44.0    # test/tools/flagger/go.mod (make bench-peers only)
 PROMETHEUS_VERSION=v0.316.0 # test/tools/prometheus/go.mod (the module's version of Prometheus 3.16.0)
 HELM_VERSION=v4.3.2        # test/tools/helm/go.mod
+TEMPORAL_SERVER_VERSION=v1.29.1 # test/tools/temporalserver/go.mod: the server the dev server embeds
 
 cache_root=${SLUICE_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice/tools}
 
@@ -175,6 +176,34 @@ install_prometheus() {
   echo "$dir/prometheus"
 }
 
+# install_temporal_server builds Temporal's server and its SQL schema tool,
+# for the stack's production-shaped Temporal (SLUICE_TEMPORAL=cluster): the
+# frontend, history, matching and worker services as separate processes on
+# PostgreSQL. It prints the directory holding server and sql.
+install_temporal_server() {
+  build_in_module temporalserver "$cache_root/temporal-server-$TEMPORAL_SERVER_VERSION" \
+    "Temporal's server and SQL tool $TEMPORAL_SERVER_VERSION (about 2 minutes after the Temporal CLI, 6 cold)" \
+    go.temporal.io/server/cmd/server go.temporal.io/server/cmd/tools/sql
+}
+
+# install_postgres finds Debian's PostgreSQL server, installing it with
+# apt-get if it is missing, and prints the directory of its programs
+# (postgres, initdb, pg_ctl): the production-shaped Temporal's database.
+install_postgres() {
+  local dir
+  dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
+  if [[ -z $dir || ! -x $dir/postgres ]]; then
+    if [[ $(id -u) -ne 0 ]]; then
+      echo "PostgreSQL is missing and installing it needs root (apt-get install postgresql)" >&2
+      return 1
+    fi
+    echo "installing Debian's PostgreSQL for the production-shaped Temporal (a minute or two)" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql) >&2
+    dir=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+  fi
+  echo "$dir"
+}
+
 # install_previous builds sluice's previous release — the last line of
 # release/releases.txt — from this repository's own history, into the cache
 # keyed by its commit; it prints the binary's path, or nothing when no
@@ -216,6 +245,8 @@ case "${1:-}" in
   helm) install_helm ;;
   flagger) install_flagger ;;
   previous) install_previous ;;
+  temporal-server) install_temporal_server ;;
+  postgres) install_postgres ;;
   all)
     # Prints one line per tool, "export NAME=PATH", for the tests' and the
     # local stack's environment.
@@ -230,6 +261,8 @@ case "${1:-}" in
     ko=$(install_ko)
     helm=$(install_helm)
     prometheus=$(install_prometheus)
+    temporalserver=$(install_temporal_server)
+    postgres=$(install_postgres)
     # ip netns, for the components that run in network namespaces.
     apt_install ip "network namespaces in the Knative tests" iproute2 >/dev/null
     echo "export SLUICE_TEMPORAL_BIN=$temporal"
@@ -243,6 +276,8 @@ case "${1:-}" in
     echo "export SLUICE_KO_BIN=$ko"
     echo "export SLUICE_HELM_BIN=$helm"
     echo "export SLUICE_PROMETHEUS_BIN=$prometheus"
+    echo "export SLUICE_TEMPORAL_SERVER_DIR=$temporalserver"
+    echo "export SLUICE_POSTGRES_DIR=$postgres"
     ;;
-  *) echo "usage: $0 temporal|conformance|kube|etcd|eventing|serving|kwok|browser|ko|helm|prometheus|flagger|previous|all" >&2; exit 2 ;;
+  *) echo "usage: $0 temporal|conformance|kube|etcd|eventing|serving|kwok|browser|ko|helm|prometheus|flagger|previous|temporal-server|postgres|all" >&2; exit 2 ;;
 esac
