@@ -126,6 +126,8 @@ func TestChaos(t *testing.T) {
 	w.left.Store(int64(cfg.rollouts))
 	in := &injector{stk: stk, net: nw, rng: rand.New(rand.NewPCG(cfg.seed, 1)), workers: []string{stack.Worker, second},
 		kinds: faultKinds(stk.TemporalCluster()), log: log}
+	// However short the run, each kind of fault meets rollouts.
+	w.more = in.untried
 	begin := time.Now()
 	ctx, stop := context.WithCancel(context.Background())
 	var bg sync.WaitGroup

@@ -97,6 +97,18 @@ func (in *injector) run(ctx context.Context) error {
 	}
 }
 
+// untried says whether some kind of fault has not been injected yet.
+func (in *injector) untried() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, k := range in.kinds {
+		if !slices.ContainsFunc(in.faults, func(f fault) bool { return f.Kind == k }) {
+			return true
+		}
+	}
+	return false
+}
+
 // Faults lists the faults injected so far.
 func (in *injector) Faults() []fault {
 	in.mu.Lock()
