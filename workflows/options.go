@@ -41,6 +41,16 @@ func emitOptions(ctx workflow.Context, summary string) workflow.Context {
 	})
 }
 
+// emitLocalOptions suit the quick try of a progress event from a local
+// activity (progressLocal): the workflow task waits for it, so one attempt
+// of at most 2 s; a sink that needs longer gets emitOptions' activity.
+func emitLocalOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 2 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+}
+
 // verifyOptions retry the status check quickly until the verify timeout: the
 // retries cost no history events, and the first one usually succeeds.
 func verifyOptions(ctx workflow.Context, timeout time.Duration, summary string) workflow.Context {

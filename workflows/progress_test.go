@@ -3,13 +3,19 @@ package workflows
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluicehq/sluice/activities"
@@ -67,6 +73,75 @@ func TestProgressEventsFollowTheRollout(t *testing.T) {
 	}
 	if len(ids) != len(evs) {
 		t.Fatalf("event IDs repeat: %d distinct of %d", len(ids), len(evs))
+	}
+}
+
+// Progress events go out from local activities (progressLocal), one at a
+// time and in order: no activity of their own is scheduled, so Temporal
+// dispatches nothing and records no task for them.
+func TestProgressEventsAreLocalActivities(t *testing.T) {
+	h := newHarness(t, helloObjects(nil, true)...)
+	s := h.withSink(t)
+	var local, remote []string
+	h.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+		local = append(local, info.ActivityType.Name)
+	})
+	h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		remote = append(remote, info.ActivityType.Name)
+	})
+	h.run("hello-00002")
+	if got := strings.Join(types(s), ","); got != "started,step,step,step,succeeded" {
+		t.Fatalf("progress events: %s", got)
+	}
+	if len(local) != 5 || slices.ContainsFunc(local, func(n string) bool { return n != api.ActivityEmitProgress }) {
+		t.Fatalf("local activities %v, want the 5 events", local)
+	}
+	if slices.Contains(remote, api.ActivityEmitProgress) {
+		t.Fatalf("activities %v: an event went out as an activity of its own", remote)
+	}
+}
+
+// A sink that fails the quick try gets that event and the rest of the run's
+// by activity, retried until it answers: none is lost, none out of order.
+func TestProgressEventsOutliveAFailingSink(t *testing.T) {
+	h := newHarness(t, helloObjects(nil, true)...)
+	var mu sync.Mutex
+	var got []string
+	refuse := 2
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if refuse > 0 {
+			refuse--
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		got = append(got, strings.TrimPrefix(req.Header.Get("Ce-Type"), events.ProgressPrefix))
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+	sender, err := events.NewSender(srv.URL, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.env.RegisterActivity(&activities.Activities{Knative: knative.Client{Serving: h.k}, Defaults: config.BuiltinDefaults(), WatchLimit: testWatch, Events: sender})
+	var local, remote int
+	h.env.SetOnLocalActivityStartedListener(func(*activity.Info, context.Context, []any) { local++ })
+	h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if info.ActivityType.Name == api.ActivityEmitProgress {
+			remote++
+		}
+	})
+	h.run("hello-00002")
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(got, ",") != "started,step,step,step,succeeded" {
+		t.Fatalf("the sink got %v", got)
+	}
+	// One quick try (refused), then activities: two attempts for the
+	// first event (one refused), one for each of the four after it.
+	if local != 1 || remote != 2+4 {
+		t.Fatalf("%d local tries and %d activity attempts, want 1 and 6", local, remote)
 	}
 }
 

@@ -54,6 +54,9 @@ type rollout struct {
 	// outbox holds progress events not yet sent; the first is being sent.
 	outbox        []events.Progress
 	senderStarted bool
+	// sinkSlow: a progress event's quick try failed in this run; the rest
+	// go by activity (sendEvent).
+	sinkSlow bool
 	// watch is the drift watch of the current hold, if one runs; a new one
 	// may start from watchAfter on.
 	watch      *trafficWatch
