@@ -34,7 +34,18 @@ type Settings struct {
 	Defaults config.Defaults
 	// Sizing of the Temporal worker (docs/operations.md says how to choose).
 	Sizing WorkerSizing
+	// WorkflowChanges is which of this release's workflow changes new
+	// rollouts take: ChangesCompatible, only those the previous release can
+	// replay, so workers can be rolled back under running rollouts; or
+	// ChangesAll, once no rollback below this release is wanted.
+	WorkflowChanges string
 }
+
+// The values of SLUICE_WORKFLOW_CHANGES.
+const (
+	ChangesCompatible = "compatible"
+	ChangesAll        = "all"
+)
 
 // WorkerSizing is how much work one worker process takes from Temporal at a
 // time.
@@ -57,6 +68,7 @@ const (
 	EnvWorkflowPollers = "SLUICE_WORKFLOW_POLLERS"
 	EnvActivityPollers = "SLUICE_ACTIVITY_POLLERS"
 	EnvMaxActivities   = "SLUICE_MAX_ACTIVITIES"
+	EnvWorkflowChanges = "SLUICE_WORKFLOW_CHANGES"
 )
 
 // DefaultSizing suits a worker running up to a few hundred rollouts at once
@@ -66,7 +78,8 @@ var DefaultSizing = WorkerSizing{WorkflowPollers: 8, ActivityPollers: 8, MaxActi
 // LoadSettings reads settings through lookup (os.LookupEnv in production).
 // Invalid values are errors that name the variable, never silently ignored.
 func LoadSettings(lookup func(string) (string, bool)) (Settings, error) {
-	s := Settings{TaskQueue: api.DefaultTaskQueue, HTTPAddr: ":9090", Defaults: config.BuiltinDefaults(), Sizing: DefaultSizing}
+	s := Settings{TaskQueue: api.DefaultTaskQueue, HTTPAddr: ":9090", Defaults: config.BuiltinDefaults(), Sizing: DefaultSizing,
+		WorkflowChanges: ChangesCompatible}
 	get := func(key string) (string, bool) {
 		v, ok := lookup(key)
 		v = strings.TrimSpace(v)
@@ -89,6 +102,15 @@ func LoadSettings(lookup func(string) (string, bool)) (Settings, error) {
 	}
 	d, errs := config.LoadDefaults(get)
 	s.Defaults = d
+	if v, ok := get(EnvWorkflowChanges); ok {
+		switch v {
+		case ChangesCompatible, ChangesAll:
+			s.WorkflowChanges = v
+		default:
+			errs = append(errs, &config.FieldError{Key: EnvWorkflowChanges, Value: v,
+				Message: `must be "compatible" (new rollouts take only the workflow changes the previous release can replay, so a rollback stays open) or "all" (every change of this release)`})
+		}
+	}
 	for _, n := range []struct {
 		key  string
 		into *int

@@ -64,6 +64,23 @@ func TestLoadSettingsSizing(t *testing.T) {
 	}
 }
 
+// The way back to the previous release stays open unless the operator
+// closes it; a value that is neither is an error naming both.
+func TestLoadSettingsWorkflowChanges(t *testing.T) {
+	s, err := LoadSettings(lookupFrom(nil))
+	if err != nil || s.WorkflowChanges != ChangesCompatible {
+		t.Fatalf("default: %q, %v", s.WorkflowChanges, err)
+	}
+	s, err = LoadSettings(lookupFrom(map[string]string{EnvWorkflowChanges: " all "}))
+	if err != nil || s.WorkflowChanges != ChangesAll {
+		t.Fatalf("all: %q, %v", s.WorkflowChanges, err)
+	}
+	_, err = LoadSettings(lookupFrom(map[string]string{EnvWorkflowChanges: "latest"}))
+	if err == nil || !strings.Contains(err.Error(), `SLUICE_WORKFLOW_CHANGES: must be "compatible"`) || !strings.Contains(err.Error(), `"all"`) {
+		t.Fatalf("latest: %v", err)
+	}
+}
+
 func TestClusterSettings(t *testing.T) {
 	s, err := LoadSettings(lookupFrom(map[string]string{EnvCluster: "eu-west-1"}))
 	if err != nil || s.Cluster != "eu-west-1" || s.TaskQueue != "sluice-rollouts-eu-west-1" {

@@ -83,12 +83,18 @@ func Register(w sdkworker.Registry, acts *activities.Activities) {
 // on another worker.
 func (w *Worker) Run(ctx context.Context) error {
 	sz := w.Settings.Sizing
-	tw := sdkworker.New(w.Temporal, w.Settings.TaskQueue, sdkworker.Options{
+	opts := sdkworker.Options{
 		WorkerStopTimeout:                  10 * time.Second,
 		MaxConcurrentWorkflowTaskPollers:   sz.WorkflowPollers,
 		MaxConcurrentActivityTaskPollers:   sz.ActivityPollers,
 		MaxConcurrentActivityExecutionSize: sz.MaxActivities,
-	})
+	}
+	if w.Settings.WorkflowChanges != settings.ChangesAll {
+		// The previous release can be put back under the rollouts this
+		// worker starts (docs/operations.md, "Upgrading").
+		opts.PreferredVersionProvider = workflows.KeepRollbackOpen
+	}
+	tw := sdkworker.New(w.Temporal, w.Settings.TaskQueue, opts)
 	acts := &activities.Activities{Knative: knative.Client{Serving: w.Serving}, Defaults: w.Settings.Defaults, Events: w.Events,
 		Cluster: w.Settings.Cluster, Temporal: w.Temporal, Mirror: w.Mirror, Notify: w.Notify, Templates: w.Templates}
 	if w.Registry != nil && w.Notify != nil {

@@ -16,6 +16,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/worker"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluicehq/sluice/activities"
@@ -98,6 +99,29 @@ func TestProgressEventsAreLocalActivities(t *testing.T) {
 	}
 	if slices.Contains(remote, api.ActivityEmitProgress) {
 		t.Fatalf("activities %v: an event went out as an activity of its own", remote)
+	}
+}
+
+// A worker keeping the way back open (KeepRollbackOpen, the default
+// setting) sends events by activity, the previous release's way, so that
+// release can replay what it starts.
+func TestProgressEventsKeepTheRollbackOpen(t *testing.T) {
+	h := newHarness(t, helloObjects(nil, true)...)
+	h.env.SetWorkerOptions(worker.Options{PreferredVersionProvider: KeepRollbackOpen})
+	s := h.withSink(t)
+	var local, remote int
+	h.env.SetOnLocalActivityStartedListener(func(*activity.Info, context.Context, []any) { local++ })
+	h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if info.ActivityType.Name == api.ActivityEmitProgress {
+			remote++
+		}
+	})
+	h.run("hello-00002")
+	if got := strings.Join(types(s), ","); got != "started,step,step,step,succeeded" {
+		t.Fatalf("progress events: %s", got)
+	}
+	if local != 0 || remote != 5 {
+		t.Fatalf("%d local tries and %d activities, want 0 and 5", local, remote)
 	}
 }
 

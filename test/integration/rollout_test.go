@@ -106,7 +106,18 @@ func startWorker(t testing.TB, opts client.Options, cluster string, sender *even
 		t.Fatal(err)
 	}
 	k := knativefake.New(objs...)
-	settings, err := settings.LoadSettings(func(string) (string, bool) { return "", false })
+	// Every workflow change of this tree, unless SLUICE_WORKFLOW_CHANGES
+	// says otherwise (to record the shapes of a worker keeping the way back
+	// open): the e2e stack's worker runs with the default.
+	settings, err := settings.LoadSettings(func(k string) (string, bool) {
+		if k == settings.EnvWorkflowChanges {
+			if v, ok := os.LookupEnv(k); ok {
+				return v, ok
+			}
+			return settings.ChangesAll, true
+		}
+		return "", false
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
