@@ -30,6 +30,10 @@ import (
 // inMemory is -temporal-in-memory.
 var inMemory = new(bool)
 
+// workflowChanges is -workflow-changes: which of this tree's workflow
+// changes the measured worker takes (SLUICE_WORKFLOW_CHANGES).
+var workflowChanges = new(string)
+
 // sluiceOnly is -peers-sluice-only: the peers' plan for sluice alone, to
 // look at its figures without waiting for Flagger's.
 var sluiceOnly = new(bool)
@@ -69,6 +73,7 @@ func main() {
 	timeout := flag.Duration("timeout", 5*time.Minute, "how long one level's rollouts may take")
 	peers := flag.String("peers", "", "instead: sluice and Flagger side by side at these levels, e.g. 1,10,100 (FLAGGER_BIN, FLAGGER_DIR: its binary and module)")
 	flag.BoolVar(sluiceOnly, "peers-sluice-only", false, "with -peers: run sluice's half alone")
+	flag.StringVar(workflowChanges, "workflow-changes", "all", "the worker's SLUICE_WORKFLOW_CHANGES: all (every workflow change of this tree, what it costs once rollback to the previous release is closed) or compatible (the default of a worker)")
 	flag.BoolVar(inMemory, "temporal-in-memory", true, "keep the Temporal dev server's database in memory (false: a SQLite file, synced to disk on every write)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))

@@ -24,6 +24,7 @@ import (
 
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/knative"
+	"github.com/sluicehq/sluice/settings"
 	"github.com/sluicehq/sluice/test/eventsink"
 	"github.com/sluicehq/sluice/test/stack"
 	"github.com/sluicehq/sluice/worker"
@@ -71,10 +72,11 @@ func (r *readyLog) get(rev string) (time.Time, bool) {
 
 // workerEnv is the worker's environment beyond the stack's for r.
 func (r Run) workerEnv() []string {
+	env := []string{settings.EnvWorkflowChanges + "=" + *workflowChanges}
 	if r.NoRolloutResources {
-		return []string{worker.EnvRolloutResources + "=off"}
+		env = append(env, worker.EnvRolloutResources+"=off")
 	}
-	return nil
+	return env
 }
 
 // measure runs one configuration on a fresh stack: set up 2N Services, roll

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/sluicehq/sluice/settings"
 	"github.com/sluicehq/sluice/test/eventsink"
 	"github.com/sluicehq/sluice/test/stack"
 )
@@ -91,6 +92,7 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 	stk, err := stack.Start(ctx, stack.Options{
 		Dir: dir, Tools: e.tools, Root: e.root, CRDDirs: e.crds, DeployDir: filepath.Join(e.root, "config", "deploy"),
 		Adapter: true, ProgressSink: sink.URL, Audit: true, OnReady: ready.set, Log: e.log, TemporalInMemory: *inMemory,
+		WorkerEnv: []string{settings.EnvWorkflowChanges + "=" + *workflowChanges},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start the local stack: %w", err)

@@ -20,6 +20,7 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/api"
+	sluicesettings "github.com/sluicehq/sluice/settings"
 	"github.com/sluicehq/sluice/test/eventsink"
 	"github.com/sluicehq/sluice/test/historycheck"
 	"github.com/sluicehq/sluice/test/stack"
@@ -95,6 +96,9 @@ func TestChaos(t *testing.T) {
 	stk, err := stack.Start(startCtx, stack.Options{
 		Dir: dir, Tools: tools, Root: root, CRDDirs: crds, DeployDir: filepath.Join(root, "config", "deploy"),
 		Adapter: true, ProgressSink: sink.URL, Audit: true, AuditBlocking: true, AuditPods: true, Prometheus: true, Via: nw.via, Log: log,
+		// Every workflow change of this tree: progress events from local
+		// activities among them, which the run shows lose and reorder none.
+		WorkerEnv: []string{sluicesettings.EnvWorkflowChanges + "=" + sluicesettings.ChangesAll},
 	})
 	if errors.Is(err, stack.ErrNeedsRoot) && os.Getenv("CI") == "" {
 		t.Skip(err)

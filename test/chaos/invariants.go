@@ -333,14 +333,15 @@ func sharesWrong(e *expect, got []int64) string {
 }
 
 // checkProgress: each rollout's progress events, once duplicates (same id)
-// are dropped, are a complete sequence: no number missing, started first,
-// the event of its outcome last.
+// are dropped, are a complete sequence that arrived in order: no number
+// missing, none first received after a later one, started first, the event
+// of its outcome last.
 func checkProgress(expects []*expect, ev evidence) []violation {
 	type pe struct {
 		seq int
 		typ string
 	}
-	by := map[string][]pe{}
+	by := map[string][]pe{} // in the order of first arrival
 	seen := map[string]bool{}
 	for _, e := range ev.Progress {
 		if seen[e.ID()] {
@@ -359,9 +360,14 @@ func checkProgress(expects []*expect, ev evidence) []violation {
 			continue
 		}
 		evs := by[e.Candidate]
-		sort.Slice(evs, func(i, j int) bool { return evs[i].seq < evs[j].seq })
-		var types []string
 		var msg string
+		for i := 1; i < len(evs) && msg == ""; i++ {
+			if evs[i].seq < evs[i-1].seq {
+				msg = fmt.Sprintf("%d arrived after %d", evs[i].seq, evs[i-1].seq)
+			}
+		}
+		sort.SliceStable(evs, func(i, j int) bool { return evs[i].seq < evs[j].seq })
+		var types []string
 		for i, x := range evs {
 			types = append(types, fmt.Sprintf("%d:%s", x.seq, x.typ))
 			if i > 0 && x.seq != evs[i-1].seq+1 && msg == "" {

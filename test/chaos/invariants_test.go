@@ -105,6 +105,11 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		}},
 		{"progress events complete", func(_ *expect, ev *evidence) { ev.Progress = ev.Progress[1:] }},
 		{"progress events complete", func(_ *expect, ev *evidence) { ev.Progress = append(ev.Progress[:1], ev.Progress[3]) }},
+		{"progress events complete", func(_ *expect, ev *evidence) {
+			// All there, but the step first received after the end.
+			p := ev.Progress
+			ev.Progress = []cloudevents.Event{p[0], p[3], p[1]}
+		}},
 	} {
 		expects, ev := good(t)
 		tc.breakIt(expects[0], &ev)
