@@ -30,7 +30,9 @@ SLUICE_HTTP_ADDR (health and metrics, default :9090), KUBECONFIG, and the policy
 defaults SLUICE_DEFAULT_STEPS, SLUICE_DEFAULT_HOLD, SLUICE_DEFAULT_PROGRESS_DEADLINE,
 SLUICE_DEFAULT_VERIFY_TIMEOUT, SLUICE_DEFAULT_DEADLINE; the worker's size
 SLUICE_WORKFLOW_POLLERS, SLUICE_ACTIVITY_POLLERS, SLUICE_MAX_ACTIVITIES and its Kubernetes
-API rate SLUICE_KUBE_QPS, SLUICE_KUBE_BURST (docs/operations.md). Progress events go to K_SINK, with
+API rate SLUICE_KUBE_QPS, SLUICE_KUBE_BURST (docs/operations.md); SLUICE_WORKFLOW_CHANGES=all
+lets new rollouts take the workflow changes the previous release cannot replay (default
+compatible: a rollback of the workers stays safe). Progress events go to K_SINK, with
 K_CE_OVERRIDES applied (the SinkBinding convention); without K_SINK none are sent.
 Where the cluster serves rollouts.sluice.dev, each target's Rollout resource
 shows its rollout (SLUICE_ROLLOUT_RESOURCES=off turns them off; they are
