@@ -90,7 +90,8 @@ func TestRolloutResource(t *testing.T) {
 	keepObject(t, ctx, name, "progressing")
 	wide, _ := stk.Kubectl(ctx, "get", "rollouts", "-n", ns, name, "-o", "wide")
 	t.Logf("kubectl get rollouts -o wide, mid-rollout:\n%s", wide)
-	// Without a UI (the production-shaped Temporal has none) there is no link to check.
+	// Without a UI (Temporal's production topology without its UI server)
+	// there is no link to check.
 	if stk.UIURL != "" {
 		if got, want := rolloutField(ctx, name, ".status.url"), stk.UIURL+"/namespaces/default/workflows/rollout%2Fdefault%2Fservice%2F"+name; got != want {
 			t.Errorf("the Rollout links to %q, want the rollout's page in the Temporal UI %q", got, want)

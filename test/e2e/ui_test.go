@@ -25,7 +25,7 @@ import (
 // scenarios on a 2-core machine.
 func TestTemporalUIShowsRollout(t *testing.T) {
 	if stk.UIURL == "" {
-		t.Skip("this stack's Temporal has no web UI (Temporal's production topology, SLUICE_TEMPORAL=cluster): the UI test runs on the dev server's")
+		t.Skip("this stack's Temporal has no web UI (Temporal's production topology without SLUICE_TEMPORAL_UI_SERVER): run it through `make test`, which builds Temporal's UI server")
 	}
 	chromium := os.Getenv("SLUICE_CHROMIUM_BIN")
 	if chromium == "" {

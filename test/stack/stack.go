@@ -45,8 +45,9 @@ type Tools struct {
 	// with Options.Prometheus.
 	Prometheus string
 	// TemporalServerDir holds Temporal's server and its SQL tool, and
-	// PostgresDir PostgreSQL's programs: needed with Options.TemporalCluster.
-	TemporalServerDir, PostgresDir string
+	// PostgresDir PostgreSQL's programs: needed with Options.TemporalCluster;
+	// TemporalUIServer is Temporal's web UI server, its UI (optional).
+	TemporalServerDir, PostgresDir, TemporalUIServer string
 }
 
 // ToolsFromEnv reads the tool locations that `test/tools/install.sh all` prints.
@@ -62,6 +63,7 @@ func ToolsFromEnv() (Tools, error) {
 
 		TemporalServerDir: os.Getenv("SLUICE_TEMPORAL_SERVER_DIR"),
 		PostgresDir:       os.Getenv("SLUICE_POSTGRES_DIR"),
+		TemporalUIServer:  os.Getenv("SLUICE_TEMPORAL_UI_SERVER"),
 	}
 	if d := os.Getenv("SLUICE_EVENTING_DIR"); d != "" {
 		t.Adapter = filepath.Join(d, "apiserver_receive_adapter")
@@ -126,7 +128,9 @@ type Options struct {
 	// TemporalCluster runs Temporal's production topology instead of the
 	// dev server: the frontend, history, matching and worker services as
 	// processes of their own on PostgreSQL, with several history shards
-	// and SQL advanced visibility (temporalcluster.go). It has no web UI.
+	// and SQL advanced visibility (temporalcluster.go); its web UI is
+	// Temporal's UI server as a process of its own (with UI or UIPort, and
+	// Tools.TemporalUIServer).
 	// SLUICE_TEMPORAL=cluster in the environment turns it on for every
 	// stack, so a whole test package, `make chaos` or `make bench` runs on it.
 	TemporalCluster bool

@@ -37,6 +37,7 @@ const (
 	// workflows), not sluice's worker.
 	TemporalWorkerService = "temporal-worker"
 	Postgres              = "postgres"
+	TemporalUI            = "temporal-ui"
 )
 
 // temporalServices are the server's services, in the order they start.
@@ -56,6 +57,7 @@ type temporalCluster struct {
 	ports    map[string]int
 	services map[string]*proc
 	pg       *proc
+	ui       *proc // Temporal's UI server, if one runs
 }
 
 // lowPort finds a free loopback port below 32768: Temporal's membership
@@ -163,7 +165,39 @@ func (s *Stack) startTemporalCluster(ctx context.Context) error {
 			return err
 		}
 	}
-	return s.temporalReady(ctx)
+	if err := s.temporalReady(ctx); err != nil {
+		return err
+	}
+	return s.startTemporalUI(ctx, c)
+}
+
+// startTemporalUI runs Temporal's web UI server against the frontend, when
+// the stack wants a UI and the tools have one.
+func (s *Stack) startTemporalUI(ctx context.Context, c *temporalCluster) error {
+	if (!s.opts.UI && s.opts.UIPort == 0) || s.opts.Tools.TemporalUIServer == "" {
+		return nil
+	}
+	if s.opts.UIPort == 0 {
+		p, err := freePort()
+		if err != nil {
+			return err
+		}
+		s.opts.UIPort = p
+	}
+	root := filepath.Join(s.opts.Dir, "temporal-ui")
+	if err := os.MkdirAll(filepath.Join(root, "config"), 0o755); err != nil {
+		return err
+	}
+	cfg := fmt.Sprintf("temporalGrpcAddress: %q\nhost: 127.0.0.1\nport: %d\nenableUi: true\ndefaultNamespace: default\ncors:\n  cookieInsecure: true\n", s.TemporalAddr, s.opts.UIPort)
+	if err := os.WriteFile(filepath.Join(root, "config", "development.yaml"), []byte(cfg), 0o644); err != nil {
+		return err
+	}
+	var err error
+	if c.ui, err = startProc(s.opts.Dir, TemporalUI, nil, s.opts.Tools.TemporalUIServer, "--root", root, "--config", "config", "--env", "development", "start"); err != nil {
+		return err
+	}
+	s.UIURL = fmt.Sprintf("http://127.0.0.1:%d", s.opts.UIPort)
+	return waitFor(ctx, c.ui, "Temporal's UI server", 30*time.Second, httpOK(s.UIURL+"/api/v1/settings"))
 }
 
 // startPostgres makes a database cluster in a directory of its own and
@@ -351,7 +385,7 @@ func (c *temporalCluster) procs() []*proc {
 	if c == nil {
 		return nil
 	}
-	var ps []*proc
+	ps := []*proc{c.ui}
 	for _, svc := range temporalServices {
 		ps = append(ps, c.services[svc])
 	}
@@ -366,9 +400,13 @@ func (s *Stack) restartClusterPart(ctx context.Context, name string, p *proc) er
 	if err != nil {
 		return err
 	}
-	if name == Postgres {
+	switch name {
+	case Postgres:
 		c.pg = np
 		return s.postgresReady(ctx, c)
+	case TemporalUI:
+		c.ui = np
+		return waitFor(ctx, np, name, 30*time.Second, httpOK(s.UIURL+"/api/v1/settings"))
 	}
 	svc := strings.TrimPrefix(name, "temporal-")
 	c.services[svc] = np
@@ -387,6 +425,7 @@ func (c *temporalCluster) stop() {
 	if c == nil {
 		return
 	}
+	c.ui.stop(5 * time.Second)
 	var wg sync.WaitGroup
 	for _, p := range c.services {
 		wg.Go(func() { p.stop(10 * time.Second) })

@@ -20,6 +20,7 @@ FLAGGER_VERSION=v1.44.0    # test/tools/flagger/go.mod (make bench-peers only)
 PROMETHEUS_VERSION=v0.316.0 # test/tools/prometheus/go.mod (the module's version of Prometheus 3.16.0)
 HELM_VERSION=v4.3.2        # test/tools/helm/go.mod
 TEMPORAL_SERVER_VERSION=v1.29.1 # test/tools/temporalserver/go.mod: the server the dev server embeds
+TEMPORAL_UI_VERSION=v2.42.1     # test/tools/temporalui/go.mod: the UI the dev server embeds
 
 cache_root=${SLUICE_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice/tools}
 
@@ -186,6 +187,16 @@ install_temporal_server() {
     go.temporal.io/server/cmd/server go.temporal.io/server/cmd/tools/sql
 }
 
+# install_temporal_ui builds Temporal's web UI server, which the stack runs
+# beside the production-shaped Temporal. It prints the binary.
+install_temporal_ui() {
+  local dir
+  dir=$(build_in_module temporalui "$cache_root/temporal-ui-server-$TEMPORAL_UI_VERSION" \
+    "Temporal's UI server $TEMPORAL_UI_VERSION (under a minute after the Temporal CLI)" \
+    github.com/temporalio/ui-server/v2/cmd/server) || return
+  echo "$dir/server"
+}
+
 # install_postgres finds Debian's PostgreSQL server, installing it with
 # apt-get if it is missing, and prints the directory of its programs
 # (postgres, initdb, pg_ctl): the production-shaped Temporal's database.
@@ -246,6 +257,7 @@ case "${1:-}" in
   flagger) install_flagger ;;
   previous) install_previous ;;
   temporal-server) install_temporal_server ;;
+  temporal-ui) install_temporal_ui ;;
   postgres) install_postgres ;;
   all)
     # Prints one line per tool, "export NAME=PATH", for the tests' and the
@@ -262,6 +274,7 @@ case "${1:-}" in
     helm=$(install_helm)
     prometheus=$(install_prometheus)
     temporalserver=$(install_temporal_server)
+    temporalui=$(install_temporal_ui)
     postgres=$(install_postgres)
     # ip netns, for the components that run in network namespaces.
     apt_install ip "network namespaces in the Knative tests" iproute2 >/dev/null
@@ -277,7 +290,8 @@ case "${1:-}" in
     echo "export SLUICE_HELM_BIN=$helm"
     echo "export SLUICE_PROMETHEUS_BIN=$prometheus"
     echo "export SLUICE_TEMPORAL_SERVER_DIR=$temporalserver"
+    echo "export SLUICE_TEMPORAL_UI_SERVER=$temporalui"
     echo "export SLUICE_POSTGRES_DIR=$postgres"
     ;;
-  *) echo "usage: $0 temporal|conformance|kube|etcd|eventing|serving|kwok|browser|ko|helm|prometheus|flagger|previous|temporal-server|postgres|all" >&2; exit 2 ;;
+  *) echo "usage: $0 temporal|conformance|kube|etcd|eventing|serving|kwok|browser|ko|helm|prometheus|flagger|previous|temporal-server|temporal-ui|postgres|all" >&2; exit 2 ;;
 esac
