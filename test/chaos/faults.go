@@ -45,6 +45,17 @@ func faultKinds(cluster bool) []string {
 	return append(kinds, "restart-kube-apiserver", "restart-knative-controller", "net-latency", "net-timeout", "net-reset", "net-down")
 }
 
+// restartOf names the component a fault of one of these kinds kills and
+// starts again, with nothing more to wait for than the component itself.
+var restartOf = map[string]string{
+	"kill-receiver":             stack.Receiver,
+	"restart-temporal":          stack.Temporal,
+	"restart-temporal-frontend": stack.TemporalFrontend,
+	"kill-temporal-history":     stack.TemporalHistory,
+	"kill-temporal-matching":    stack.TemporalMatching,
+	"restart-postgres":          stack.Postgres,
+}
+
 // injector works through its kinds at random moments, one fault at a
 // time, from its own seeded source: the same seed makes the same faults in
 // the same order, with the same durations and pauses.
@@ -135,21 +146,12 @@ func (in *injector) inject(ctx context.Context, kind string) (fault, error) {
 		f.Detail = fmt.Sprintf("down %s", down.Round(time.Millisecond))
 		return err
 	}
+	if name, ok := restartOf[kind]; ok {
+		return f, restart(name)
+	}
 	switch kind {
 	case "kill-worker":
 		return f, restart(in.workers[in.rng.IntN(len(in.workers))])
-	case "kill-receiver":
-		return f, restart(stack.Receiver)
-	case "restart-temporal":
-		return f, restart(stack.Temporal)
-	case "restart-temporal-frontend":
-		return f, restart(stack.TemporalFrontend)
-	case "kill-temporal-history":
-		return f, restart(stack.TemporalHistory)
-	case "kill-temporal-matching":
-		return f, restart(stack.TemporalMatching)
-	case "restart-postgres":
-		return f, restart(stack.Postgres)
 	case "restart-kube-apiserver":
 		if err := restart(stack.APIServer); err != nil {
 			return f, err
