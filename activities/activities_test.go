@@ -491,3 +491,44 @@ func TestResolveRefusesAnotherClustersTarget(t *testing.T) {
 		t.Fatalf("its own cluster's target: %+v, %v", res, err)
 	}
 }
+
+// Someone edits the traffic while sluice waits for the status to show its
+// write: the status can never show it, so the wait ends at once as drift,
+// naming both lists, instead of running out the verify timeout.
+func TestVerifyEndsOnAnEditOfTheWrite(t *testing.T) {
+	f := newFixture(t, helloObjects()...)
+	desired := []servingv1.TrafficTarget{tgt("hello-00001", 90, ""), tgt("hello-00002", 10, "")}
+	f.k.SetFrozen(true)
+	res, err := f.setTraffic(SetTrafficInput{Object: helloRef, Expected: f.liveTraffic(), Desired: desired})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := func() {
+		svc, err := f.k.ServingV1().Services(ns).Get(context.Background(), "hello", metav1.GetOptions{})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		svc.Spec.Traffic = []servingv1.TrafficTarget{tgt("hello-00001", 55, ""), tgt("hello-00002", 45, "")}
+		svc.Generation++
+		if _, err := f.k.ServingV1().Services(ns).Update(context.Background(), svc, metav1.UpdateOptions{}); err != nil {
+			t.Error(err)
+		}
+	}
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		edit()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	begin := time.Now()
+	err = f.a.VerifyTraffic(ctx, VerifyInput{Object: helloRef, Desired: desired, Generation: res.Generation})
+	if errType(err) != ErrDrift || !strings.Contains(err.Error(), "hello-00001=55%") || time.Since(begin) > 5*time.Second {
+		t.Fatalf("verify of a write someone edited: %v after %s", err, time.Since(begin))
+	}
+	// The same when the edit is there before the watch starts.
+	_, err = f.env.ExecuteActivity(f.a.VerifyTraffic, VerifyInput{Object: helloRef, Desired: desired, Generation: res.Generation})
+	if errType(err) != ErrDrift {
+		t.Fatalf("verify after the edit: %v", err)
+	}
+}

@@ -154,6 +154,9 @@ func (a *Activities) ApplyTraffic(ctx context.Context, in ApplyTrafficInput) (Ap
 	// The patch's answer is where the watch starts: no second read.
 	v := VerifyInput{Object: in.Object, Desired: in.Desired, Generation: set.Generation}
 	lacks := a.lacksAfterWatch(ctx, v, live, in.VerifyFor)
+	if err := driftedError(v, lacks); err != nil {
+		return ApplyTrafficResult{}, err
+	}
 	if a.TrafficWrites != nil {
 		a.TrafficWrites(time.Since(start), lacks == "")
 	}
@@ -163,24 +166,54 @@ func (a *Activities) ApplyTraffic(ctx context.Context, in ApplyTrafficInput) (Ap
 // awaitVisible returns nil once the object's status shows the traffic, or,
 // as a retryable error, what it still lacks (see lacksAfterWatch).
 func (a *Activities) awaitVisible(ctx context.Context, in VerifyInput, live knative.Live, limit time.Duration) error {
-	if lacks := a.lacksAfterWatch(ctx, in, live, limit); lacks != "" {
+	lacks := a.lacksAfterWatch(ctx, in, live, limit)
+	if err := driftedError(in, lacks); err != nil {
+		return err
+	}
+	if lacks != "" {
 		return temporal.NewApplicationError(lacks, ErrNotVisible)
 	}
 	return nil
 }
 
+// driftPrefix starts what lacksAfterWatch says when the object's spec no
+// longer holds the traffic sluice wrote: someone else wrote it since.
+const driftPrefix = "spec changed: "
+
+// driftedError is the non-retryable drift of a write whose spec someone
+// else changed while its status was awaited: that status can never show
+// what sluice wrote, so waiting out the verify timeout would only end in a
+// rollback of someone's deliberate edit.
+func driftedError(in VerifyInput, lacks string) error {
+	found, ok := strings.CutPrefix(lacks, driftPrefix)
+	if !ok {
+		return nil
+	}
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+		"traffic on %s was changed outside sluice while its write was verified: wrote %s, found %s; resume to take the live traffic as the new starting point, or abort to roll back (a GitOps tool that re-applies spec.traffic from Git does this: see docs/gitops.md)",
+		in.Object, knative.FormatTraffic(in.Desired), found), ErrDrift, nil)
+}
+
 // lacksAfterWatch is "" once the object's status shows the traffic — at
 // once if live shows it, else by watching from live for at most limit (0:
 // until shortly before the activity's deadline) — or else the last reason
-// it did not.
+// it did not: driftPrefix and the spec's traffic if someone else changed
+// the spec's traffic since sluice wrote it (the watch then ends at once).
 func (a *Activities) lacksAfterWatch(ctx context.Context, in VerifyInput, live knative.Live, limit time.Duration) string {
 	lacks := live.Lacks(in.Object, in.Desired, in.Generation)
+	if lacks != "" && live.Generation > in.Generation && !knative.SameTraffic(live.Spec, in.Desired) {
+		return driftPrefix + knative.FormatTraffic(live.Spec)
+	}
 	if lacks != "" {
 		wctx, cancel := a.watchContext(ctx, limit)
 		defer cancel()
 		_, err := a.Knative.WatchTraffic(wctx, in.Object, live.ResourceVersion, func(l knative.Live, gone bool) bool {
 			if gone {
 				return false
+			}
+			if l.Generation > in.Generation && !knative.SameTraffic(l.Spec, in.Desired) {
+				lacks = driftPrefix + knative.FormatTraffic(l.Spec)
+				return true
 			}
 			lacks = l.Lacks(in.Object, in.Desired, in.Generation)
 			return lacks == ""
