@@ -153,7 +153,7 @@ func (a *Activities) ApplyTraffic(ctx context.Context, in ApplyTrafficInput) (Ap
 	}
 	// The patch's answer is where the watch starts: no second read.
 	v := VerifyInput{Object: in.Object, Desired: in.Desired, Generation: set.Generation}
-	lacks := a.lacksAfterWatch(ctx, v, live, in.VerifyFor)
+	lacks := a.lacksAfterWatch(ctx, v, live, in.VerifyFor, true)
 	if err := driftedError(v, lacks); err != nil {
 		return ApplyTrafficResult{}, err
 	}
@@ -166,11 +166,7 @@ func (a *Activities) ApplyTraffic(ctx context.Context, in ApplyTrafficInput) (Ap
 // awaitVisible returns nil once the object's status shows the traffic, or,
 // as a retryable error, what it still lacks (see lacksAfterWatch).
 func (a *Activities) awaitVisible(ctx context.Context, in VerifyInput, live knative.Live, limit time.Duration) error {
-	lacks := a.lacksAfterWatch(ctx, in, live, limit)
-	if err := driftedError(in, lacks); err != nil {
-		return err
-	}
-	if lacks != "" {
+	if lacks := a.lacksAfterWatch(ctx, in, live, limit, false); lacks != "" {
 		return temporal.NewApplicationError(lacks, ErrNotVisible)
 	}
 	return nil
@@ -181,9 +177,12 @@ func (a *Activities) awaitVisible(ctx context.Context, in VerifyInput, live knat
 const driftPrefix = "spec changed: "
 
 // driftedError is the non-retryable drift of a write whose spec someone
-// else changed while its status was awaited: that status can never show
-// what sluice wrote, so waiting out the verify timeout would only end in a
-// rollback of someone's deliberate edit.
+// else changed while the write's own watch awaited its status: that status
+// can never show what sluice wrote, so waiting out the verify timeout would
+// only end in a rollback of someone's deliberate edit. The workflow pauses
+// on it as on any drift. (The later rounds of VerifyTraffic do not stop on
+// it: the workflow code that runs them rolls back on their errors, so they
+// keep watching as they always did.)
 func driftedError(in VerifyInput, lacks string) error {
 	found, ok := strings.CutPrefix(lacks, driftPrefix)
 	if !ok {
@@ -197,11 +196,15 @@ func driftedError(in VerifyInput, lacks string) error {
 // lacksAfterWatch is "" once the object's status shows the traffic — at
 // once if live shows it, else by watching from live for at most limit (0:
 // until shortly before the activity's deadline) — or else the last reason
-// it did not: driftPrefix and the spec's traffic if someone else changed
-// the spec's traffic since sluice wrote it (the watch then ends at once).
-func (a *Activities) lacksAfterWatch(ctx context.Context, in VerifyInput, live knative.Live, limit time.Duration) string {
+// it did not. With drift, it ends at once, saying driftPrefix and the
+// spec's traffic, if someone else changed the spec's traffic since sluice
+// wrote it.
+func (a *Activities) lacksAfterWatch(ctx context.Context, in VerifyInput, live knative.Live, limit time.Duration, drift bool) string {
+	drifted := func(l knative.Live) bool {
+		return drift && l.Generation > in.Generation && !knative.SameTraffic(l.Spec, in.Desired)
+	}
 	lacks := live.Lacks(in.Object, in.Desired, in.Generation)
-	if lacks != "" && live.Generation > in.Generation && !knative.SameTraffic(live.Spec, in.Desired) {
+	if lacks != "" && drifted(live) {
 		return driftPrefix + knative.FormatTraffic(live.Spec)
 	}
 	if lacks != "" {
@@ -211,7 +214,7 @@ func (a *Activities) lacksAfterWatch(ctx context.Context, in VerifyInput, live k
 			if gone {
 				return false
 			}
-			if l.Generation > in.Generation && !knative.SameTraffic(l.Spec, in.Desired) {
+			if drifted(l) {
 				lacks = driftPrefix + knative.FormatTraffic(l.Spec)
 				return true
 			}
