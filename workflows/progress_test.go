@@ -97,34 +97,32 @@ func (h *harness) countEmits() *emits {
 
 // Progress events go out from local activities (progressLocal), one at a
 // time and in order: no activity of their own is scheduled, so Temporal
-// dispatches nothing and records no task for them.
-func TestProgressEventsAreLocalActivities(t *testing.T) {
-	h := newHarness(t, helloObjects(nil, true)...)
-	s := h.withSink(t)
-	n := h.countEmits()
-	h.run("hello-00002")
-	if got := strings.Join(types(s), ","); got != "started,step,step,step,succeeded" {
-		t.Fatalf("progress events: %s", got)
-	}
-	if n.local != 5 || n.remote != 0 {
-		t.Fatalf("%d local tries and %d activities, want the 5 events by local activity", n.local, n.remote)
-	}
-}
-
-// A worker keeping the way back open (KeepRollbackOpen, the default
-// setting) sends events by activity, the previous release's way, so that
-// release can replay what it starts.
-func TestProgressEventsKeepTheRollbackOpen(t *testing.T) {
-	h := newHarness(t, helloObjects(nil, true)...)
-	h.env.SetWorkerOptions(worker.Options{PreferredVersionProvider: KeepRollbackOpen})
-	s := h.withSink(t)
-	n := h.countEmits()
-	h.run("hello-00002")
-	if got := strings.Join(types(s), ","); got != "started,step,step,step,succeeded" {
-		t.Fatalf("progress events: %s", got)
-	}
-	if n.local != 0 || n.remote != 5 {
-		t.Fatalf("%d local tries and %d activities, want 0 and 5", n.local, n.remote)
+// dispatches nothing and records no task for them. A worker keeping the
+// way back open (KeepRollbackOpen, the default setting) sends them by
+// activity, the previous release's way, so that release can replay what it
+// starts.
+func TestProgressEventsByLocalActivity(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		opts          worker.Options
+		local, remote int
+	}{
+		{"every change", worker.Options{}, 5, 0},
+		{"the way back kept open", worker.Options{PreferredVersionProvider: KeepRollbackOpen}, 0, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, helloObjects(nil, true)...)
+			h.env.SetWorkerOptions(tc.opts)
+			s := h.withSink(t)
+			n := h.countEmits()
+			h.run("hello-00002")
+			if got := strings.Join(types(s), ","); got != "started,step,step,step,succeeded" {
+				t.Fatalf("progress events: %s", got)
+			}
+			if n.local != tc.local || n.remote != tc.remote {
+				t.Fatalf("%d local tries and %d activities, want %d and %d", n.local, n.remote, tc.local, tc.remote)
+			}
+		})
 	}
 }
 
