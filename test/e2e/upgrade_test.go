@@ -71,11 +71,13 @@ func upgradeCases() []upgradeCase {
 			reach:  func(n string, s api.Status) bool { return s.Candidate == n+"-00002" && s.Phase == api.PhaseGate },
 			finish: [][]string{{"promote", "--reason", "after the upgrade"}}, want: api.OutcomeSucceeded},
 		// A pause keeps the hold's time left, so a short hold waits as
-		// long as the pause does.
-		{state: "paused", ann: map[string]string{"sluice.dev/steps": "30,100", "sluice.dev/hold": "5s"},
+		// long as the pause does. The hold is long enough for the pause to
+		// land in it on a busy machine (at 5 s, a pause sent as the hold
+		// was seen came after the rollout had ended, once in CI).
+		{state: "paused", ann: map[string]string{"sluice.dev/steps": "30,100", "sluice.dev/hold": "20s"},
 			reach: holding(30), put: pause, reached: paused,
 			finish: [][]string{{"resume", "--reason", "after the upgrade"}}, want: api.OutcomeSucceeded},
-		{state: "drifted", ann: map[string]string{"sluice.dev/steps": "30,60,100", "sluice.dev/hold": "5s"},
+		{state: "drifted", ann: map[string]string{"sluice.dev/steps": "30,60,100", "sluice.dev/hold": "20s"},
 			reach: holding(30),
 			put: func(t *testing.T, n string) {
 				patchTraffic(t, n, []servingv1.TrafficTarget{{RevisionName: n + "-00001", Percent: new(int64(80))}, {RevisionName: n + "-00002", Percent: new(int64(20))}})
