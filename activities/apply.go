@@ -153,9 +153,9 @@ func (a *Activities) ApplyTraffic(ctx context.Context, in ApplyTrafficInput) (Ap
 	}
 	// The patch's answer is where the watch starts: no second read.
 	v := VerifyInput{Object: in.Object, Desired: in.Desired, Generation: set.Generation}
-	lacks := a.lacksAfterWatch(ctx, v, live, in.VerifyFor, true)
-	if err := driftedError(v, lacks); err != nil {
-		return ApplyTrafficResult{}, err
+	lacks, edited := a.lacksAfterWatch(ctx, v, live, in.VerifyFor, true)
+	if edited != nil {
+		return ApplyTrafficResult{}, driftedError(v, edited)
 	}
 	if a.TrafficWrites != nil {
 		a.TrafficWrites(time.Since(start), lacks == "")
@@ -166,15 +166,11 @@ func (a *Activities) ApplyTraffic(ctx context.Context, in ApplyTrafficInput) (Ap
 // awaitVisible returns nil once the object's status shows the traffic, or,
 // as a retryable error, what it still lacks (see lacksAfterWatch).
 func (a *Activities) awaitVisible(ctx context.Context, in VerifyInput, live knative.Live, limit time.Duration) error {
-	if lacks := a.lacksAfterWatch(ctx, in, live, limit, false); lacks != "" {
+	if lacks, _ := a.lacksAfterWatch(ctx, in, live, limit, false); lacks != "" {
 		return temporal.NewApplicationError(lacks, ErrNotVisible)
 	}
 	return nil
 }
-
-// driftPrefix starts what lacksAfterWatch says when the object's spec no
-// longer holds the traffic sluice wrote: someone else wrote it since.
-const driftPrefix = "spec changed: "
 
 // driftedError is the non-retryable drift of a write whose spec someone
 // else changed while the write's own watch awaited its status: that status
@@ -183,29 +179,24 @@ const driftPrefix = "spec changed: "
 // on it as on any drift. (The later rounds of VerifyTraffic do not stop on
 // it: the workflow code that runs them rolls back on their errors, so they
 // keep watching as they always did.)
-func driftedError(in VerifyInput, lacks string) error {
-	found, ok := strings.CutPrefix(lacks, driftPrefix)
-	if !ok {
-		return nil
-	}
+func driftedError(in VerifyInput, edited []servingv1.TrafficTarget) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 		"traffic on %s was changed outside sluice while its write was verified: wrote %s, found %s; resume to take the live traffic as the new starting point, or abort to roll back (a GitOps tool that re-applies spec.traffic from Git does this: see docs/gitops.md)",
-		in.Object, knative.FormatTraffic(in.Desired), found), ErrDrift, nil)
+		in.Object, knative.FormatTraffic(in.Desired), knative.FormatTraffic(edited)), ErrDrift, nil)
 }
 
 // lacksAfterWatch is "" once the object's status shows the traffic — at
 // once if live shows it, else by watching from live for at most limit (0:
 // until shortly before the activity's deadline) — or else the last reason
-// it did not. With drift, it ends at once, saying driftPrefix and the
-// spec's traffic, if someone else changed the spec's traffic since sluice
-// wrote it.
-func (a *Activities) lacksAfterWatch(ctx context.Context, in VerifyInput, live knative.Live, limit time.Duration, drift bool) string {
+// it did not. With drift, it ends at once if someone else changed the
+// spec's traffic since sluice wrote it, and returns that traffic as edited.
+func (a *Activities) lacksAfterWatch(ctx context.Context, in VerifyInput, live knative.Live, limit time.Duration, drift bool) (lacks string, edited []servingv1.TrafficTarget) {
 	drifted := func(l knative.Live) bool {
 		return drift && l.Generation > in.Generation && !knative.SameTraffic(l.Spec, in.Desired)
 	}
-	lacks := live.Lacks(in.Object, in.Desired, in.Generation)
+	lacks = live.Lacks(in.Object, in.Desired, in.Generation)
 	if lacks != "" && drifted(live) {
-		return driftPrefix + knative.FormatTraffic(live.Spec)
+		return lacks, live.Spec
 	}
 	if lacks != "" {
 		wctx, cancel := a.watchContext(ctx, limit)
@@ -215,7 +206,7 @@ func (a *Activities) lacksAfterWatch(ctx context.Context, in VerifyInput, live k
 				return false
 			}
 			if drifted(l) {
-				lacks = driftPrefix + knative.FormatTraffic(l.Spec)
+				edited = l.Spec
 				return true
 			}
 			lacks = l.Lacks(in.Object, in.Desired, in.Generation)
@@ -223,7 +214,7 @@ func (a *Activities) lacksAfterWatch(ctx context.Context, in VerifyInput, live k
 		})
 		warnNoWatch(ctx, err)
 	}
-	return lacks
+	return lacks, edited
 }
 
 // watchContext bounds a watch by limit (0: none) and by WatchLimit, and

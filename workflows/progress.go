@@ -67,8 +67,8 @@ func (r *rollout) sendProgress(ctx workflow.Context) {
 // activity, run by the worker inside the workflow task that queued them,
 // instead of an activity of their own: Temporal then records one marker in
 // a task it completes anyway, where an activity costs a dispatch, three
-// events and a workflow task more — about a third of Temporal's work per
-// step. Still one event at a time, in order, with the ID fixed when it was
+// events and a workflow task more (a third of a rollout's workflow tasks;
+// 13 to 22% of the dev server's CPU per step, docs/benchmarks.md). Still one event at a time, in order, with the ID fixed when it was
 // queued: a local activity whose task is lost runs again on replay and
 // repeats the same event, as a retried activity does. Rollouts started
 // before the change have no marker and keep sending by activity.

@@ -71,17 +71,8 @@ func (s *Stack) Restart(ctx context.Context, name string) error {
 			s.extra[i] = np
 		}
 	}
-	// The others have no readiness of their own to wait on here: they
-	// must at least not exit at once.
-	select {
-	case <-np.done:
-		_, err := np.exited()
-		return fmt.Errorf("%s exited as it restarted (%v); its log:\n%s", name, err, np.tail(3000))
-	case <-time.After(time.Second):
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	// The others have no readiness of their own to wait on here.
+	return np.staysUp(ctx)
 }
 
 // Exited reports whether a component's process has exited: one that

@@ -106,6 +106,20 @@ func (p *proc) kill() {
 	<-p.done
 }
 
+// staysUp is the readiness of a process with none of its own to check: it
+// must at least not exit within its first second.
+func (p *proc) staysUp(ctx context.Context) error {
+	select {
+	case <-p.done:
+		_, err := p.exited()
+		return fmt.Errorf("%s exited as it started (%v); its log:\n%s", p.name, err, p.tail(3000))
+	case <-time.After(time.Second):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 func cmpSignal(set, def syscall.Signal) syscall.Signal {
 	if set != 0 {
 		return set

@@ -197,7 +197,11 @@ func (s *Stack) startTemporalUI(ctx context.Context, c *temporalCluster) error {
 		return err
 	}
 	s.UIURL = fmt.Sprintf("http://127.0.0.1:%d", s.opts.UIPort)
-	return waitFor(ctx, c.ui, "Temporal's UI server", 30*time.Second, httpOK(s.UIURL+"/api/v1/settings"))
+	return s.temporalUIReady(ctx, c.ui)
+}
+
+func (s *Stack) temporalUIReady(ctx context.Context, p *proc) error {
+	return waitFor(ctx, p, "Temporal's UI server", 30*time.Second, httpOK(s.UIURL+"/api/v1/settings"))
 }
 
 // startPostgres makes a database cluster in a directory of its own and
@@ -336,15 +340,7 @@ func (s *Stack) startTemporalService(ctx context.Context, c *temporalCluster, sv
 func (s *Stack) temporalServiceReady(ctx context.Context, c *temporalCluster, svc string) error {
 	p := c.services[svc]
 	if svc == "worker" {
-		select {
-		case <-p.done:
-			_, err := p.exited()
-			return fmt.Errorf("%s exited at start (%v); its log:\n%s", p.name, err, p.tail(3000))
-		case <-time.After(time.Second):
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return p.staysUp(ctx)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", c.ports[svc])
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -392,8 +388,8 @@ func (c *temporalCluster) procs() []*proc {
 	return append(ps, c.pg)
 }
 
-// restart brings a killed component of the topology back and waits until
-// it answers as it did at start.
+// restartClusterPart brings a killed part of the topology back and waits
+// until it answers as it did at start.
 func (s *Stack) restartClusterPart(ctx context.Context, name string, p *proc) error {
 	c := s.cluster
 	np, err := p.respawn()
@@ -406,7 +402,7 @@ func (s *Stack) restartClusterPart(ctx context.Context, name string, p *proc) er
 		return s.postgresReady(ctx, c)
 	case TemporalUI:
 		c.ui = np
-		return waitFor(ctx, np, name, 30*time.Second, httpOK(s.UIURL+"/api/v1/settings"))
+		return s.temporalUIReady(ctx, np)
 	}
 	svc := strings.TrimPrefix(name, "temporal-")
 	c.services[svc] = np
