@@ -72,6 +72,11 @@ func main() {
 	noResources := flag.String("no-rollout-resources", "", "levels run again with the worker's Rollout resources off (SLUICE_ROLLOUT_RESOURCES=off), to see what they cost the steps, comma-separated (empty: none)")
 	timeout := flag.Duration("timeout", 5*time.Minute, "how long one level's rollouts may take")
 	peers := flag.String("peers", "", "instead: sluice and Flagger side by side at these levels, e.g. 1,10,100 (FLAGGER_BIN, FLAGGER_DIR: its binary and module)")
+	fleet := flag.String("fleet", "", "instead: the fleet run at these levels, e.g. 1000,5000: sluice and Temporal's production topology alone, Knative played by a stand-in (test/servingstandin)")
+	fleetWorkers := flag.String("fleet-workers", "1,2", "with -fleet: each level with each of these counts of worker processes")
+	fleetSteps := flag.Int("fleet-steps", 2, "with -fleet: steps per rollout")
+	fleetHold := flag.Duration("fleet-hold", 2*time.Minute, "with -fleet: hold of each step (long enough that every rollout of a level runs at once)")
+	fleetTimeout := flag.Duration("fleet-timeout", 40*time.Minute, "with -fleet: how long one level's rollouts may take")
 	flag.BoolVar(sluiceOnly, "peers-sluice-only", false, "with -peers: run sluice's half alone")
 	flag.StringVar(workflowChanges, "workflow-changes", "all", "the worker's SLUICE_WORKFLOW_CHANGES: all (every workflow change of this tree, what it costs once rollback to the previous release is closed) or compatible (the default of a worker)")
 	flag.BoolVar(inMemory, "temporal-in-memory", true, "keep the Temporal dev server's database in memory (false: a SQLite file, synced to disk on every write)")
@@ -100,6 +105,9 @@ func main() {
 	}
 
 	e := env{tools: tools, root: root, crds: crds, log: log, timeout: *timeout}
+	if *fleet != "" {
+		os.Exit(runFleet(*fleet, *fleetWorkers, *fleetSteps, *fleetHold, *fleetTimeout, e))
+	}
 	if *peers != "" {
 		os.Exit(runPeers(*peers, e, flaggerTool{bin: os.Getenv("FLAGGER_BIN"), dir: os.Getenv("FLAGGER_DIR")}))
 	}

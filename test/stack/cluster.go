@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/test/ingress"
 	"github.com/sluicehq/sluice/test/requestsim"
+	"github.com/sluicehq/sluice/test/servingstandin"
 )
 
 // The network namespaces of the full stack, by number on its bridge.
@@ -169,5 +170,19 @@ func (s *Stack) watchReady(ctx context.Context) error {
 	}
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
+	return nil
+}
+
+// startServingStandIn runs test/servingstandin in place of Knative Serving
+// (Options.ServingStandIn); it tells Options.OnReady itself.
+func (s *Stack) startServingStandIn(ctx context.Context) error {
+	c := &servingstandin.Controller{Client: s.Serving, Namespace: Namespace, OnReady: s.opts.OnReady, Log: s.opts.Log}
+	loopCtx, cancel := context.WithCancel(context.Background())
+	done, err := c.Run(loopCtx, 8)
+	if err != nil {
+		cancel()
+		return err
+	}
+	s.background = append(s.background, func() { cancel(); <-done })
 	return nil
 }

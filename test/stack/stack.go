@@ -98,6 +98,13 @@ type Options struct {
 	// ControlPlaneOnly starts etcd and kube-apiserver with the CRDs, and
 	// nothing else: for tests that run Knative's own components beside it.
 	ControlPlaneOnly bool
+	// ServingStandIn runs, instead of Knative Serving's controller, webhook
+	// and autoscaler and everything beneath them (kube's controllers, kwok,
+	// the data plane, the ingress), the stand-in of test/servingstandin,
+	// which makes every Revision Ready at once and has status follow spec:
+	// for the fleet run, which measures sluice and Temporal at thousands of
+	// Services that Knative's own controller could not carry here.
+	ServingStandIn bool
 	// NoSluice starts everything but sluice: no manifests applied, no
 	// worker, receiver or ApiServerSource adapter. For tests that install
 	// sluice themselves (Spawn, StartAdapter, ServiceAccountKubeconfig).
@@ -283,7 +290,19 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		{"kube-apiserver", s.startAPIServer},
 		{"Knative CRDs", s.applyCRDs},
 	}
-	if !o.ControlPlaneOnly {
+	switch {
+	case o.ServingStandIn:
+		if !o.NoSluice {
+			steps = append(steps, step{"sluice's manifests", s.applyDeploy})
+		}
+		steps = append(steps, step{"Knative Serving stand-in", s.startServingStandIn}, step{"Temporal", s.startTemporal})
+		if !o.NoSluice {
+			steps = append(steps, step{"sluice worker", s.StartWorker}, step{"sluice receiver", s.StartReceiver})
+		}
+		if o.Adapter && !o.NoSluice {
+			steps = append(steps, step{"ApiServerSource adapter", s.startAdapter})
+		}
+	case !o.ControlPlaneOnly:
 		steps = append([]step{{"network namespaces", s.startBridge}}, steps...)
 		steps = append(steps, []step{
 			{"kube-controller-manager", s.startControllerManager},
