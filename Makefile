@@ -17,11 +17,13 @@
 #                everything around them, then invariants over every rollout (docs/reliability.md; CHAOS_SEED=... replays a run)
 #   make bench-peers  sluice and Flagger v1.44.0 (knative provider) side by side on one stack at 1, 10 and 100
 #                Services (PEERS=...), the same plan and the same measuring code (docs/benchmarks.md)
+#   make bench-fleet  sluice and Temporal's production topology alone at 1,000 and 5,000 rollouts at once
+#                (FLEET=..., FLEET_WORKERS=...), one and two workers, Knative played by a stand-in (docs/benchmarks.md)
 
 GO ?= go
 TOOLS := test/tools/install.sh
 
-.PHONY: build test lint tools worker demo bench bench-peers images release chaos record-histories
+.PHONY: build test lint tools worker demo bench bench-peers bench-fleet images release chaos record-histories
 
 # The version this tree is, or leads to, from the VERSION file (semver;
 # docs/operations.md). `make release` stamps it as is; every other build
@@ -102,6 +104,14 @@ bench-peers: build
 	@$(TOOL_ENV); export FLAGGER_BIN=$$(bash $(TOOLS) flagger) || exit 1; \
 	export FLAGGER_DIR=$$(cd test/tools/flagger && $(GO) list -m -f '{{.Dir}}' github.com/fluxcd/flagger) || exit 1; \
 	$(GO) run ./test/bench -peers $(PEERS) -timeout 10m $(PEERS_FLAGS)
+
+# The fleet run: the stand-in of test/servingstandin answers for Knative
+# (whose own controller cannot carry thousands of Revisions on two cores),
+# so the limits that show are sluice's and Temporal's (JSON to $BENCH_OUT).
+FLEET ?= 1000,5000
+FLEET_WORKERS ?= 1,2
+bench-fleet: build
+	@$(TOOL_ENV); $(GO) run ./test/bench -fleet $(FLEET) -fleet-workers $(FLEET_WORKERS) $(FLEET_FLAGS)
 
 # A release's own set of recorded histories (docs/operations.md, "Cutting a
 # release"): the integration tests that record one rollout shape each write

@@ -53,8 +53,12 @@ type FleetResult struct {
 	// PeakRunning is the most rollouts Temporal's visibility counted
 	// running at once (sampled every few seconds), and AllRunning whether
 	// every rollout of the run was running at one sample.
-	PeakRunning int     `json:"peak_running"`
-	PerMinute   float64 `json:"rollouts_per_minute"`
+	PeakRunning int `json:"peak_running"`
+	// StartedSeconds: the first trigger → every rollout started (to the
+	// sample that first counted them all), and StartsPerSecond the rate.
+	StartedSeconds  float64 `json:"all_started_seconds"`
+	StartsPerSecond float64 `json:"starts_per_second"`
+	PerMinute       float64 `json:"rollouts_per_minute"`
 	// Worker CPU over the window, per rollout and per step, and the cores
 	// it used on average; RolloutsPerCoreMinute is how many of these
 	// rollouts one worker core completes a minute at that cost.
@@ -71,6 +75,9 @@ type FleetResult struct {
 	WorkerPeakRSSMiB   float64 `json:"worker_peak_rss_mib"`
 	KiBPerRunning      float64 `json:"worker_kib_per_running_rollout"`
 	ReceiverCPUSeconds float64 `json:"receiver_cpu_seconds"`
+	// ReceiverEvents: the ApiServerSource events the receiver answered in
+	// the window, by type, and its mean time to answer one.
+	ReceiverEvents map[string]ReceiverLoad `json:"receiver_events"`
 	// Temporal: every service and PostgreSQL with its backends.
 	TemporalCPUSeconds    float64 `json:"temporal_cpu_seconds"`
 	TemporalCPUPerRollout float64 `json:"temporal_cpu_ms_per_rollout"`
@@ -128,23 +135,34 @@ func runFleet(levels, workers string, steps int, hold, timeout time.Duration, e 
 		}
 		e.log.Info("bench-fleet: done", "rollouts", r.Rollouts, "workers", r.Workers, "cpu", res.cpuLine)
 		report.Results = append(report.Results, res)
+		// Written after every run: a level of 5,000 takes most of an
+		// hour, and what finished stands if a later one is stopped.
+		report.Took = time.Since(began).Round(time.Second).String()
+		if err := writeFleet(report); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-fleet:", err)
+			return 1
+		}
 	}
-	report.Took = time.Since(began).Round(time.Second).String()
 	fmt.Print(fleetMarkdown(report))
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+// writeFleet writes the report as JSON to $BENCH_OUT (default
+// fleet-results.json).
+func writeFleet(report FleetReport) error {
 	out := os.Getenv("BENCH_OUT")
 	if out == "" {
 		out = "fleet-results.json"
 	}
 	b, _ := json.MarshalIndent(report, "", "  ")
 	if err := os.WriteFile(out, append(b, '\n'), 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, "bench-fleet:", err)
-		return 1
+		return err
 	}
 	fmt.Fprintf(os.Stderr, "bench-fleet: wrote %s (took %s)\n", out, report.Took)
-	if failed {
-		return 1
-	}
-	return 0
+	return nil
 }
 
 func measureFleet(ctx context.Context, r FleetRun, e env, timeout time.Duration) (res FleetResult, err error) {
@@ -217,7 +235,7 @@ func measureFleet(ctx context.Context, r FleetRun, e env, timeout time.Duration)
 		return res, err
 	}
 	e.log.Info("bench-fleet: triggered", "rollouts", r.Rollouts, "took", time.Since(t0).Round(time.Second))
-	closed, err := watchFleet(ctx, tc, r.Rollouts, workerPids, timeout, &res, e)
+	closed, err := watchFleet(ctx, tc, r.Rollouts, t0, workerPids, timeout, &res, e)
 	if err != nil {
 		return res, err
 	}
@@ -241,6 +259,7 @@ func measureFleet(ctx context.Context, r FleetRun, e env, timeout time.Duration)
 		res.RolloutsPerCoreMinute = round(60*float64(closed)/w.CPUSeconds, 0)
 	}
 	res.Throttle = throttle(before.throttle, after.throttle)
+	res.ReceiverEvents = receiverLoad(before.receiverTimes, after.receiverTimes)
 	if res.Succeeded, err = countRollouts(ctx, tc, fmt.Sprintf("%s = '%s'", api.AttrOutcome.GetName(), api.OutcomeSucceeded)); err != nil {
 		return res, err
 	}
@@ -264,7 +283,7 @@ func measureFleet(ctx context.Context, r FleetRun, e env, timeout time.Duration)
 // watchFleet samples Temporal's visibility every few seconds until all n
 // rollouts have closed or timeout passes, noting the most running at once
 // and the workers' memory then. It returns how many closed.
-func watchFleet(ctx context.Context, tc client.Client, n int, workerPids []int, timeout time.Duration, res *FleetResult, e env) (int, error) {
+func watchFleet(ctx context.Context, tc client.Client, n int, t0 time.Time, workerPids []int, timeout time.Duration, res *FleetResult, e env) (int, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		time.Sleep(5 * time.Second)
@@ -280,6 +299,10 @@ func watchFleet(ctx context.Context, tc client.Client, n int, workerPids []int, 
 			res.PeakRunning = running
 			res.WorkerRSSAtPeakMiB = round(rssKiB(workerPids)/1024, 1)
 			res.KiBPerRunning = round((res.WorkerRSSAtPeakMiB-res.WorkerRSSBeforeMiB)*1024/float64(running), 1)
+		}
+		if res.StartedSeconds == 0 && running+closed >= n {
+			res.StartedSeconds = round(time.Since(t0).Seconds(), 1)
+			res.StartsPerSecond = round(float64(n)/res.StartedSeconds, 1)
 		}
 		e.log.Info("bench-fleet: progress", "running", running, "closed", closed, "of", n)
 		if closed >= n {
@@ -366,24 +389,29 @@ func startLag(hists []history, ready *readyLog) Stats {
 func fleetMarkdown(rep FleetReport) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Fleet run: %d cores (%s), took %s\n\n", rep.Machine.Cores, rep.Machine.CPU, rep.Took)
-	b.WriteString("| rollouts | workers | succeeded / failed / unfinished | peak running | window s | per minute | worker CPU s (cores) | worker ms per rollout / step | rollouts per worker core-minute | worker RSS before / at peak MiB (KiB per running) | Temporal CPU s (ms per rollout) | receiver CPU s | actions / events / history KiB per rollout | Ready → first write p50 / p99 ms | step write / decide / dispatch / queue p50 ms (p99) | busy |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| rollouts | workers | succeeded / failed / unfinished | all started after s (per s) | peak running | window s | per minute | worker CPU s (cores) | worker ms per rollout / step | rollouts per worker core-minute | worker RSS before / at peak MiB (KiB per running) | Temporal CPU s (ms per rollout) | receiver CPU s | actions / events / history KiB per rollout | Ready → first write p50 / p99 ms | step write / decide / dispatch / queue p50 ms (p99) | busy |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rep.Results {
 		if r.Error != "" && r.WindowSeconds == 0 {
-			fmt.Fprintf(&b, "| %d | %d | error: %s |  |  |  |  |  |  |  |  |  |  |  |  |  |\n", r.Rollouts, r.Workers, r.Error)
+			fmt.Fprintf(&b, "| %d | %d | error: %s |  |  |  |  |  |  |  |  |  |  |  |  |  |  |\n", r.Rollouts, r.Workers, r.Error)
 			continue
 		}
 		bd := r.Breakdown
-		fmt.Fprintf(&b, "| %d | %d | %d / %d / %d | %d | %.0f | %.1f | %.1f (%.2f) | %.1f / %.1f | %.0f | %.0f / %.0f (%.1f) | %.1f (%.1f) | %.1f | %.1f / %.1f / %.1f | %.0f / %.0f | %.0f / %.0f / %.0f / %.0f (%.0f / %.0f / %.0f / %.0f) | %.2f |\n",
-			r.Rollouts, r.Workers, r.Succeeded, r.Failed, r.Unfinished, r.PeakRunning, r.WindowSeconds, r.PerMinute,
+		fmt.Fprintf(&b, "| %d | %d | %d / %d / %d | %.0f (%.1f) | %d | %.0f | %.1f | %.1f (%.2f) | %.1f / %.1f | %.0f | %.0f / %.0f (%.1f) | %.1f (%.1f) | %.1f | %.1f / %.1f / %.1f | %.0f / %.0f | %.0f / %.0f / %.0f / %.0f (%.0f / %.0f / %.0f / %.0f) | %.2f |\n",
+			r.Rollouts, r.Workers, r.Succeeded, r.Failed, r.Unfinished, r.StartedSeconds, r.StartsPerSecond, r.PeakRunning, r.WindowSeconds, r.PerMinute,
 			r.WorkerCPUSeconds, r.WorkerCores, r.WorkerCPUPerRollout, r.WorkerCPUPerStep, r.RolloutsPerCoreMinute,
 			r.WorkerRSSBeforeMiB, r.WorkerRSSAtPeakMiB, r.KiBPerRunning, r.TemporalCPUSeconds, r.TemporalCPUPerRollout, r.ReceiverCPUSeconds,
 			r.History.ActionsPerRollout, r.History.EventsPerRollout, r.HistoryBytesPerRollout/1024, r.StartLag.P50, r.StartLag.P99,
 			bd.Write.P50, bd.Decide.P50, bd.Dispatch.P50, bd.Queue.P50, bd.Write.P99, bd.Decide.P99, bd.Dispatch.P99, bd.Queue.P99, r.Busy)
 	}
-	b.WriteString("\nCPU by process over each window:\n\n")
+	b.WriteString("\nCPU by process over each window; the first worker's Kubernetes rate limiter; the receiver's events:\n\n")
 	for _, r := range rep.Results {
-		fmt.Fprintf(&b, "- %d rollouts, %d workers: %s\n", r.Rollouts, r.Workers, r.cpuLine)
+		fmt.Fprintf(&b, "- %d rollouts, %d workers: %s; rate limiter: %d requests, mean wait %.1f ms, %d over 100 ms; receiver:",
+			r.Rollouts, r.Workers, r.cpuLine, r.Throttle.Requests, r.Throttle.MeanMS, r.Throttle.Over100)
+		for _, typ := range sortedKeys(r.ReceiverEvents) {
+			fmt.Fprintf(&b, " %s %d (mean %.1f ms)", typ, r.ReceiverEvents[typ].Events, r.ReceiverEvents[typ].MeanMS)
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }
