@@ -17,6 +17,9 @@ import (
 func TestFleetRun(t *testing.T) {
 	tools, err := stack.ToolsFromEnv()
 	if err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skip(err)
+		}
 		t.Fatal(err)
 	}
 	root, err := stack.RepoRoot(".")
