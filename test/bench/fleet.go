@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -14,13 +12,11 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
 	"google.golang.org/protobuf/proto"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/test/eventsink"
 	"github.com/sluicehq/sluice/test/stack"
 )
 
@@ -167,33 +163,12 @@ func writeFleet(report FleetReport) error {
 
 func measureFleet(ctx context.Context, r FleetRun, e env, timeout time.Duration) (res FleetResult, err error) {
 	res.FleetRun = r
-	dir, err := os.MkdirTemp("", "sluice-fleet-")
+	rn, err := startRun(ctx, e, stack.Options{ServingStandIn: true, TemporalCluster: true, Log: e.log, WorkerEnv: Run{}.workerEnv()})
 	if err != nil {
 		return res, err
 	}
-	defer os.RemoveAll(dir)
-	sink, stopSink := eventsink.Start()
-	defer stopSink()
-	ready := &readyLog{at: map[string]time.Time{}}
-	stk, err := stack.Start(ctx, stack.Options{
-		Dir: dir, Tools: e.tools, Root: e.root, CRDDirs: e.crds, DeployDir: filepath.Join(e.root, "config", "deploy"),
-		ServingStandIn: true, TemporalCluster: true, Adapter: true, ProgressSink: sink.URL, OnReady: ready.set, Log: e.log,
-		WorkerEnv: Run{}.workerEnv(),
-	})
-	if err != nil {
-		return res, fmt.Errorf("start the fleet's stack: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			fmt.Fprintln(os.Stderr, stk.Logs())
-		}
-		stk.Stop()
-	}()
-	tc, err := client.Dial(client.Options{HostPort: stk.TemporalAddr, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
-	if err != nil {
-		return res, err
-	}
-	defer tc.Close()
+	defer func() { rn.close(err != nil) }()
+	stk, tc, ready := rn.stk, rn.tc, rn.ready
 
 	svcNames := names("n", r.Rollouts)
 	setupStart := time.Now()
@@ -213,14 +188,9 @@ func measureFleet(ctx context.Context, r FleetRun, e env, timeout time.Duration)
 	res.SetupSeconds = round(time.Since(setupStart).Seconds(), 1)
 	e.log.Info("bench-fleet: services ready", "services", r.Rollouts, "took", time.Since(setupStart).Round(time.Second))
 
-	workerPid, receiverPid := stk.Pids()
-	workerPids := []int{workerPid}
-	for range r.Workers - 1 {
-		pid, _, err := stk.AddWorker(ctx)
-		if err != nil {
-			return res, fmt.Errorf("start another worker: %w", err)
-		}
-		workerPids = append(workerPids, pid)
+	workerPids, receiverPid, err := rn.workers(ctx, r.Workers)
+	if err != nil {
+		return res, err
 	}
 	temporalPids := stk.TemporalPids()
 	before := snapshot(ctx, stk, workerPids, receiverPid)

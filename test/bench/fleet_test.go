@@ -15,23 +15,9 @@ import (
 // succeed, all at once, and each figure the fleet report gives must have
 // been measured, not left at zero.
 func TestFleetRun(t *testing.T) {
-	tools, err := stack.ToolsFromEnv()
-	if err != nil {
-		if os.Getenv("CI") == "" {
-			t.Skip(err)
-		}
-		t.Fatal(err)
-	}
-	root, err := stack.RepoRoot(".")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	crds, err := stack.KnativeCRDDirs(ctx, root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tools, root, crds := stack.ForTest(ctx, t)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	e := env{tools: tools, root: root, crds: crds, log: log}
 	const n = 30

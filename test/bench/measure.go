@@ -78,39 +78,82 @@ func (r Run) workerEnv() []string {
 	return env
 }
 
+// run is one measured configuration's fresh stack, with the sink of its
+// progress events, the log of when each Revision became Ready, and a
+// Temporal client.
+type run struct {
+	stk   *stack.Stack
+	tc    client.Client
+	sink  *eventsink.Sink
+	ready *readyLog
+	done  []func()
+}
+
+// startRun starts a stack with o, on top of what every measured run has:
+// sluice's manifests, the ApiServerSource adapter, progress events to a
+// sink and the readiness log.
+func startRun(ctx context.Context, e env, o stack.Options) (*run, error) {
+	dir, err := os.MkdirTemp("", "sluice-bench-")
+	if err != nil {
+		return nil, err
+	}
+	r := &run{ready: &readyLog{at: map[string]time.Time{}}, done: []func(){func() { os.RemoveAll(dir) }}}
+	var stopSink func()
+	r.sink, stopSink = eventsink.Start()
+	r.done = append(r.done, stopSink)
+	o.Dir, o.Tools, o.Root, o.CRDDirs, o.DeployDir = dir, e.tools, e.root, e.crds, filepath.Join(e.root, "config", "deploy")
+	o.Adapter, o.ProgressSink, o.OnReady = true, r.sink.URL, r.ready.set
+	if r.stk, err = stack.Start(ctx, o); err != nil {
+		r.close(false)
+		return nil, fmt.Errorf("start the local stack: %w", err)
+	}
+	r.done = append(r.done, r.stk.Stop)
+	if r.tc, err = client.Dial(client.Options{HostPort: r.stk.TemporalAddr, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))}); err != nil {
+		r.close(true)
+		return nil, err
+	}
+	r.done = append(r.done, r.tc.Close)
+	return r, nil
+}
+
+// workers starts workers beside the stack's own until there are n, and
+// returns their pids and the receiver's.
+func (r *run) workers(ctx context.Context, n int) (workers []int, receiver int, err error) {
+	worker, receiver := r.stk.Pids()
+	workers = []int{worker}
+	for range n - 1 {
+		pid, _, err := r.stk.AddWorker(ctx)
+		if err != nil {
+			return nil, 0, fmt.Errorf("start another worker: %w", err)
+		}
+		workers = append(workers, pid)
+	}
+	return workers, receiver, nil
+}
+
+// close stops what startRun started, printing the stack's logs first if
+// the run failed.
+func (r *run) close(failed bool) {
+	if failed && r.stk != nil {
+		fmt.Fprintln(os.Stderr, r.stk.Logs())
+	}
+	for i := len(r.done) - 1; i >= 0; i-- {
+		r.done[i]()
+	}
+}
+
 // measure runs one configuration on a fresh stack: set up 2N Services, roll
 // out a new Revision on N of them with sluice, then step the other N with
 // the floor loop, and read what it cost.
 func measure(ctx context.Context, r Run, e env) (res Result, err error) {
 	res.Run = r
-	dir, err := os.MkdirTemp("", "sluice-bench-")
-	if err != nil {
-		return res, err
-	}
-	defer os.RemoveAll(dir)
-	sink, stopSink := eventsink.Start()
-	defer stopSink()
-	ready := &readyLog{at: map[string]time.Time{}}
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	stk, err := stack.Start(ctx, stack.Options{
-		Dir: dir, Tools: e.tools, Root: e.root, CRDDirs: e.crds, DeployDir: filepath.Join(e.root, "config", "deploy"),
-		Adapter: true, ProgressSink: sink.URL, Audit: true, OnReady: ready.set, Log: quiet, TemporalInMemory: *inMemory,
-		WorkerEnv: r.workerEnv(),
-	})
-	if err != nil {
-		return res, fmt.Errorf("start the local stack: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			fmt.Fprintln(os.Stderr, stk.Logs())
-		}
-		stk.Stop()
-	}()
-	tc, err := client.Dial(client.Options{HostPort: stk.TemporalAddr, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	rn, err := startRun(ctx, e, stack.Options{Audit: true, Log: quiet, TemporalInMemory: *inMemory, WorkerEnv: r.workerEnv()})
 	if err != nil {
 		return res, err
 	}
-	defer tc.Close()
+	defer func() { rn.close(err != nil) }()
+	stk, tc, sink, ready := rn.stk, rn.tc, rn.sink, rn.ready
 
 	sluiceNames, floorNames := names("b", r.Rollouts), names("f", r.Rollouts)
 	setupStart := time.Now()
@@ -120,14 +163,9 @@ func measure(ctx context.Context, r Run, e env) (res Result, err error) {
 	e.log.Info("bench: services ready", "services", 2*r.Rollouts, "took", time.Since(setupStart).Round(time.Millisecond))
 
 	// sluice
-	workerPid, receiverPid := stk.Pids()
-	workerPids := []int{workerPid}
-	for range r.Workers - 1 {
-		pid, _, err := stk.AddWorker(ctx)
-		if err != nil {
-			return res, fmt.Errorf("start another worker: %w", err)
-		}
-		workerPids = append(workerPids, pid)
+	workerPids, receiverPid, err := rn.workers(ctx, r.Workers)
+	if err != nil {
+		return res, err
 	}
 	before := snapshot(ctx, stk, workerPids, receiverPid)
 	cpu0 := cpuByProcess(stk)

@@ -4,15 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
-	tlog "go.temporal.io/sdk/log"
-
-	"go.temporal.io/sdk/client"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -20,7 +15,6 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/sluicehq/sluice/settings"
-	"github.com/sluicehq/sluice/test/eventsink"
 	"github.com/sluicehq/sluice/test/stack"
 )
 
@@ -81,32 +75,17 @@ var canaries = schema.GroupVersionResource{Group: "flagger.app", Version: "v1bet
 // measurePeers runs sluice and Flagger on one fresh stack, n Services each,
 // one tool after the other, and measures both the same way.
 func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigures, error) {
-	dir, err := os.MkdirTemp("", "sluice-bench-peers-")
+	rn, err := startRun(ctx, e, stack.Options{Audit: true, Log: e.log, TemporalInMemory: *inMemory,
+		WorkerEnv: []string{settings.EnvWorkflowChanges + "=" + *workflowChanges}})
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	sink, stopSink := eventsink.Start()
-	defer stopSink()
-	ready := &readyLog{at: map[string]time.Time{}}
-	stk, err := stack.Start(ctx, stack.Options{
-		Dir: dir, Tools: e.tools, Root: e.root, CRDDirs: e.crds, DeployDir: filepath.Join(e.root, "config", "deploy"),
-		Adapter: true, ProgressSink: sink.URL, Audit: true, OnReady: ready.set, Log: e.log, TemporalInMemory: *inMemory,
-		WorkerEnv: []string{settings.EnvWorkflowChanges + "=" + *workflowChanges},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("start the local stack: %w", err)
-	}
-	defer stk.Stop()
+	defer rn.close(false)
+	stk, tc, ready := rn.stk, rn.tc, rn.ready
 	flaggerPid, err := stk.StartFlagger(ctx, fl.bin, fl.dir)
 	if err != nil {
 		return nil, err
 	}
-	tc, err := client.Dial(client.Options{HostPort: stk.TemporalAddr, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
-	if err != nil {
-		return nil, err
-	}
-	defer tc.Close()
 	dyn, err := dynamic.NewForConfig(stk.Rest)
 	if err != nil {
 		return nil, err

@@ -3,7 +3,6 @@ package servingstandin_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"testing"
 	"time"
 
@@ -24,23 +23,9 @@ import (
 // Service's status shows the split at the Service's generation, with
 // Knative's own readiness.
 func TestStandInFollowsTheSpec(t *testing.T) {
-	tools, err := stack.ToolsFromEnv()
-	if err != nil {
-		if os.Getenv("CI") == "" {
-			t.Skip(err)
-		}
-		t.Fatal(err)
-	}
-	root, err := stack.RepoRoot(".")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	crds, err := stack.KnativeCRDDirs(ctx, root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tools, root, crds := stack.ForTest(ctx, t)
 	stk, err := stack.Start(ctx, stack.Options{Dir: t.TempDir(), Tools: tools, Root: root, CRDDirs: crds, ControlPlaneOnly: true})
 	if err != nil {
 		t.Fatal(err)

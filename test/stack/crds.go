@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"testing"
 )
 
 // KnativeCRDDirs finds Knative's CRD YAML in the module cache: Serving's
@@ -54,4 +55,25 @@ func RepoRoot(dir string) (string, error) {
 		return "", fmt.Errorf("no go.mod above %s: run this from a clone of sluice", dir)
 	}
 	return filepath.Dir(gomod), nil
+}
+
+// ForTest gives a test what a stack needs from this machine: the tools, the
+// repository's root and Knative's CRD directories. Without the tools it
+// skips the test, except in CI (CI set), where it fails it.
+func ForTest(ctx context.Context, t testing.TB) (tools Tools, root string, crds []string) {
+	t.Helper()
+	tools, err := ToolsFromEnv()
+	if err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skip(err)
+		}
+		t.Fatal(err)
+	}
+	if root, err = RepoRoot("."); err != nil {
+		t.Fatal(err)
+	}
+	if crds, err = KnativeCRDDirs(ctx, root); err != nil {
+		t.Fatal(err)
+	}
+	return tools, root, crds
 }

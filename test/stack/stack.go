@@ -290,21 +290,15 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		{"kube-apiserver", s.startAPIServer},
 		{"Knative CRDs", s.applyCRDs},
 	}
+	// What plays Knative Serving: the stand-in, or Knative's own components
+	// with what lies beneath them; then Temporal and sluice.
+	var serving []step
 	switch {
 	case o.ServingStandIn:
-		if !o.NoSluice {
-			steps = append(steps, step{"sluice's manifests", s.applyDeploy})
-		}
-		steps = append(steps, step{"Knative Serving stand-in", s.startServingStandIn}, step{"Temporal", s.startTemporal})
-		if !o.NoSluice {
-			steps = append(steps, step{"sluice worker", s.StartWorker}, step{"sluice receiver", s.StartReceiver})
-		}
-		if o.Adapter && !o.NoSluice {
-			steps = append(steps, step{"ApiServerSource adapter", s.startAdapter})
-		}
+		serving = []step{{"Knative Serving stand-in", s.startServingStandIn}}
 	case !o.ControlPlaneOnly:
 		steps = append([]step{{"network namespaces", s.startBridge}}, steps...)
-		steps = append(steps, []step{
+		serving = []step{
 			{"kube-controller-manager", s.startControllerManager},
 			{"kube-scheduler", s.startScheduler},
 			{"kwok", s.startKwok},
@@ -313,7 +307,10 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 			{"data plane stand-in", s.startDataPlane},
 			{"Knative autoscaler", s.startKnativeAutoscaler},
 			{"KIngress stand-in", s.startIngress},
-		}...)
+		}
+	}
+	if serving != nil {
+		steps = append(steps, serving...)
 		if !o.NoSluice {
 			steps = append(steps, step{"sluice's manifests", s.applyDeploy})
 		}
