@@ -267,13 +267,13 @@ func cordon(t *testing.T, on bool) {
 
 // checkCapacityBack holds the order of a capacity rollback on what the
 // sampler saw: the stable had given up pods while the candidate had traffic
-// (else the order proves nothing), and had all 8 Ready again when its
-// traffic came back.
-func checkCapacityBack(t *testing.T, name string, ps podStats, maxPeak int32) {
+// (when released says a stage had released one by then; else the order
+// proves less), and had all 8 Ready again when its traffic came back.
+func checkCapacityBack(t *testing.T, name string, ps podStats, maxPeak int32, released bool) {
 	t.Helper()
 	t.Logf("%s: peak %d pods (%s); the stable at %d Ready pods at the fewest while the candidate had traffic; %s; %d samples",
 		name, ps.peak, ps.peakAt, ps.stableLow, ps.back, ps.samples)
-	if ps.stableLow < 0 || ps.stableLow >= 8 {
+	if released && (ps.stableLow < 0 || ps.stableLow >= 8) {
 		t.Errorf("%s: the stable kept %d Ready pods while the candidate had traffic, want fewer than 8 (a stage releases them)", name, ps.stableLow)
 	}
 	if ps.backReady != 8 {
@@ -353,7 +353,7 @@ func TestCapacityStageWithoutRoomPausesThenAbortRestoresStableFirst(t *testing.T
 	time.Sleep(5 * time.Second)
 	// The candidate's second pod, bounded for the stage that never moved
 	// traffic, may run beside the stable's 8 for a moment.
-	checkCapacityBack(t, name, sampler.end(), 10)
+	checkCapacityBack(t, name, sampler.end(), 10, true)
 	waitProgress(t, name+"-00002", "started,step,paused,aborted")
 }
 
@@ -377,8 +377,11 @@ func TestCapacityAnalysisFailureRollsBackInCapacityOrder(t *testing.T) {
 	t.Logf("rolled back at stage %d of %d: %s", st.StepNumber, st.StepCount, st.Reason)
 	time.Sleep(5 * time.Second)
 	// Rolled back at stage 1 or 2, the candidate runs at most 2 pods
-	// beside the stable's 8 for the moment before its traffic returns.
-	checkCapacityBack(t, name, sampler.end(), 10)
+	// beside the stable's 8 for the moment before its traffic returns. The
+	// analysis may judge stage 1 before that stage's stable pod is gone (its
+	// first round against Knative scaling the stable down): only from stage
+	// 2 on must the stable have given one up.
+	checkCapacityBack(t, name, sampler.end(), 10, st.StepNumber >= 2)
 }
 
 // Someone else's edit of the candidate's scale bounds mid-rollout —
