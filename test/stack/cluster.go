@@ -8,9 +8,11 @@ import (
 	"os/exec"
 	"time"
 
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	netclient "knative.dev/networking/pkg/client/clientset/versioned"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+	servingclient "knative.dev/serving/pkg/client/clientset/versioned"
 	informers "knative.dev/serving/pkg/client/informers/externalversions"
 
 	"github.com/sluicehq/sluice/test/ingress"
@@ -176,9 +178,19 @@ func (s *Stack) watchReady(ctx context.Context) error {
 // startServingStandIn runs test/servingstandin in place of Knative Serving
 // (Options.ServingStandIn); it tells Options.OnReady itself.
 func (s *Stack) startServingStandIn(ctx context.Context) error {
-	c := &servingstandin.Controller{Client: s.Serving, Namespace: Namespace, OnReady: s.opts.OnReady, Log: s.opts.Log}
+	// A client of its own, with room to spare: at thousands of Services the
+	// stand-in writes several objects for each of sluice's writes, and it
+	// must never be what the fleet run measures (with the stack's shared
+	// client, 200 requests a second, its queue made verifications time out).
+	cfg := rest.CopyConfig(s.Rest)
+	cfg.QPS, cfg.Burst = 5000, 10000
+	client, err := servingclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	c := &servingstandin.Controller{Client: client, Namespace: Namespace, OnReady: s.opts.OnReady, Log: s.opts.Log}
 	loopCtx, cancel := context.WithCancel(context.Background())
-	done, err := c.Run(loopCtx, 8)
+	done, err := c.Run(loopCtx, 32)
 	if err != nil {
 		cancel()
 		return err
