@@ -3,12 +3,15 @@
 // than Knative's own controller, webhook and autoscaler can carry beside
 // Temporal and sluice, and the fleet run measures sluice and Temporal, not
 // Knative. It writes what Knative's reconcilers would write for a Service —
-// its Configuration and Route (made by Knative's own resource builders), a
-// Revision per template (Knative's MakeRevision), each Ready at once, and the
-// Route's and Service's status following spec.traffic — through the real API
-// server, so sluice reads, writes, watches and gets events exactly as on a
-// cluster. What it does not do: pods, scaling, networking, defaulting or
-// validation (no webhook runs), and no delay between a write and its status.
+// its Configuration (Knative's own MakeConfiguration), a Revision per
+// template (Knative's MakeRevision), each Ready at once, and the Service's
+// status following spec.traffic, with the Route's readiness as Knative
+// propagates it — through the real API server, so sluice reads, writes,
+// watches and gets events exactly as on a cluster. What it does not do:
+// pods, scaling, networking, defaulting or validation (no webhook runs), no
+// delay between a write and its status, and no Route objects: a Service's
+// rollout never reads its Route, and the Route's two writes a step would
+// be two of every three the stand-in makes.
 // Every test except the fleet run uses Knative's own controller.
 package servingstandin
 
@@ -48,7 +51,6 @@ type Controller struct {
 	services  listers.ServiceNamespaceLister
 	configs   listers.ConfigurationNamespaceLister
 	revisions listers.RevisionNamespaceLister
-	routes    listers.RouteNamespaceLister
 }
 
 // Run reconciles until ctx ends; it returns once its caches have synced and
@@ -76,7 +78,7 @@ func (c *Controller) Run(ctx context.Context, workers int) (<-chan struct{}, err
 	}
 	handler := cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }}
 	synced := []cache.InformerSynced{}
-	for _, inf := range []cache.SharedIndexInformer{v1.Services().Informer(), v1.Configurations().Informer(), v1.Revisions().Informer(), v1.Routes().Informer()} {
+	for _, inf := range []cache.SharedIndexInformer{v1.Services().Informer(), v1.Configurations().Informer(), v1.Revisions().Informer()} {
 		if _, err := inf.AddEventHandler(handler); err != nil {
 			return nil, err
 		}
@@ -85,7 +87,6 @@ func (c *Controller) Run(ctx context.Context, workers int) (<-chan struct{}, err
 	c.services = v1.Services().Lister().Services(c.Namespace)
 	c.configs = v1.Configurations().Lister().Configurations(c.Namespace)
 	c.revisions = v1.Revisions().Lister().Revisions(c.Namespace)
-	c.routes = v1.Routes().Lister().Routes(c.Namespace)
 	factory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return nil, fmt.Errorf("the Knative stand-in's caches did not sync")
@@ -146,10 +147,7 @@ func (c *Controller) reconcile(ctx context.Context, name string) error {
 	if cfg, err = c.configurationStatus(ctx, cfg, rev); err != nil {
 		return err
 	}
-	route, err := c.route(ctx, svc, cfg)
-	if err != nil {
-		return err
-	}
+	route := routeStatus(svc, cfg)
 	return c.serviceStatus(ctx, svc, cfg, route)
 }
 
@@ -215,41 +213,23 @@ func (c *Controller) configurationStatus(ctx context.Context, cfg *servingv1.Con
 	return c.Client.ServingV1().Configurations(c.Namespace).UpdateStatus(ctx, want, metav1.UpdateOptions{})
 }
 
-// route creates or updates the Service's Route (Knative's MakeRoute) and
-// writes its status: the traffic as the spec says, with latestRevision
-// resolved to the Configuration's latest Ready Revision, and the Route
-// Ready as if an ingress had programmed it.
-func (c *Controller) route(ctx context.Context, svc *servingv1.Service, cfg *servingv1.Configuration) (*servingv1.Route, error) {
-	client := c.Client.ServingV1().Routes(c.Namespace)
-	made := svcresources.MakeRoute(svc)
-	route, err := c.routes.Get(made.Name)
-	switch {
-	case apierrors.IsNotFound(err):
-		route, err = client.Create(ctx, made, metav1.CreateOptions{})
-	case err == nil && !equality.Semantic.DeepEqual(route.Spec, made.Spec):
-		route = route.DeepCopy()
-		route.Spec = made.Spec
-		route, err = client.Update(ctx, route, metav1.UpdateOptions{})
-	}
-	if err != nil {
-		return nil, err
-	}
-	want := route.DeepCopy()
-	want.Status.InitializeConditions()
-	want.Status.Traffic = resolve(route.Spec.Traffic, cfg.Status.LatestReadyRevisionName)
-	want.Status.MarkTrafficAssigned()
-	want.Status.MarkTLSNotEnabled("the Knative stand-in serves no TLS")
+// routeStatus is the status Knative's Route reconciler would write for the
+// Service's Route: the traffic as the spec says, with latestRevision
+// resolved to the Configuration's latest Ready Revision, Ready as if an
+// ingress had programmed it.
+func routeStatus(svc *servingv1.Service, cfg *servingv1.Configuration) *servingv1.RouteStatus {
+	rs := &servingv1.RouteStatus{}
+	rs.InitializeConditions()
+	rs.Traffic = resolve(svc.Spec.Traffic, cfg.Status.LatestReadyRevisionName)
+	rs.MarkTrafficAssigned()
+	rs.MarkTLSNotEnabled("the Knative stand-in serves no TLS")
 	ready := netv1alpha1.IngressStatus{}
 	ready.InitializeConditions()
 	ready.MarkNetworkConfigured()
 	ready.MarkLoadBalancerReady(nil, nil)
-	want.Status.PropagateIngressStatus(ready)
-	want.Status.URL = &apis.URL{Scheme: "http", Host: fmt.Sprintf("%s.%s.example.com", route.Name, route.Namespace)}
-	want.Status.ObservedGeneration = route.Generation
-	if sameStatus(route.Status.Status, want.Status.Status) && equality.Semantic.DeepEqual(route.Status.RouteStatusFields, want.Status.RouteStatusFields) {
-		return route, nil
-	}
-	return client.UpdateStatus(ctx, want, metav1.UpdateOptions{})
+	rs.PropagateIngressStatus(ready)
+	rs.URL = &apis.URL{Scheme: "http", Host: fmt.Sprintf("%s.%s.example.com", svc.Name, svc.Namespace)}
+	return rs
 }
 
 // resolve is a Route's status traffic for its spec: Knative's defaulting
@@ -273,11 +253,11 @@ func resolve(spec []servingv1.TrafficTarget, latest string) []servingv1.TrafficT
 	return out
 }
 
-func (c *Controller) serviceStatus(ctx context.Context, svc *servingv1.Service, cfg *servingv1.Configuration, route *servingv1.Route) error {
+func (c *Controller) serviceStatus(ctx context.Context, svc *servingv1.Service, cfg *servingv1.Configuration, route *servingv1.RouteStatus) error {
 	want := svc.DeepCopy()
 	want.Status.InitializeConditions()
 	want.Status.PropagateConfigurationStatus(&cfg.Status)
-	want.Status.PropagateRouteStatus(&route.Status)
+	want.Status.PropagateRouteStatus(route)
 	want.Status.ObservedGeneration = svc.Generation
 	if sameStatus(svc.Status.Status, want.Status.Status) && equality.Semantic.DeepEqual(svc.Status.RouteStatusFields, want.Status.RouteStatusFields) &&
 		svc.Status.ConfigurationStatusFields == want.Status.ConfigurationStatusFields {

@@ -18,7 +18,7 @@ import (
 )
 
 // TestStandInFollowsTheSpec runs the stand-in against a real API server with
-// Knative's CRDs: a Service gets its Configuration, Route and first Revision,
+// Knative's CRDs: a Service gets its Configuration and first Revision,
 // Ready; a template change with a split gets the second Revision, and the
 // Service's status shows the split at the Service's generation, with
 // Knative's own readiness.
@@ -73,10 +73,8 @@ func TestStandInFollowsTheSpec(t *testing.T) {
 	}
 	testkit.Eventually(t, 30*time.Second, 100*time.Millisecond, "the first Revision takes the traffic",
 		shows([]servingv1.TrafficTarget{{RevisionName: "hello-00001", Percent: new(int64(100))}}))
-	for _, kind := range []string{"configurations", "routes"} {
-		if out, err := stk.Kubectl(ctx, "get", kind+".serving.knative.dev", "hello", "-n", stack.Namespace, "-o", "name"); err != nil {
-			t.Fatalf("the Service's %s: %v: %s", kind, err, out)
-		}
+	if out, err := stk.Kubectl(ctx, "get", "configurations.serving.knative.dev", "hello", "-n", stack.Namespace, "-o", "name"); err != nil {
+		t.Fatalf("the Service's Configuration: %v: %s", err, out)
 	}
 
 	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{

@@ -190,7 +190,7 @@ func (s *Stack) startServingStandIn(ctx context.Context) error {
 	}
 	c := &servingstandin.Controller{Client: client, Namespace: Namespace, OnReady: s.opts.OnReady, Log: s.opts.Log}
 	loopCtx, cancel := context.WithCancel(context.Background())
-	done, err := c.Run(loopCtx, 32)
+	done, err := c.Run(loopCtx, 128)
 	if err != nil {
 		cancel()
 		return err
