@@ -71,9 +71,12 @@ const (
 	EnvWorkflowChanges = "SLUICE_WORKFLOW_CHANGES"
 )
 
-// DefaultSizing suits a worker running up to a few hundred rollouts at once
-// (docs/operations.md, from the measurements in docs/benchmarks.md).
-var DefaultSizing = WorkerSizing{WorkflowPollers: 8, ActivityPollers: 8, MaxActivities: 1000}
+// DefaultSizing suits a worker running up to 5,000 rollouts at once: the
+// SDK's workflow cache (10,000) holds them all, and each may run its two
+// activities (1,000 slots, the SDK's default, fit 500 such rollouts while
+// the cache held 10,000; docs/operations.md). A slot costs nothing until an
+// activity runs in it.
+var DefaultSizing = WorkerSizing{WorkflowPollers: 8, ActivityPollers: 8, MaxActivities: 10000}
 
 // LoadSettings reads settings through lookup (os.LookupEnv in production).
 // Invalid values are errors that name the variable, never silently ignored.

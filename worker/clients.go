@@ -51,12 +51,17 @@ func DialTemporal(ctx context.Context, opts client.Options) (client.Client, erro
 // Client-side rate limits on sluice's Kubernetes API requests. client-go's
 // own default (5 per second, bursts of 10) throttles sluice as soon as a few
 // dozen rollouts step at once: each step reads and writes a handful of
-// objects within a second.
+// objects within a second. A mass deploy asks for more: each rollout's start
+// makes about a dozen requests, and at 50 a second one worker starting
+// thousands at about 10 a second queued its requests past its activities'
+// deadlines and failed rollouts (make bench-fleet, docs/benchmarks.md). The
+// API server protects itself with its own priority and fairness; this limit
+// only keeps one worker from flooding it.
 const (
 	EnvKubeQPS       = "SLUICE_KUBE_QPS"
 	EnvKubeBurst     = "SLUICE_KUBE_BURST"
-	DefaultKubeQPS   = 50
-	DefaultKubeBurst = 100
+	DefaultKubeQPS   = 200
+	DefaultKubeBurst = 400
 )
 
 // KubeConfig loads a kubeconfig file when one is named, else the in-cluster
