@@ -101,7 +101,7 @@ func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolv
 			return Resolved{}, err
 		}
 	}
-	revs, err := a.Knative.Revisions(ctx, t.Namespace, target.Configuration)
+	revs, err := a.Knative.Revisions(ctx, t.Namespace, target.Configuration, in.Candidate)
 	if err != nil {
 		return Resolved{}, err
 	}

@@ -8,6 +8,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/config"
@@ -103,5 +105,33 @@ func TestTargetServes(t *testing.T) {
 		knativefake.Target("a", 100, ""), knativefake.Target("b", 0, "candidate")}}}
 	if !tgt.Serves("a") || tgt.Serves("b") || tgt.Serves("c") {
 		t.Fatalf("Serves: a %v (want true), b at 0%% %v, c absent %v", tgt.Serves("a"), tgt.Serves("b"), tgt.Serves("c"))
+	}
+}
+
+// Revisions come from the API server's watch cache; a cache that does not
+// have the Revision the caller wants yet is read past, from etcd.
+func TestRevisionsReadPastAStaleCache(t *testing.T) {
+	k := knativefake.New(knativefake.Revision(ns, "hello", 1, true), knativefake.Revision(ns, "hello", 2, true))
+	var versions []string
+	k.PrependReactor("list", "revisions", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		rv := a.(k8stesting.ListActionImpl).ListOptions.ResourceVersion
+		versions = append(versions, rv)
+		if rv == "0" {
+			// The cache, a moment behind: the second Revision not in it yet.
+			return true, &servingv1.RevisionList{Items: []servingv1.Revision{*knativefake.Revision(ns, "hello", 1, true)}}, nil
+		}
+		return false, nil, nil
+	})
+	c := knative.Client{Serving: k}
+	ctx := context.Background()
+
+	revs, err := c.Revisions(ctx, ns, "hello", "hello-00001")
+	if err != nil || len(revs) != 1 || strings.Join(versions, ",") != "0" {
+		t.Fatalf("wanting one the cache has: %d Revisions (%v), lists at resourceVersions %q; want 1 from the cache alone", len(revs), err, versions)
+	}
+	versions = nil
+	revs, err = c.Revisions(ctx, ns, "hello", "hello-00002")
+	if err != nil || revs["hello-00002"] == nil || strings.Join(versions, ",") != "0," {
+		t.Fatalf("wanting one the cache lacks: %v (%v), lists at resourceVersions %q; want the cache, then a consistent read", revs, err, versions)
 	}
 }
