@@ -35,6 +35,9 @@ type watcher struct {
 // caller it never did.
 func (w watcher) until(ctx context.Context, resourceVersion string) (bool, error) {
 	var away retryDelay
+	// floor is the generation last read: a watch from the server's cache
+	// may begin with the object as it was before that, which is stale.
+	var floor int64
 	for ctx.Err() == nil {
 		wi, err := w.open(ctx, resourceVersion)
 		if err != nil {
@@ -49,7 +52,7 @@ func (w watcher) until(ctx context.Context, resourceVersion string) (bool, error
 			}
 			continue
 		}
-		reached, closed := w.drain(ctx, wi, &resourceVersion)
+		reached, closed := w.drain(ctx, wi, &resourceVersion, floor)
 		wi.Stop()
 		if reached {
 			return true, nil
@@ -75,8 +78,16 @@ func (w watcher) until(ctx context.Context, resourceVersion string) (bool, error
 			return true, nil
 		}
 		if m, err := meta.Accessor(obj); err == nil {
-			resourceVersion = m.GetResourceVersion()
+			floor = m.GetGeneration()
 		}
+		// Watch again from the API server's cache ("0"), which starts with
+		// the object as the cache has it, rather than from the version just
+		// read: the server keeps a short window of versions of a kind, and
+		// when thousands of its objects change, a watch from a version read
+		// a moment ago is refused as too old at once — a read and a watch,
+		// again and again, for every waiting rollout (a mass deploy of
+		// 5,000 Services made the worker's requests a loop of these).
+		resourceVersion = "0"
 	}
 	return false, nil
 }
@@ -106,8 +117,9 @@ func (d *retryDelay) wait(ctx context.Context) bool {
 }
 
 // drain reads events until the state is reached, the watch closes, or ctx
-// ends (a fake clientset's watch ignores ctx, so it is checked here).
-func (w watcher) drain(ctx context.Context, wi watch.Interface, resourceVersion *string) (reached, closed bool) {
+// ends (a fake clientset's watch ignores ctx, so it is checked here). An
+// object of a generation below floor is skipped.
+func (w watcher) drain(ctx context.Context, wi watch.Interface, resourceVersion *string, floor int64) (reached, closed bool) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -120,6 +132,9 @@ func (w watcher) drain(ctx context.Context, wi watch.Interface, resourceVersion 
 				continue
 			}
 			if m, err := meta.Accessor(ev.Object); err == nil {
+				if m.GetGeneration() < floor {
+					continue // the cache, behind what was read
+				}
 				*resourceVersion = m.GetResourceVersion()
 			}
 			if w.done(ev.Type, ev.Object) {

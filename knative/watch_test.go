@@ -107,3 +107,53 @@ func TestWatchAwayEndsWithItsContext(t *testing.T) {
 		t.Fatalf("until took %s after its context ended", took)
 	}
 }
+
+// A watch refused as too old (410: thousands of objects of the kind changed
+// since the version read) is opened again from the server's cache ("0"),
+// not from the version read again, which was a loop of reads and refused
+// watches; an object the cache has from before the read is not taken for
+// news.
+func TestWatchTooOldWatchesFromTheCache(t *testing.T) {
+	svc := func(generation int64, rv string, ready bool) *servingv1.Service {
+		s := &servingv1.Service{ObjectMeta: metav1.ObjectMeta{Name: "s", Generation: generation, ResourceVersion: rv}}
+		if ready {
+			s.Status.ObservedGeneration = generation
+		}
+		return s
+	}
+	var versions []string
+	var at int64 // the generation done last looked at
+	w := watcher{
+		open: func(ctx context.Context, rv string) (watch.Interface, error) {
+			versions = append(versions, rv)
+			fw := watch.NewFake()
+			if len(versions) == 1 {
+				go func() {
+					fw.Error(&apierrors.NewResourceExpired("too old resource version: 10 (500)").ErrStatus)
+					fw.Stop()
+				}()
+				return fw, nil
+			}
+			go func() {
+				fw.Add(svc(2, "480", true)) // the cache, behind the read
+				fw.Modify(svc(3, "520", true))
+			}()
+			return fw, nil
+		},
+		read: func(ctx context.Context) (runtime.Object, error) { return svc(3, "505", false), nil },
+		done: func(_ watch.EventType, obj runtime.Object) bool {
+			s := obj.(*servingv1.Service)
+			at = s.Generation
+			return s.Status.ObservedGeneration > 0 && s.Status.ObservedGeneration == s.Generation
+		},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	reached, err := w.until(ctx, "10")
+	if err != nil || !reached || at != 3 {
+		t.Fatalf("reached %v at generation %d, %v; want the status of generation 3", reached, at, err)
+	}
+	if len(versions) != 2 || versions[0] != "10" || versions[1] != "0" {
+		t.Fatalf("watches opened at %q; want the version read, then the cache's (\"0\")", versions)
+	}
+}
