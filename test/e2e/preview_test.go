@@ -176,7 +176,10 @@ func promValue(t *testing.T, query string, want float64) float64 {
 // sluice.dev/preview-hold on Knative: the preview holds at 0% while a
 // success-rate check on Prometheus — scraping the candidate's real
 // queue-proxy — judges the requests a load webhook sends to the tag's URL;
-// it passes there, before the candidate has any share.
+// it passes there, before the candidate has any share. The hold is long
+// enough for Prometheus (scraping every second) to hold two samples of the
+// new series on a busy machine: in a 6-s hold, every round of one CI run
+// was inconclusive.
 func TestPreviewHoldOnKnative(t *testing.T) {
 	t.Parallel()
 	c := ctl(t)
@@ -193,7 +196,7 @@ func TestPreviewHoldOnKnative(t *testing.T) {
 		return http.StatusOK
 	})
 	firstRollout(t, c, "p3", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "2s",
-		config.AnnotationPreview: "canary", config.AnnotationPreviewHold: "6s", "sluice.dev/analysis": `
+		config.AnnotationPreview: "canary", config.AnnotationPreviewHold: "12s", "sluice.dev/analysis": `
 interval: 1s
 checks:
   - {name: success-rate, builtin: success-rate, inconclusiveLimit: 10}
