@@ -176,10 +176,9 @@ func promValue(t *testing.T, query string, want float64) float64 {
 // sluice.dev/preview-hold on Knative: the preview holds at 0% while a
 // success-rate check on Prometheus — scraping the candidate's real
 // queue-proxy — judges the requests a load webhook sends to the tag's URL;
-// it passes there, before the candidate has any share. The hold is long
-// enough for Prometheus (scraping every second) to hold two samples of the
-// new series on a busy machine: in a 6-s hold, every round of one CI run
-// was inconclusive.
+// it passes there, before the candidate has any share. The hold gives
+// Prometheus (scraping every second) time to have the new series on a busy
+// machine: in a 6-s hold, every round of one CI run was inconclusive.
 func TestPreviewHoldOnKnative(t *testing.T) {
 	t.Parallel()
 	c := ctl(t)
