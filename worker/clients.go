@@ -53,7 +53,7 @@ func DialTemporal(ctx context.Context, opts client.Options) (client.Client, erro
 // dozen rollouts step at once: each step reads and writes a handful of
 // objects within a second. A mass deploy asks for more: each rollout's start
 // makes about a dozen requests, and at 50 a second one worker starting
-// thousands at about 10 a second queued its requests past its activities'
+// thousands at about 7 a second queued its requests past its activities'
 // deadlines and failed rollouts (make bench-fleet, docs/benchmarks.md). The
 // API server protects itself with its own priority and fairness; this limit
 // only keeps one worker from flooding it.

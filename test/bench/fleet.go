@@ -256,7 +256,11 @@ func measureFleet(ctx context.Context, r FleetRun, e env, timeout time.Duration)
 func watchFleet(ctx context.Context, tc client.Client, n int, t0 time.Time, workerPids []int, timeout time.Duration, res *FleetResult, e env) (int, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		time.Sleep(5 * time.Second)
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(5 * time.Second):
+		}
 		running, err := countRollouts(ctx, tc, "ExecutionStatus = 'Running'")
 		if err != nil {
 			return 0, err
