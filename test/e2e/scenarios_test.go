@@ -320,11 +320,16 @@ func TestHandEditPausesRollout(t *testing.T) {
 func TestThirdRevisionSupersedes(t *testing.T) {
 	t.Parallel()
 	c := ctl(t)
-	firstRollout(t, c, "s6", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "5s"})
+	// The second Revision holds 2 minutes, so the third comes while it is
+	// still at its first step however slowly it becomes Ready (a 5-s hold let
+	// it reach its second step on a busy machine); the third's rollout reads
+	// the 1-s hold set just before it is deployed.
+	firstRollout(t, c, "s6", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "2m"})
 	deploy(t, "s6", "example.com/s6:v2", nil, nil)
 	waitStatus(t, c, svcTarget("s6"), 60*time.Second, "the first hold", func(s api.Status) bool {
 		return s.Candidate == "s6-00002" && s.Phase == api.PhaseHolding
 	})
+	annotate(t, "s6", "sluice.dev/hold", "1s")
 	deploy(t, "s6", "example.com/s6:v3", nil, nil)
 	st := waitOutcome(t, c, svcTarget("s6"), "s6-00003", 60*time.Second)
 	if st.Outcome != api.OutcomeSucceeded || len(st.Superseded) != 1 || st.Superseded[0] != "s6-00002" || st.Stable != "s6-00001" {
