@@ -46,11 +46,48 @@ type StepBreakdown struct {
 	ReadyToTold    Stats `json:"ready_to_told_ms"`
 	ToldToSchedule Stats `json:"told_to_first_write_scheduled_ms"`
 	FirstQueue     Stats `json:"first_write_queue_ms"`
+	// FirstOwn: a worker started the first write → its patch arrived at
+	// the API server (the audit log): the write's own reads first.
+	// WorkerReads and WorkerPatches: how long the API server took to
+	// answer the worker's reads and traffic patches of Services and
+	// Revisions in the window (the audit log's received → response
+	// complete).
+	FirstOwn      Stats `json:"first_write_own_ms"`
+	WorkerReads   Stats `json:"worker_read_latency_ms"`
+	WorkerPatches Stats `json:"worker_patch_latency_ms"`
+	// firstStarted is when a worker started each Service's first write.
+	firstStarted map[string]time.Time
+}
+
+// withAudit adds what only the audit log knows: the first write's own time
+// before its patch, and the API server's latency for the worker's
+// requests, in [from, to].
+func (b *StepBreakdown) withAudit(audit []auditEvent, user string, from, to time.Time) {
+	var own, reads, patches []float64
+	for name, ts := range stepPatches(audit, user, from, to) {
+		if at, ok := b.firstStarted[name]; ok && len(ts) > 0 {
+			own = append(own, ms(ts[0].Sub(at)))
+		}
+	}
+	for _, e := range audit {
+		if e.User.Username != user || e.Received.Before(from) || e.Received.After(to) || e.Done.IsZero() ||
+			(e.ObjectRef.Resource != "services" && e.ObjectRef.Resource != "revisions") || e.ObjectRef.Subresource != "" {
+			continue
+		}
+		switch e.Verb {
+		case "get":
+			reads = append(reads, ms(e.Done.Sub(e.Received)))
+		case "patch":
+			patches = append(patches, ms(e.Done.Sub(e.Received)))
+		}
+	}
+	b.FirstOwn, b.WorkerReads, b.WorkerPatches = stats(own), stats(reads), stats(patches)
 }
 
 // stepBreakdown measures the rollouts' steps from their histories.
 func stepBreakdown(hists []history, ready *readyLog) StepBreakdown {
 	var write, decide, late, dispatch, queue, taskWait, taskRun, readyTold, toldSchedule, firstQueue []float64
+	firstStarted := map[string]time.Time{}
 	for _, h := range hists {
 		type act struct{ scheduled, started, completed time.Time }
 		applies := map[int64]*act{} // by scheduled event ID
@@ -104,6 +141,7 @@ func stepBreakdown(hists []history, ready *readyLog) StepBreakdown {
 						queue = append(queue, ms(at.Sub(a.scheduled)))
 					case a == first:
 						firstQueue = append(firstQueue, ms(at.Sub(a.scheduled)))
+						firstStarted[h.service] = at
 					}
 				}
 			case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
@@ -135,7 +173,7 @@ func stepBreakdown(hists []history, ready *readyLog) StepBreakdown {
 	}
 	return StepBreakdown{Write: stats(write), Decide: stats(decide), TimerLate: stats(late), Dispatch: stats(dispatch), Queue: stats(queue),
 		TaskWait: stats(taskWait), TaskRun: stats(taskRun),
-		ReadyToTold: stats(readyTold), ToldToSchedule: stats(toldSchedule), FirstQueue: stats(firstQueue)}
+		ReadyToTold: stats(readyTold), ToldToSchedule: stats(toldSchedule), FirstQueue: stats(firstQueue), firstStarted: firstStarted}
 }
 
 // cpuByProcess is the CPU seconds each of the stack's processes used

@@ -59,4 +59,22 @@ func TestStepBreakdownSplitsTheGap(t *testing.T) {
 	if b.Write.N != 2 || b.Write.Max != 1200 {
 		t.Errorf("write and verify: %+v, want 1200 and 180 ms", b.Write)
 	}
+
+	// The audit log: the first write's patch arrives 70 ms after a worker
+	// started it, after a read the API server answered in 40 ms; another
+	// user's read does not count.
+	read := auditEvent{Verb: "get", Received: t0.Add(55 * time.Millisecond), Done: t0.Add(95 * time.Millisecond)}
+	read.User.Username, read.ObjectRef.Resource = workerUser, "revisions"
+	other := read
+	other.User.Username = "admin"
+	other.Done = t0.Add(time.Second)
+	patch := auditPatch(workerUser, "s-0000", t0.Add(120*time.Millisecond), 10)
+	patch.Done = patch.Received.Add(15 * time.Millisecond)
+	b.withAudit([]auditEvent{read, other, patch}, workerUser, t0, t0.Add(time.Minute))
+	for name, got := range map[string]Stats{"own": b.FirstOwn, "reads": b.WorkerReads, "patches": b.WorkerPatches} {
+		want := map[string]float64{"own": 70, "reads": 40, "patches": 15}[name]
+		if got.N != 1 || got.P50 != want {
+			t.Errorf("%s: %+v, want one of %v ms", name, got, want)
+		}
+	}
 }

@@ -350,12 +350,17 @@ type auditEvent struct {
 	// Traffic is what a write of traffic sent.
 	Traffic  []servingv1.TrafficTarget
 	Received time.Time
+	// Done is when the response was complete.
+	Done time.Time
 }
 
 func readAudit(path string) ([]auditEvent, error) {
 	var out []auditEvent
 	err := testkit.ScanAudit(path, func(e *auditv1.Event) error {
 		a := auditEvent{Verb: e.Verb, Received: e.RequestReceivedTimestamp.Time}
+		if e.Stage == auditv1.StageResponseComplete {
+			a.Done = e.StageTimestamp.Time
+		}
 		a.User.Username = e.User.Username
 		if r := e.ObjectRef; r != nil {
 			a.ObjectRef.Resource, a.ObjectRef.Subresource, a.ObjectRef.Name = r.Resource, r.Subresource, r.Name
@@ -437,6 +442,7 @@ func (res *Result) fromAudit(audit []auditEvent, ready *readyLog, t0, t1, f0, f1
 		}
 	}
 	res.Trigger = stats(trig)
+	res.Breakdown.withAudit(audit, workerUser, t0, t1)
 	res.StepOverhead = stats(gaps(sluice, res.Hold))
 	res.Floor = stats(gaps(stepPatches(audit, "admin", f0, f1), res.Hold))
 	if res.Floor.P50 > 0 {
