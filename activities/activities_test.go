@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -88,7 +89,7 @@ func errType(err error) string {
 
 var helloRef = knative.ObjectRef{Namespace: ns, Kind: knative.KindService, Name: "hello"}
 
-func TestSetTrafficSendsMergePatchWithResourceVersion(t *testing.T) {
+func TestSetTrafficTestsTheGenerationItRead(t *testing.T) {
 	f := newFixture(t, helloObjects()...)
 	desired := []servingv1.TrafficTarget{tgt("hello-00001", 80, ""), tgt("hello-00001", 0, "current"), tgt("hello-00002", 20, "")}
 	res, err := f.setTraffic(SetTrafficInput{Object: helloRef, Expected: f.liveTraffic(), Desired: desired})
@@ -104,11 +105,11 @@ func TestSetTrafficSendsMergePatchWithResourceVersion(t *testing.T) {
 			patches = append(patches, p)
 		}
 	}
-	if len(patches) != 1 || patches[0].GetPatchType() != types.MergePatchType {
-		t.Fatalf("patches = %v, want one JSON merge patch", patches)
+	if len(patches) != 1 || patches[0].GetPatchType() != types.JSONPatchType {
+		t.Fatalf("patches = %v, want one JSON patch", patches)
 	}
-	if body := string(patches[0].GetPatch()); !strings.Contains(body, `"resourceVersion":"`) || !strings.Contains(body, `"traffic":[`) {
-		t.Fatalf("patch body %s lacks resourceVersion or traffic", body)
+	if body := string(patches[0].GetPatch()); !strings.Contains(body, `{"op":"test","path":"/metadata/generation","value":1}`) || !strings.Contains(body, `"path":"/spec/traffic"`) {
+		t.Fatalf("patch body %s does not test the generation read, or lacks traffic", body)
 	}
 
 	// Idempotent: the same write again changes nothing and sends nothing.
@@ -175,6 +176,42 @@ func TestSetTrafficRereadsOnConflict(t *testing.T) {
 	}
 	if !knative.SameTraffic(f.liveTraffic(), desired) {
 		t.Fatalf("live = %s", knative.FormatTraffic(f.liveTraffic()))
+	}
+}
+
+// The Service's template changes between the write's read and its patch:
+// the patch's test of the generation fails, the write reads again and
+// writes over the new generation, its traffic unchanged.
+func TestSetTrafficWritesAgainOverATemplateChange(t *testing.T) {
+	f := newFixture(t, helloObjects()...)
+	changed := false
+	f.k.PrependReactor("patch", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if !changed {
+			changed = true
+			gvr := servingv1.SchemeGroupVersion.WithResource("services")
+			obj, err := f.k.Tracker().Get(gvr, ns, "hello")
+			if err != nil {
+				return true, nil, err
+			}
+			svc := obj.(*servingv1.Service).DeepCopy()
+			svc.Generation++
+			svc.Spec.Template.Spec.Containers = []corev1.Container{{Image: "example.com/hello:v4"}}
+			if err := f.k.Tracker().Update(gvr, svc, ns); err != nil {
+				return true, nil, err
+			}
+		}
+		return false, nil, nil
+	})
+	desired := []servingv1.TrafficTarget{tgt("hello-00001", 90, ""), tgt("hello-00002", 10, "")}
+	res, err := f.setTraffic(SetTrafficInput{Object: helloRef, Expected: f.liveTraffic(), Desired: desired})
+	if err != nil {
+		t.Fatalf("write over a template change: %v", err)
+	}
+	if !res.Changed || !knative.SameTraffic(f.liveTraffic(), desired) || res.Generation != 3 {
+		t.Fatalf("result %+v, live %s", res, knative.FormatTraffic(f.liveTraffic()))
+	}
+	if n := f.k.WriteCount("hello"); n != 1 {
+		t.Fatalf("%d traffic writes took, want the second attempt's alone", n)
 	}
 }
 

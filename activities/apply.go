@@ -58,10 +58,10 @@ func (a *Activities) setTraffic(ctx context.Context, in SetTrafficInput) (SetTra
 				"traffic on %s was changed outside sluice: expected %s, found %s; resume to take the live traffic as the new starting point, or abort to roll back (a GitOps tool that re-applies spec.traffic from Git does this: see docs/gitops.md)",
 				in.Object, knative.FormatTraffic(in.Expected), knative.FormatTraffic(live.Spec)), ErrDrift, nil)
 		}
-		written, err := a.Knative.PatchTraffic(ctx, in.Object, live.ResourceVersion, in.Desired)
+		written, err := a.Knative.PatchTraffic(ctx, in.Object, live, in.Desired)
 		if apierrors.IsConflict(err) {
-			// Knative writes the object's status all the time: a stale
-			// resourceVersion is routine, not drift.
+			// The spec changed since it was read: a template change is
+			// routine; a traffic change shows as drift on the re-read.
 			if activity.IsActivity(ctx) {
 				activity.GetLogger(ctx).Info("traffic write conflicted, re-reading", "object", in.Object.String())
 			}

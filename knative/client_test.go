@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
@@ -133,5 +134,31 @@ func TestRevisionsReadPastAStaleCache(t *testing.T) {
 	revs, err = c.Revisions(ctx, ns, "hello", "hello-00002")
 	if err != nil || revs["hello-00002"] == nil || strings.Join(versions, ",") != "0," {
 		t.Fatalf("wanting one the cache lacks: %v (%v), lists at resourceVersions %q; want the cache, then a consistent read", revs, err, versions)
+	}
+}
+
+// The API server answers a failed test of a JSON patch with a bare 422, as
+// it would any patch it cannot apply: only a spec that has moved on since
+// the read makes it a conflict.
+func TestPatchTrafficTellsAFailedTestFromARefusal(t *testing.T) {
+	k := knativefake.New(knativefake.Service(ns, "hello", nil, knativefake.Target("hello-00001", 100, "")))
+	c := knative.Client{Serving: k}
+	ctx := context.Background()
+	ref := knative.ObjectRef{Namespace: ns, Kind: knative.KindService, Name: "hello"}
+	read, err := c.ReadTraffic(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.PrependReactor("patch", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewGenericServerResponse(422, "", schema.GroupResource{}, "", "", 0, false)
+	})
+	want := []servingv1.TrafficTarget{knativefake.Target("hello-00001", 100, "current")}
+	if _, err := c.PatchTraffic(ctx, ref, read, want); !apierrors.IsInvalid(err) || apierrors.IsConflict(err) {
+		t.Fatalf("a 422 over an unchanged spec: %v, want the refusal as it came", err)
+	}
+	stale := read
+	stale.Generation = 7 // read of a generation the spec has moved on from
+	if _, err := c.PatchTraffic(ctx, ref, stale, want); !apierrors.IsConflict(err) {
+		t.Fatalf("a 422 over a spec that moved on: %v, want a conflict", err)
 	}
 }

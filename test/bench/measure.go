@@ -97,7 +97,14 @@ func startRun(ctx context.Context, e env, o stack.Options) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &run{ready: &readyLog{at: map[string]time.Time{}}, done: []func(){func() { os.RemoveAll(dir) }}}
+	r := &run{ready: &readyLog{at: map[string]time.Time{}}, done: []func(){func() {
+		// BENCH_KEEP=1 keeps the stack's logs and audit log for a look.
+		if os.Getenv("BENCH_KEEP") != "" {
+			e.log.Info("bench: kept the stack's directory", "dir", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	}}}
 	var stopSink func()
 	r.sink, stopSink = eventsink.Start()
 	r.done = append(r.done, stopSink)

@@ -481,7 +481,8 @@ func (w *workload) await(ctx context.Context, e *expect, closed bool) bool {
 }
 
 // touch is the concurrent writer: it changes a Service's metadata now and
-// then, so sluice's writes meet conflicts (409s), until ctx ends.
+// then, so sluice's writes follow reads of an older resourceVersion (they
+// test the generation, which a metadata write leaves alone), until ctx ends.
 func (w *workload) touch(ctx context.Context, names []string, rng *rand.Rand) int {
 	n := 0
 	for ctx.Err() == nil {

@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
@@ -159,5 +160,50 @@ func setLimit(t *testing.T, seconds string) {
 	patch := []byte(`{"data":{"max-revision-timeout-seconds":"` + seconds + `"}}`)
 	if _, err := stk.Kube().CoreV1().ConfigMaps("knative-serving").Patch(context.Background(), "config-defaults", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A traffic write is a compare-and-swap of the Service's spec, not of the
+// whole object: Knative's writes of status and anyone's of metadata since
+// the read do not make it conflict, a change of the spec does.
+func TestTrafficPatchConflictsOnlyWithASpecChange(t *testing.T) {
+	ctx := context.Background()
+	c := knative.Client{Serving: kn}
+	ref := knative.ObjectRef{Namespace: "default", Kind: knative.KindService, Name: "cas"}
+	if _, err := kn.ServingV1().Services("default").Create(ctx, service("cas", traffic(latest(100, ""))), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	read, err := c.ReadTraffic(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := kn.ServingV1().Services("default").Get(ctx, "cas", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Status.ObservedGeneration = svc.Generation
+	if _, err := kn.ServingV1().Services("default").UpdateStatus(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kn.ServingV1().Services("default").Patch(ctx, "cas", types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"team":"payments"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := traffic(latest(100, ""), latest(0, "canary"))
+	written, err := c.PatchTraffic(ctx, ref, read, want)
+	if err != nil {
+		t.Fatalf("a write after a status and a metadata write: %v", err)
+	}
+	if !knative.SameTraffic(written.Spec, want) || written.Generation != read.Generation+1 {
+		t.Fatalf("wrote %s at generation %d (read %d)", knative.FormatTraffic(written.Spec), written.Generation, read.Generation)
+	}
+	// read is now a spec behind.
+	_, err = c.PatchTraffic(ctx, ref, read, traffic(latest(100, "")))
+	if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "spec changed since generation") {
+		t.Fatalf("a write over a changed spec: %v, want a conflict", err)
+	}
+	now, err := c.ReadTraffic(ctx, ref)
+	if err != nil || !knative.SameTraffic(now.Spec, want) {
+		t.Fatalf("after the refused write: %s, %v", knative.FormatTraffic(now.Spec), err)
 	}
 }

@@ -6,7 +6,9 @@
 // What the fake hides, and the integration tests on a real API server catch:
 // it accepts strategic-merge patches on custom resources (a real API server
 // answers 415), runs no admission webhook or schema validation, and does not
-// reject a patch whose metadata.resourceVersion is stale.
+// reject a patch whose metadata.resourceVersion is stale (a JSON patch's
+// test operations it applies, as the API server does, but a failed one is a
+// plain error where the API server answers 422).
 package knativefake
 
 import (
@@ -93,8 +95,9 @@ func (c *Cluster) reconcileAfter(action k8stesting.Action) (bool, runtime.Object
 		name = o.Name
 	}
 	c.mu.Lock()
-	if p, ok := action.(k8stesting.PatchAction); ok && bytes.Contains(p.GetPatch(), []byte(`"spec"`)) {
-		// A traffic write; an annotation of the object is not one.
+	if p, ok := action.(k8stesting.PatchAction); ok && (bytes.Contains(p.GetPatch(), []byte(`"spec"`)) || bytes.Contains(p.GetPatch(), []byte(`"/spec/`))) {
+		// A traffic write (a merge or a JSON patch); an annotation of the
+		// object is not one.
 		c.Writes[name]++
 	}
 	c.mu.Unlock()
