@@ -109,16 +109,9 @@ func (a *audit) add(e *auditv1.Event) error {
 			a.Counted[ref.Name] = append(a.Counted[ref.Name], podCount{At: at, Ready: *n})
 		}
 	case ref.Resource == "services" && ref.Subresource == "" && e.User.Username == workerUser:
-		var body struct {
-			Spec struct {
-				Traffic []servingv1.TrafficTarget `json:"traffic"`
-			} `json:"spec"`
-		}
-		if err := json.Unmarshal(e.RequestObject.Raw, &body); err != nil {
-			return err
-		}
+		traffic, ok := testkit.TrafficOf(e)
 		a.Writes = append(a.Writes, write{Service: ref.Name, At: e.RequestReceivedTimestamp.Time, AuditID: string(e.AuditID),
-			Traffic: body.Spec.Traffic, HasTraffic: len(body.Spec.Traffic) > 0})
+			Traffic: traffic, HasTraffic: ok})
 	}
 	return nil
 }

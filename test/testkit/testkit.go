@@ -73,12 +73,32 @@ func TrafficOf(e *auditv1.Event) ([]servingv1.TrafficTarget, bool) {
 	if e.RequestObject == nil {
 		return nil, false
 	}
+	raw := e.RequestObject.Raw
+	if len(raw) > 0 && raw[0] == '[' {
+		// A JSON patch, as sluice writes traffic: the operation that
+		// sets spec.traffic.
+		var ops []struct {
+			Op    string          `json:"op"`
+			Path  string          `json:"path"`
+			Value json.RawMessage `json:"value"`
+		}
+		if json.Unmarshal(raw, &ops) != nil {
+			return nil, false
+		}
+		for _, op := range ops {
+			var traffic []servingv1.TrafficTarget
+			if (op.Op == "add" || op.Op == "replace") && op.Path == "/spec/traffic" && json.Unmarshal(op.Value, &traffic) == nil && len(traffic) > 0 {
+				return traffic, true
+			}
+		}
+		return nil, false
+	}
 	var body struct {
 		Spec struct {
 			Traffic []servingv1.TrafficTarget `json:"traffic"`
 		} `json:"spec"`
 	}
-	if json.Unmarshal(e.RequestObject.Raw, &body) != nil || len(body.Spec.Traffic) == 0 {
+	if json.Unmarshal(raw, &body) != nil || len(body.Spec.Traffic) == 0 {
 		return nil, false
 	}
 	return body.Spec.Traffic, true

@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,6 +27,7 @@ func TestName(t *testing.T) {
 
 func TestScanAuditSkipsTornLinesAndReadsTraffic(t *testing.T) {
 	log := `{"stage":"ResponseComplete","verb":"patch","objectRef":{"resource":"services","name":"s"},"requestObject":{"spec":{"traffic":[{"revisionName":"s-00002","percent":10}]}}}
+{"stage":"ResponseComplete","verb":"patch","objectRef":{"resource":"services","name":"s"},"requestObject":[{"op":"test","path":"/metadata/generation","value":4},{"op":"add","path":"/spec/traffic","value":[{"revisionName":"s-00002","percent":30}]}]}
 {"stage":"RequestReceived","verb":"patch"}
 {"stage":"ResponseComplete","verb":"get","objectRef":{"resource":"services","name":"s"}}
 {"stage":"ResponseComp`
@@ -34,15 +36,16 @@ func TestScanAuditSkipsTornLinesAndReadsTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	var verbs []string
-	var percent int64
+	var percents []string
 	err := ScanAudit(path, func(e *auditv1.Event) error {
 		verbs = append(verbs, e.Verb)
 		if tr, ok := TrafficOf(e); ok {
-			percent = *tr[0].Percent
+			percents = append(percents, fmt.Sprint(*tr[0].Percent))
 		}
 		return nil
 	})
-	if err != nil || strings.Join(verbs, ",") != "patch,get" || percent != 10 {
-		t.Fatalf("ScanAudit: verbs %v, traffic %d%%, %v", verbs, percent, err)
+	// A merge patch's traffic and a JSON patch's.
+	if err != nil || strings.Join(verbs, ",") != "patch,patch,get" || strings.Join(percents, ",") != "10,30" {
+		t.Fatalf("ScanAudit: verbs %v, traffic %v%%, %v", verbs, percents, err)
 	}
 }
