@@ -83,10 +83,15 @@ func (r *Receiver) revision(ctx context.Context, a events.Action, principal stri
 	if err := r.Gate.Err(); err != nil {
 		return r.temporalError(err, "offer "+a.Name+" to the rollout of "+target.String())
 	}
+	offered := "offered:" + a.Namespace + "/" + a.Name
+	if r.Seen.Has(offered) {
+		return r.offerLater(req, told)
+	}
 	if _, err := r.Control.Offer(ctx, req); err != nil {
 		return r.temporalError(err, "offer "+a.Name+" to the rollout of "+target.String())
 	}
 	r.Seen.Add(told)
+	r.Seen.Add(offered)
 	return reply(http.StatusAccepted, "offered", "offered %s (%s) to the rollout of %s", a.Name, a.Ready, target)
 }
 

@@ -18,8 +18,10 @@ type fakeTemporal struct {
 	calls    []string
 	signalFn func(workflowID, signal string) error
 	startErr error
-	describe func(workflowID string) (*workflowservice.DescribeWorkflowExecutionResponse, error)
-	update   func(name string) (string, error)
+	// startGate, if set, holds every signal-with-start until it is closed.
+	startGate chan struct{}
+	describe  func(workflowID string) (*workflowservice.DescribeWorkflowExecutionResponse, error)
+	update    func(name string) (string, error)
 	// runs answers the visibility listing of a target's rollouts.
 	runs []*workflowpb.WorkflowExecutionInfo
 	// started holds the options of every signal-with-start.
@@ -57,14 +59,21 @@ func (fakeRun) GetRunID() string { return "run-1" }
 func (fakeRun) GetID() string    { return "id" }
 
 func (f *fakeTemporal) SignalWithStartWorkflow(_ context.Context, id, signal string, arg any, opts client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
+	f.mu.Lock()
+	gate := f.startGate
+	f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	f.record("start " + id)
 	f.mu.Lock()
 	f.started = append(f.started, opts)
 	f.signals = append(f.signals, arg)
-	f.mu.Unlock()
-	if f.startErr != nil {
-		return nil, f.startErr
+	if err := f.startErr; err != nil {
+		f.mu.Unlock()
+		return nil, err
 	}
+	f.mu.Unlock()
 	return fakeRun{}, nil
 }
 

@@ -11,6 +11,7 @@ type Metrics struct {
 	events  *prometheus.CounterVec
 	latency *prometheus.HistogramVec
 	reads   *prometheus.CounterVec
+	laters  *prometheus.CounterVec
 }
 
 // NewMetrics registers the receiver's metrics.
@@ -28,8 +29,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_receiver_target_reads_total", Help: "Reads of a Revision's target, by where they were answered: the informers' cache or the API server.",
 		}, []string{"from"}),
+		laters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_receiver_background_offers_total", Help: "Later states of candidates already offered (Ready, failed), answered at once and offered in the background, by outcome: offered, or failed (the rollout's own watch sees the state).",
+		}, []string{"outcome"}),
 	}
-	reg.MustRegister(m.events, m.latency, m.reads)
+	reg.MustRegister(m.events, m.latency, m.reads, m.laters)
 	return m
 }
 
@@ -47,5 +51,11 @@ func (m *Metrics) observe(typ, outcome string, d time.Duration) {
 func (m *Metrics) read(from string) {
 	if m != nil {
 		m.reads.WithLabelValues(from).Inc()
+	}
+}
+
+func (m *Metrics) later(outcome string) {
+	if m != nil {
+		m.laters.WithLabelValues(outcome).Inc()
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/binding"
@@ -49,8 +50,13 @@ type Receiver struct {
 	Seen       *Seen
 	// Now is the clock for latency figures.
 	Now func() time.Time
+	// MaxLater bounds the offers in flight in the background (0:
+	// DefaultMaxLater); see offerLater.
+	MaxLater int
 	// warned keeps the policy near misses already logged.
-	warned nearMisses
+	warned    nearMisses
+	laterOnce sync.Once
+	laterQ    *later
 }
 
 // result is a delivery's answer: its status code, a message for the

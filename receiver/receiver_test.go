@@ -452,6 +452,7 @@ func TestRevisionStatesToldOnce(t *testing.T) {
 	for i, st := range steps {
 		before := len(e.temporal.Calls())
 		code, msg := e.replay(st.fixture, func(h map[string]string) { h["Ce-Id"] = fmt.Sprint("delivery-", i) })
+		e.rcv.background().wait()
 		var calls []string
 		for _, c := range e.temporal.Calls()[before:] {
 			calls = append(calls, strings.Fields(c)[0])
@@ -459,6 +460,62 @@ func TestRevisionStatesToldOnce(t *testing.T) {
 		if code != st.code || strings.Join(calls, "; ") != st.calls {
 			t.Fatalf("%s: %d %s, calls %v; want %d, calls %q", st.fixture, code, msg, calls, st.code, st.calls)
 		}
+	}
+}
+
+// Once a candidate is offered, its later states are answered before
+// Temporal has them — the adapter's next event does not wait on the call —
+// and offered in the background; one that cannot be offered is left to the
+// rollout's own watch and not remembered, so a redelivery tries again.
+func TestLaterStateAnsweredBeforeTemporal(t *testing.T) {
+	e := newEnv(t, helloObjects()...)
+	if code, msg := e.replay("resource/02-revision-add.json", nil); code != http.StatusAccepted {
+		t.Fatalf("the candidate's first event: %d %s", code, msg)
+	}
+	gate := make(chan struct{})
+	e.temporal.mu.Lock()
+	e.temporal.startGate = gate
+	e.temporal.mu.Unlock()
+	code, msg := e.replay("resource/04-revision-update-ready-true.json", nil)
+	if code != http.StatusAccepted || !strings.Contains(msg, "offering hello-00002 (ready) to the rollout of default/service/hello") {
+		t.Fatalf("its Ready state, Temporal held: %d %s", code, msg)
+	}
+	if n := len(e.temporal.Calls()); n != 1 {
+		t.Fatalf("%d Temporal calls before the held one went through, want 1", n)
+	}
+	close(gate)
+	e.rcv.background().wait()
+	e.temporal.mu.Lock()
+	offer, _ := e.temporal.signals[len(e.temporal.signals)-1].(api.CandidateSignal)
+	e.temporal.mu.Unlock()
+	if n := len(e.temporal.Calls()); n != 2 || offer.State != knative.RevisionReady {
+		t.Fatalf("after Temporal answered: %d calls, last offer %+v", n, offer)
+	}
+	if n := testutil.ToFloat64(e.rcv.Metrics.laters.WithLabelValues("offered")); n != 1 {
+		t.Fatalf("background offers = %v", n)
+	}
+
+	e = newEnv(t, helloObjects()...)
+	if code, msg := e.replay("resource/02-revision-add.json", nil); code != http.StatusAccepted {
+		t.Fatalf("the candidate's first event: %d %s", code, msg)
+	}
+	e.temporal.mu.Lock()
+	e.temporal.startErr = serviceerror.NewUnavailable("connection refused")
+	e.temporal.mu.Unlock()
+	if code, msg := e.replay("resource/04-revision-update-ready-true.json", nil); code != http.StatusAccepted {
+		t.Fatalf("its Ready state, Temporal away: %d %s", code, msg)
+	}
+	e.rcv.background().wait()
+	if n := testutil.ToFloat64(e.rcv.Metrics.laters.WithLabelValues("failed")); n != 1 || len(e.temporal.Calls()) != 4 {
+		t.Fatalf("failed background offers = %v after calls %v, want 1 after three tries", n, e.temporal.Calls())
+	}
+	e.temporal.mu.Lock()
+	e.temporal.startErr = nil
+	e.temporal.mu.Unlock()
+	code, msg = e.replay("resource/04-revision-update-ready-true.json", func(h map[string]string) { h["Ce-Id"] = "redelivered" })
+	e.rcv.background().wait()
+	if code != http.StatusAccepted || len(e.temporal.Calls()) != 5 {
+		t.Fatalf("the redelivery: %d %s, calls %v", code, msg, e.temporal.Calls())
 	}
 }
 

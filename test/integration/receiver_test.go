@@ -155,15 +155,16 @@ func TestEventsDriveARollout(t *testing.T) {
 		t.Fatalf("executions after duplicates: %v, %v", resp, err)
 	}
 
-	// Readiness: the Revision turns Ready. The receiver tells the rollout,
-	// which acts on the event rather than wait for its own watch's grace,
-	// and says so in its status.
+	// Readiness: the Revision turns Ready. The receiver answers at once
+	// (it offered this candidate already) and tells the rollout in the
+	// background; the rollout acts on the event rather than wait for its
+	// own watch's grace, and says so in its status.
 	time.Sleep(500 * time.Millisecond)
 	if err := s.k.SetRevisionReady(ns, "hello-00002", "True", "", ""); err != nil {
 		t.Fatal(err)
 	}
 	sent := time.Now()
-	if code, msg := replay(t, url, "resource/04-revision-update-ready-true.json", ""); code != http.StatusAccepted || !strings.Contains(msg, "offered hello-00002 (ready) to the rollout of default/service/hello") {
+	if code, msg := replay(t, url, "resource/04-revision-update-ready-true.json", ""); code != http.StatusAccepted || !strings.Contains(msg, "offering hello-00002 (ready) to the rollout of default/service/hello") {
 		t.Fatalf("ready event: %d %s", code, msg)
 	}
 	eventually(t, 20*time.Second, "the rollout to reach the gate before 100%", func() bool {
