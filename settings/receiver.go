@@ -29,6 +29,8 @@ type ReceiverSettings struct {
 	TaskQueue  string
 	Kubeconfig string
 	Admission  AdmissionSettings
+	// Profiling: as the worker's (Settings).
+	Profiling bool
 	// Sweep is how often the receiver looks for opted-in targets whose
 	// newest Revision no event brought it (0: never).
 	Sweep time.Duration
@@ -110,6 +112,11 @@ func LoadReceiverSettings(lookup func(string) (string, bool)) (ReceiverSettings,
 		} else {
 			s.Sweep = d
 		}
+	}
+	if p, err := LoadProfiling(lookup); err != nil {
+		errs = append(errs, err)
+	} else {
+		s.Profiling = p
 	}
 	if v := get(EnvReceiverNamespaces); v != "" {
 		s.Namespaces = config.SplitList(v)

@@ -34,6 +34,8 @@ type Settings struct {
 	Defaults config.Defaults
 	// Sizing of the Temporal worker (docs/operations.md says how to choose).
 	Sizing WorkerSizing
+	// Profiling serves Go's profiles (/debug/pprof/) beside /metrics.
+	Profiling bool
 	// WorkflowChanges is which of this release's workflow changes new
 	// rollouts take: ChangesCompatible, only those the previous release can
 	// replay, so workers can be rolled back under running rollouts; or
@@ -69,7 +71,24 @@ const (
 	EnvActivityPollers = "SLUICE_ACTIVITY_POLLERS"
 	EnvMaxActivities   = "SLUICE_MAX_ACTIVITIES"
 	EnvWorkflowChanges = "SLUICE_WORKFLOW_CHANGES"
+	EnvPprof           = "SLUICE_PPROF"
 )
+
+// LoadProfiling reads SLUICE_PPROF, which the worker and the receiver share:
+// true serves Go's runtime profiles on their HTTP address, for finding where
+// CPU and memory go under load. Off by default: a profile shows the
+// process's internals to whoever can reach that address.
+func LoadProfiling(get func(string) (string, bool)) (bool, error) {
+	v, ok := get(EnvPprof)
+	if !ok || strings.TrimSpace(v) == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(strings.TrimSpace(v))
+	if err != nil {
+		return false, &config.FieldError{Key: EnvPprof, Value: v, Message: "must be true or false"}
+	}
+	return b, nil
+}
 
 // DefaultSizing suits a worker running up to 5,000 rollouts at once: the
 // SDK's workflow cache (10,000) holds them all, and each may run its two
@@ -105,6 +124,10 @@ func LoadSettings(lookup func(string) (string, bool)) (Settings, error) {
 	}
 	d, errs := config.LoadDefaults(get)
 	s.Defaults = d
+	var err error
+	if s.Profiling, err = LoadProfiling(get); err != nil {
+		errs = append(errs, err)
+	}
 	if v, ok := get(EnvWorkflowChanges); ok {
 		switch v {
 		case ChangesCompatible, ChangesAll:

@@ -127,3 +127,23 @@ func TestSettingsKnativeMetrics(t *testing.T) {
 		t.Fatalf("bad value accepted: %v", err)
 	}
 }
+
+func TestProfilingSetting(t *testing.T) {
+	for v, want := range map[string]bool{"": false, "true": true, " 1 ": true, "false": false} {
+		s, err := LoadSettings(lookupFrom(map[string]string{EnvPprof: v}))
+		if err != nil || s.Profiling != want {
+			t.Errorf("worker, %s=%q: %v, %v; want %v", EnvPprof, v, s.Profiling, err, want)
+		}
+		r, err := LoadReceiverSettings(lookupFrom(map[string]string{EnvPprof: v}))
+		if err != nil || r.Profiling != want {
+			t.Errorf("receiver, %s=%q: %v, %v; want %v", EnvPprof, v, r.Profiling, err, want)
+		}
+	}
+	const want = `SLUICE_PPROF: must be true or false, got "on"`
+	if _, err := LoadSettings(lookupFrom(map[string]string{EnvPprof: "on"})); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("worker: %v, want %q", err, want)
+	}
+	if _, err := LoadReceiverSettings(lookupFrom(map[string]string{EnvPprof: "on"})); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("receiver: %v, want %q", err, want)
+	}
+}

@@ -20,11 +20,15 @@ import (
 // TemporalOptions reads the Temporal connection from the environment and the
 // Temporal config file, following the SDK's conventions: TEMPORAL_ADDRESS,
 // TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS*, TEMPORAL_PROFILE. An
-// API key turns TLS on, as Temporal Cloud requires.
+// API key turns TLS on, as Temporal Cloud requires. SLUICE_TEMPORAL_COMPRESSION
+// says how its gRPC requests are compressed (temporalCompression).
 func TemporalOptions(log *slog.Logger, metrics client.MetricsHandler) (client.Options, error) {
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
 		return client.Options{}, fmt.Errorf("read Temporal connection settings (TEMPORAL_* and the Temporal config file): %w", err)
+	}
+	if opts.ConnectionOptions.GrpcCompression, err = temporalCompression(os.LookupEnv); err != nil {
+		return client.Options{}, err
 	}
 	if opts.HostPort == "" {
 		opts.HostPort = client.DefaultHostPort
@@ -37,6 +41,27 @@ func TemporalOptions(log *slog.Logger, metrics client.MetricsHandler) (client.Op
 		opts.MetricsHandler = metrics
 	}
 	return opts, nil
+}
+
+// EnvTemporalCompression is none (the default) or gzip.
+const EnvTemporalCompression = "SLUICE_TEMPORAL_COMPRESSION"
+
+// temporalCompression is the compression of sluice's gRPC requests to
+// Temporal, and so of Temporal's answers. The SDK's default is gzip; sluice's
+// default is none: its messages are small (a step's input and result are a
+// few hundred bytes), and gzip cost 8% of a busy worker's CPU in profiles
+// under make bench-peers, spent again by the Temporal server on the other
+// end of every poll, heartbeat and answer. gzip is for a link where bytes
+// cost more than CPU.
+func temporalCompression(lookup func(string) (string, bool)) (client.GrpcCompression, error) {
+	v, _ := lookup(EnvTemporalCompression)
+	switch strings.TrimSpace(v) {
+	case "", "none":
+		return &client.GrpcCompressionNone{}, nil
+	case "gzip":
+		return &client.GrpcCompressionGzip{}, nil
+	}
+	return nil, fmt.Errorf("%s: must be none or gzip, got %q", EnvTemporalCompression, v)
 }
 
 // DialTemporal connects to Temporal, saying which address it tried when it cannot.

@@ -2,9 +2,12 @@ package worker
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
+
+	"go.temporal.io/sdk/client"
 
 	"k8s.io/client-go/rest"
 
@@ -64,5 +67,20 @@ func TestRolloutResourcesRate(t *testing.T) {
 	t.Setenv(EnvRolloutResourcesRate, "")
 	if m, err := NewMirror(cfg, "default", log); err != nil || m.Rate != mirror.DefaultWriteRate {
 		t.Errorf("unset: %+v, %v", m, err)
+	}
+}
+
+func TestTemporalCompression(t *testing.T) {
+	env := func(v string) func(string) (string, bool) {
+		return func(k string) (string, bool) { return v, k == EnvTemporalCompression && v != "" }
+	}
+	for v, want := range map[string]any{"": &client.GrpcCompressionNone{}, "none": &client.GrpcCompressionNone{}, " gzip ": &client.GrpcCompressionGzip{}} {
+		got, err := temporalCompression(env(v))
+		if err != nil || fmt.Sprintf("%T", got) != fmt.Sprintf("%T", want) {
+			t.Errorf("%q: %T, %v; want %T", v, got, err, want)
+		}
+	}
+	if _, err := temporalCompression(env("zstd")); err == nil || !strings.Contains(err.Error(), `SLUICE_TEMPORAL_COMPRESSION: must be none or gzip, got "zstd"`) {
+		t.Errorf("zstd: %v", err)
 	}
 }

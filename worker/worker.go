@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"runtime"
 	"time"
 
@@ -122,7 +123,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("listen for health and metrics on %s: %w", w.Settings.HTTPAddr, err)
 	}
 	mux := http.NewServeMux()
-	HealthRoutes(mux, w.Temporal, w.Registry)
+	HealthRoutes(mux, w.Temporal, w.Registry, w.Settings.Profiling)
 	srv := serve(ln, mux, w.Log)
 	if w.Listening != nil {
 		w.Listening(ln.Addr().String())
@@ -169,8 +170,9 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // HealthRoutes adds /healthz (the process is up), /readyz (Temporal is
-// reachable) and /metrics to mux.
-func HealthRoutes(mux *http.ServeMux, temporal client.Client, reg *prometheus.Registry) {
+// reachable) and /metrics to mux, and with profiling Go's runtime profiles
+// under /debug/pprof/.
+func HealthRoutes(mux *http.ServeMux, temporal client.Client, reg *prometheus.Registry, profiling bool) {
 	mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) {
 		rw.WriteHeader(http.StatusOK)
 		_, _ = rw.Write([]byte("ok\n"))
@@ -185,6 +187,15 @@ func HealthRoutes(mux *http.ServeMux, temporal client.Client, reg *prometheus.Re
 		_, _ = rw.Write([]byte("ok\n"))
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if profiling {
+		// Registered here rather than by importing net/http/pprof for its
+		// side effect, which would serve them on http.DefaultServeMux.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 }
 
 func serve(ln net.Listener, h http.Handler, log *slog.Logger) *http.Server {

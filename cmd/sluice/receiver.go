@@ -39,7 +39,7 @@ lines), SLUICE_RECEIVER_OIDC_ISSUER and SLUICE_RECEIVER_OIDC_AUDIENCE (verify be
 SLUICE_RECEIVER_ALLOW_UNAUTHENTICATED_SOURCE (default true: ApiServerSource events need no
 token), SLUICE_RECEIVER_SWEEP (default 30s, 0 for never: how often it offers an opted-in
 target's newest Revision that no event brought, after the adapter gave up on all of them),
-plus TEMPORAL_* and KUBECONFIG as for the worker.
+plus TEMPORAL_*, KUBECONFIG and SLUICE_PPROF as for the worker.
 
 With SLUICE_ADMISSION_ADDR (e.g. :8443) it also serves the mutating admission webhook that pins
 latestRevision traffic when an opted-in Service's template changes, and bounds a new Revision of a
@@ -109,7 +109,7 @@ worker's policy defaults, which the policy webhook judges with.`,
 				go rcv.RunSweeps(cmd.Context(), s.Sweep)
 			}
 			mux := http.NewServeMux()
-			worker.HealthRoutes(mux, sc.temporal, sc.reg)
+			worker.HealthRoutes(mux, sc.temporal, sc.reg, s.Profiling)
 			mux.Handle("/", rcv)
 			ln, err := net.Listen("tcp", s.Addr)
 			if err != nil {

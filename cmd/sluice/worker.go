@@ -32,7 +32,9 @@ SLUICE_DEFAULT_VERIFY_TIMEOUT, SLUICE_DEFAULT_DEADLINE; the worker's size
 SLUICE_WORKFLOW_POLLERS, SLUICE_ACTIVITY_POLLERS, SLUICE_MAX_ACTIVITIES and its Kubernetes
 API rate SLUICE_KUBE_QPS, SLUICE_KUBE_BURST (docs/operations.md); SLUICE_WORKFLOW_CHANGES=all
 lets new rollouts take the workflow changes the previous release cannot replay (default
-compatible: a rollback of the workers stays safe). Progress events go to K_SINK, with
+compatible: a rollback of the workers stays safe); SLUICE_PPROF=true serves Go's profiles
+at /debug/pprof/ on SLUICE_HTTP_ADDR; SLUICE_TEMPORAL_COMPRESSION=gzip compresses its gRPC
+requests to Temporal (default none). Progress events go to K_SINK, with
 K_CE_OVERRIDES applied (the SinkBinding convention); without K_SINK none are sent.
 Where the cluster serves rollouts.sluice.dev, each target's Rollout resource
 shows its rollout (SLUICE_ROLLOUT_RESOURCES=off turns them off; they are

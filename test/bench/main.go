@@ -79,6 +79,7 @@ func main() {
 	fleetTimeout := flag.Duration("fleet-timeout", 40*time.Minute, "with -fleet: how long one level's rollouts may take")
 	flag.BoolVar(sluiceOnly, "peers-sluice-only", false, "with -peers: run sluice's half alone")
 	flag.StringVar(workflowChanges, "workflow-changes", "all", "the worker's SLUICE_WORKFLOW_CHANGES: all (every workflow change of this tree, what it costs once rollback to the previous release is closed) or compatible (the default of a worker)")
+	flag.StringVar(profileDir, "pprof", "", "with -peers: take CPU profiles of sluice's worker and receiver over its window, and their heap and allocations at its end, into this directory")
 	flag.BoolVar(inMemory, "temporal-in-memory", true, "keep the Temporal dev server's database in memory (false: a SQLite file, synced to disk on every write)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))

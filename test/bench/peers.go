@@ -75,8 +75,13 @@ var canaries = schema.GroupVersionResource{Group: "flagger.app", Version: "v1bet
 // measurePeers runs sluice and Flagger on one fresh stack, n Services each,
 // one tool after the other, and measures both the same way.
 func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigures, error) {
-	rn, err := startRun(ctx, e, stack.Options{Audit: true, Log: e.log, TemporalInMemory: *inMemory,
-		WorkerEnv: []string{settings.EnvWorkflowChanges + "=" + *workflowChanges}})
+	opts := stack.Options{Audit: true, Log: e.log, TemporalInMemory: *inMemory,
+		WorkerEnv: []string{settings.EnvWorkflowChanges + "=" + *workflowChanges}}
+	if *profileDir != "" {
+		opts.WorkerEnv = append(opts.WorkerEnv, settings.EnvPprof+"=true")
+		opts.ReceiverEnv = append(opts.ReceiverEnv, settings.EnvPprof+"=true")
+	}
+	rn, err := startRun(ctx, e, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -141,6 +146,8 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 		return scrape(ctx, "http://"+stk.WorkerHTTP+"/metrics", "", "sluice_kube_rate_limiter_wait_seconds_")
 	}
 	waits0 := workerMetrics()
+	stopProfiles := profiles(ctx, e.log, *profileDir, fmt.Sprint(n), map[string]string{
+		"worker": "http://" + stk.WorkerHTTP + "/debug/pprof/", "receiver": stk.ReceiverURL + "debug/pprof/"})
 	s0 := time.Now()
 	if err := forEach(ctx, sNames, change(map[string]string{"sluice.dev/rollout": "enabled",
 		"sluice.dev/steps": strings.Join(append(steps, "100"), ","), "sluice.dev/hold": peerHold.String()})); err != nil {
@@ -155,6 +162,7 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 	}
 	s1 := time.Now()
 	after := []procSample{sample(workerPid), sample(receiverPid), {cpu: treeCPU(temporalPids)}}
+	stopProfiles()
 	sCPU, sCPULine := cpuUsed(sAll, cpuByProcess(stk))
 	waits := throttle(waits0, workerMetrics())
 	hists, err := readHistories(ctx, tc, sNames)

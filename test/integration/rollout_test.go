@@ -415,3 +415,22 @@ func TestRefusedPolicyOnRealServer(t *testing.T) {
 	}
 	recordHistory(t, s.temporal, "rollout-refused.json")
 }
+
+// TestRolloutWithGzipToTemporal: sluice talks to Temporal uncompressed by
+// default (every other test here); with SLUICE_TEMPORAL_COMPRESSION=gzip a
+// rollout runs as well, through the real server.
+func TestRolloutWithGzipToTemporal(t *testing.T) {
+	t.Setenv(worker.EnvTemporalCompression, "gzip")
+	s := startStack(t, helloService(map[string]string{config.AnnotationSteps: "50,100", config.AnnotationHold: "1s"})...)
+	ctx := context.Background()
+	if _, err := s.ctl.Start(ctx, hello, "hello-00002", ""); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.ctl.Wait(ctx, hello)
+	if err != nil || res.Outcome != api.OutcomeSucceeded {
+		t.Fatalf("result: %+v, %v", res, err)
+	}
+	if got := knative.FormatTraffic(s.liveTraffic()); !strings.Contains(got, "hello-00002=100%") {
+		t.Fatalf("traffic after the rollout: %s", got)
+	}
+}
