@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"slices"
@@ -8,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/api"
@@ -290,6 +294,7 @@ func TestAdmissionPinsLatestTrafficInTheWrite(t *testing.T) {
 	c := ctl(t)
 	firstRollout(t, c, "s20", map[string]string{"sluice.dev/steps": "50,100", "sluice.dev/hold": "1s"})
 	patchTraffic(t, "s20", []servingv1.TrafficTarget{{LatestRevision: new(true), Percent: new(int64(100))}, {LatestRevision: new(true), Percent: new(int64(0)), Tag: "latest"}})
+	excluded := webhookExclusions(t)
 	stk.KillWorker()
 	restarted := false
 	defer func() {
@@ -319,6 +324,23 @@ func TestAdmissionPinsLatestTrafficInTheWrite(t *testing.T) {
 	if got := serviceTraffic(t, "s20"); got != "latest=0% (tag latest), s20-00002=100%" {
 		t.Fatalf("traffic at the end: %s", got)
 	}
+	// The rollout's traffic steps changed neither the template nor the
+	// annotations: the API server did not call the pin or the policy
+	// webhook for them (their matchConditions), and no condition failed to
+	// evaluate (which, with failurePolicy Ignore, would skip the webhook
+	// for writes it must see: the pin above shows it saw the deploy).
+	// (The policy webhook sees the first step: Knative's own webhook, which
+	// runs before it, notes the worker as the Service's lastModifier in an
+	// annotation.)
+	after := webhookExclusions(t)
+	for wh, least := range map[string]float64{"pin-latest.sluice.dev": 2, "policy.sluice.dev": 1} {
+		if n := after[wh] - excluded[wh]; n < least {
+			t.Errorf("writes %s was not called for during the rollout: %v, want at least %v (all: %v)", wh, n, least, after)
+		}
+	}
+	if errs := after["errors"]; errs != 0 {
+		t.Errorf("sluice's webhooks' matchConditions failed to evaluate %v times", errs)
+	}
 
 	// A Service that is not opted in keeps following the latest Revision
 	// (Knative's webhook defaults its empty traffic to exactly that).
@@ -328,6 +350,42 @@ func TestAdmissionPinsLatestTrafficInTheWrite(t *testing.T) {
 	if got := serviceTraffic(t, "s20-free"); got != "latest=100%" {
 		t.Fatalf("a Service not opted in was changed: %s", got)
 	}
+}
+
+// webhookExclusions reads the API server's metrics: per webhook of sluice's,
+// the writes its matchConditions kept from calling it, and under "errors"
+// how often they failed to evaluate.
+func webhookExclusions(t *testing.T) map[string]float64 {
+	t.Helper()
+	kube, err := kubernetes.NewForConfig(stk.Rest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatalf("read the API server's metrics: %v", err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("parse the API server's metrics: %v", err)
+	}
+	out := map[string]float64{}
+	for fam, key := range map[string]string{"apiserver_admission_match_condition_exclusions_total": "",
+		"apiserver_admission_match_condition_evaluation_errors_total": "errors"} {
+		for _, m := range fams[fam].GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "name" && strings.HasSuffix(l.GetValue(), ".sluice.dev") {
+					k := key
+					if k == "" {
+						k = l.GetValue()
+					}
+					out[k] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
 }
 
 // The first rollout of a Service created with a tagged latestRevision
