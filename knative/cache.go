@@ -130,7 +130,7 @@ func (tc *TargetCache) cached(ref TargetRef, generation int64) (Target, bool) {
 		}
 		t.Annotations, t.TemplateAnnotations = svc.Annotations, svc.Spec.Template.Annotations
 		t.Object = ObjectRef{Namespace: ref.Namespace, Kind: KindService, Name: ref.Name}
-		t.Live, _ = liveFromObject(svc)
+		t.Live, _ = LiveOf(svc)
 	case KindConfiguration:
 		route := cfg.Annotations[config.AnnotationRoute]
 		if route == "" {
@@ -142,7 +142,7 @@ func (tc *TargetCache) cached(ref TargetRef, generation int64) (Target, bool) {
 		}
 		t.Annotations, t.TemplateAnnotations = cfg.Annotations, cfg.Spec.Template.Annotations
 		t.Object = ObjectRef{Namespace: ref.Namespace, Kind: KindRoute, Name: route}
-		t.Live, _ = liveFromObject(r)
+		t.Live, _ = LiveOf(r)
 	default:
 		return Target{}, false
 	}

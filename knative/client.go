@@ -98,7 +98,7 @@ func (c Client) ReadTarget(ctx context.Context, ref TargetRef) (Target, error) {
 		}
 		t.Annotations, t.TemplateAnnotations = svc.Annotations, svc.Spec.Template.Annotations
 		t.Object = ObjectRef{Namespace: ref.Namespace, Kind: KindService, Name: ref.Name}
-		t.Live, _ = liveFromObject(svc)
+		t.Live, _ = LiveOf(svc)
 		cfg, err := c.Serving.ServingV1().Configurations(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 		switch {
 		case err == nil:
@@ -122,7 +122,7 @@ func (c Client) ReadTarget(ctx context.Context, ref TargetRef) (Target, error) {
 		if err != nil {
 			return Target{}, readError("Route "+ref.Namespace+"/"+route+" (named by "+config.AnnotationRoute+")", err)
 		}
-		t.Live, _ = liveFromObject(r)
+		t.Live, _ = LiveOf(r)
 	default:
 		return Target{}, fmt.Errorf("unknown target kind %q: %w", ref.Kind, ErrUnknownKind)
 	}

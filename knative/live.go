@@ -72,7 +72,7 @@ func (c Client) ReadTraffic(ctx context.Context, o ObjectRef) (Live, error) {
 	if err != nil {
 		return Live{}, err
 	}
-	live, _ := liveFromObject(obj)
+	live, _ := LiveOf(obj)
 	return live, nil
 }
 
@@ -117,7 +117,7 @@ func (c Client) PatchTraffic(ctx context.Context, o ObjectRef, from Live, traffi
 	if err != nil {
 		return Live{}, err
 	}
-	live, _ := liveFromObject(obj)
+	live, _ := LiveOf(obj)
 	return live, nil
 }
 
@@ -138,7 +138,7 @@ func (c Client) failedTest(ctx context.Context, k kindClient, from Live, err err
 	if rerr != nil {
 		return false
 	}
-	now, _ := liveFromObject(obj)
+	now, _ := LiveOf(obj)
 	return now.Generation != from.Generation
 }
 
@@ -177,7 +177,7 @@ func (c Client) WatchTraffic(ctx context.Context, o ObjectRef, resourceVersion s
 			if typ == watch.Deleted {
 				return done(Live{}, true)
 			}
-			l, ok := liveFromObject(obj)
+			l, ok := LiveOf(obj)
 			return ok && l.Name == o.Name && done(l, false)
 		},
 	}
@@ -237,8 +237,9 @@ func typed[T runtime.Object](tc typedClient[T], name string) kindClient {
 	}
 }
 
-// liveFromObject reads the traffic of a Service or Route as sluice compares it.
-func liveFromObject(obj runtime.Object) (Live, bool) {
+// LiveOf reads the traffic of a Service or Route as sluice compares it;
+// false for any other object.
+func LiveOf(obj runtime.Object) (Live, bool) {
 	switch o := obj.(type) {
 	case *servingv1.Service:
 		l := Live{Name: o.Name, Annotations: o.Annotations, Spec: DefaultTraffic(o.Spec.Traffic), Status: o.Status.Traffic, ResourceVersion: o.ResourceVersion,

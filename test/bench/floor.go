@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -23,9 +24,9 @@ import (
 // durability, from the same starting point as sluice's: it deploys the
 // second Revision (the template change, with the traffic pinned to the
 // first, in one write), waits until the Revision is Ready, then per step
-// reads the Service, patches its traffic (with the resourceVersion it read,
+// reads the Service, patches its traffic (testing the generation it read,
 // as sluice does), waits — on a watch, not by polling — until its status
-// shows the traffic, and sleeps the hold. Its steps thus run while Knative
+// shows the traffic as sluice's check wants it, and sleeps the hold. Its steps thus run while Knative
 // brings the new Revisions up, as sluice's do. The gaps between its patches
 // are the best a step can do on this stack.
 func floor(ctx context.Context, stk *stack.Stack, svcs []string, plan floorPlan) error {
@@ -132,19 +133,21 @@ func floorStep(ctx context.Context, client servicesClient, lister servicesLister
 	if weight < 100 {
 		desired = append([]servingv1.TrafficTarget{{RevisionName: name + "-00001", Percent: new(100 - weight)}}, desired...)
 	}
-	// A conflict (Knative wrote the object's status between the read and
-	// the patch) is read again and retried, as any client-go loop does.
+	// The patch tests the generation it read, as sluice's does, so
+	// Knative's status writes between the read and the patch do not make it
+	// conflict; a spec changed meanwhile fails the test (422), and is read
+	// again and retried, as a client-go loop retries a conflict.
 	var out *servingv1.Service
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.OnError(retry.DefaultRetry, func(err error) bool { return apierrors.IsConflict(err) || apierrors.IsInvalid(err) }, func() error {
 		svc, err := client.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		patch, _ := json.Marshal(map[string]any{
-			"metadata": map[string]any{"resourceVersion": svc.ResourceVersion},
-			"spec":     map[string]any{"traffic": desired},
+		patch, _ := json.Marshal([]map[string]any{
+			{"op": "test", "path": "/metadata/generation", "value": svc.Generation},
+			{"op": "add", "path": "/spec/traffic", "value": desired},
 		})
-		out, err = client.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		out, err = client.Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{})
 		return err
 	})
 	if err != nil {
@@ -153,9 +156,17 @@ func floorStep(ctx context.Context, client servicesClient, lister servicesLister
 	// As long as sluice's own default verify timeout.
 	wait := config.BuiltinDefaults().VerifyTimeout
 	deadline := time.After(wait)
+	// Done when sluice's own check passes: the status at the written
+	// generation shows the traffic and the Service's RoutesReady is True.
+	// (Knative puts the traffic in the status before the ingress serves it,
+	// then sets RoutesReady; a loop that stopped at the first would verify
+	// less than sluice does, and measure a shorter step.)
+	ref := knative.ObjectRef{Namespace: stack.Namespace, Kind: knative.KindService, Name: name}
 	for {
-		if cur, err := lister.Get(name); err == nil && cur.Status.ObservedGeneration >= out.Generation && knative.SameTraffic(cur.Status.Traffic, desired) {
-			return nil
+		if cur, err := lister.Get(name); err == nil {
+			if live, _ := knative.LiveOf(cur); live.Lacks(ref, desired, out.Generation) == "" {
+				return nil
+			}
 		}
 		select {
 		case <-wake:
