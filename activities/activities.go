@@ -211,13 +211,24 @@ func kubeError(err error) error {
 // is retried in seconds, not after its whole start-to-close timeout.
 const HeartbeatEvery = 2 * time.Second
 
-// keepAlive heartbeats until the returned stop is called.
+// keepAlive heartbeats until the returned stop is called: first after
+// firstBeat, then every HeartbeatEvery.
 func keepAlive(ctx context.Context) (stop func()) {
 	if !activity.IsActivity(ctx) {
 		return func() {}
 	}
 	done := make(chan struct{})
 	go func() {
+		first := time.NewTimer(firstBeat(activity.GetInfo(ctx).HeartbeatTimeout))
+		defer first.Stop()
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-first.C:
+			activity.RecordHeartbeat(ctx)
+		}
 		t := time.NewTicker(HeartbeatEvery)
 		defer t.Stop()
 		for {
@@ -232,4 +243,17 @@ func keepAlive(ctx context.Context) (stop func()) {
 		}
 	}()
 	return func() { close(done) }
+}
+
+// firstBeat is half the activity's heartbeat timeout (HeartbeatEvery if it
+// has none that long): a beat is a call Temporal records, and most waits —
+// a write's status, a short hold — end well within the timeout, so beating
+// at once would cost a call each for nothing. After the first, the SDK
+// sends at most one beat every 0.8 × the timeout however often keepAlive
+// beats, so the later beats cost no more for starting late.
+func firstBeat(heartbeatTimeout time.Duration) time.Duration {
+	if heartbeatTimeout/2 <= HeartbeatEvery {
+		return HeartbeatEvery
+	}
+	return heartbeatTimeout / 2
 }

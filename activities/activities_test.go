@@ -564,3 +564,20 @@ func TestWriteEndsOnAnEditOfIt(t *testing.T) {
 		t.Fatalf("a round of checks after the edit: %v", err)
 	}
 }
+
+// A waiting activity's first beat comes at half its heartbeat timeout, so a
+// wait that ends sooner costs Temporal no heartbeat call; never later than
+// that, so the timeout has half its length to spare.
+func TestFirstBeat(t *testing.T) {
+	for timeout, want := range map[time.Duration]time.Duration{
+		0:                HeartbeatEvery,
+		3 * time.Second:  HeartbeatEvery,
+		4 * time.Second:  HeartbeatEvery,
+		10 * time.Second: 5 * time.Second,
+		time.Minute:      30 * time.Second,
+	} {
+		if got := firstBeat(timeout); got != want {
+			t.Errorf("heartbeat timeout %s: first beat %s, want %s", timeout, got, want)
+		}
+	}
+}
