@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -104,5 +105,12 @@ func TestFlaggerWritesAreSteps(t *testing.T) {
 		if got, _ := candidatePercent(tc.e); got != tc.want {
 			t.Errorf("%+v: %d%%, want %d%%", tc.e.Traffic, got, tc.want)
 		}
+	}
+}
+
+func TestSampleSplitsResidentMemory(t *testing.T) {
+	s := sample(os.Getpid())
+	if s.cpu <= 0 || s.hwmKiB <= 0 || s.anonKiB <= 0 || s.fileKiB <= 0 || s.anonKiB+s.fileKiB > s.hwmKiB+1024 {
+		t.Fatalf("this process: %+v", s)
 	}
 }

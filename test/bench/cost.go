@@ -36,6 +36,10 @@ type Footprint struct {
 type procSample struct {
 	cpu    float64 // seconds
 	hwmKiB float64
+	// anonKiB and fileKiB split the resident memory now: the process's own
+	// (heap, stacks) and file-backed pages (its binary's code and data,
+	// which the processes of one binary on a node share in the page cache).
+	anonKiB, fileKiB float64
 }
 
 type snap struct {
@@ -74,8 +78,10 @@ func sample(pid int) procSample {
 	}
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-				s.hwmKiB, _ = strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			for key, into := range map[string]*float64{"VmHWM:": &s.hwmKiB, "RssAnon:": &s.anonKiB, "RssFile:": &s.fileKiB} {
+				if v, ok := strings.CutPrefix(line, key); ok {
+					*into, _ = strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+				}
 			}
 		}
 	}

@@ -54,6 +54,10 @@ type PeerFigures struct {
 	// server apart), Flagger's one process.
 	CPUSeconds float64 `json:"cpu_seconds"`
 	PeakRSSMiB float64 `json:"peak_rss_mib"`
+	// The resident memory at the window's end, split: the processes' own
+	// (anonymous) and their binaries' pages (file-backed).
+	AnonMiB float64 `json:"rss_anon_mib_at_end"`
+	FileMiB float64 `json:"rss_file_mib_at_end"`
 	// TemporalCPUSeconds is the Temporal dev server's CPU while sluice's
 	// rollouts ran: what sluice's durability costs on the side.
 	TemporalCPUSeconds float64 `json:"temporal_cpu_seconds,omitempty"`
@@ -184,6 +188,7 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 		s.Unfinished, s.Failed = sUnfinished, sFailed
 		s.CPUSeconds = round(after[0].cpu-before[0].cpu+after[1].cpu-before[1].cpu, 2)
 		s.PeakRSSMiB = round((after[0].hwmKiB+after[1].hwmKiB)/1024, 1)
+		s.AnonMiB, s.FileMiB = round((after[0].anonKiB+after[1].anonKiB)/1024, 1), round((after[0].fileKiB+after[1].fileKiB)/1024, 1)
 		s.TemporalCPUSeconds = round(after[2].cpu-before[2].cpu, 2)
 		breakdown.withAudit(audit, workerUser, s0, s1)
 		s.CPUByProcess, s.cpuLine, s.Breakdown, s.WindowSeconds, s.Throttle = sCPU, sCPULine, &breakdown, round(s1.Sub(s0).Seconds(), 1), &waits
@@ -233,6 +238,7 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 	f.Unfinished = fUnfinished
 	f.CPUSeconds = round(fAfter.cpu-fBefore.cpu, 2)
 	f.PeakRSSMiB = round(fAfter.hwmKiB/1024, 1)
+	f.AnonMiB, f.FileMiB = round(fAfter.anonKiB/1024, 1), round(fAfter.fileKiB/1024, 1)
 	f.CPUByProcess, f.cpuLine, f.WindowSeconds = fCPU, fCPULine, round(f1.Sub(f0).Seconds(), 1)
 	floorFig := peerFigures(floorTool, audit, []string{"admin"}, "admin", l0, l1, ready, deployed, n, stepsPer)
 	if floorErr != nil {
@@ -385,6 +391,9 @@ func peersMarkdown(all [][]PeerFigures) string {
 				continue
 			}
 			fmt.Fprintf(&b, "- %d, %s: busy %.0f%% over %.0f s: %s\n", f.Services, f.Tool, busy(f.CPUByProcess, time.Duration(f.WindowSeconds*float64(time.Second)))*100, f.WindowSeconds, f.cpuLine)
+			if f.AnonMiB > 0 {
+				fmt.Fprintf(&b, "  - resident at the end: %.0f MiB its own (anonymous), %.0f MiB of its binary's pages (file-backed)\n", f.AnonMiB, f.FileMiB)
+			}
 			if t := f.Throttle; t != nil {
 				fmt.Fprintf(&b, "  - the worker's Kubernetes rate limiter: %d requests, mean wait %.2f ms, %d waited over 100 ms\n", t.Requests, t.MeanMS, t.Over100)
 			}
