@@ -20,7 +20,7 @@ import (
 func (r *Receiver) dispatch(ctx context.Context, e cloudevents.Event, a events.Action, principal string) result {
 	switch a.Kind {
 	case events.KindRevision:
-		return r.revision(ctx, a, principal)
+		return r.revision(ctx, a, principal, false)
 	case events.KindDeleted:
 		kind := knative.KindService
 		if a.ObjectKind == "Configuration" {
@@ -35,8 +35,10 @@ func (r *Receiver) dispatch(ctx context.Context, e cloudevents.Event, a events.A
 }
 
 // revision handles a Revision event: it hints the running rollout of the
-// Revision's target, or starts one if the Revision is a new candidate.
-func (r *Receiver) revision(ctx context.Context, a events.Action, principal string) result {
+// Revision's target, or starts one if the Revision is a new candidate. With
+// sync, the offer is made before it answers, whatever the Revision's state
+// (the sweep's own offers: nothing would make them again).
+func (r *Receiver) revision(ctx context.Context, a events.Action, principal string, sync bool) result {
 	if a.NeedsRead {
 		rev, err := r.Knative.GetRevision(ctx, knative.RevisionRef{Namespace: a.Namespace, Name: a.Name})
 		if apierrors.IsNotFound(err) {
@@ -59,7 +61,7 @@ func (r *Receiver) revision(ctx context.Context, a events.Action, principal stri
 	if r.Seen.Has(told) {
 		return reply(http.StatusOK, "duplicate", "ignored: sluice already acted on %s/%s being %s", a.Namespace, a.Name, a.Ready)
 	}
-	t, res, ok := r.optedInTarget(ctx, a)
+	t, cached, res, ok := r.optedInTarget(ctx, a)
 	if !ok {
 		return res
 	}
@@ -84,8 +86,14 @@ func (r *Receiver) revision(ctx context.Context, a events.Action, principal stri
 		return r.temporalError(err, "offer "+a.Name+" to the rollout of "+target.String())
 	}
 	offered := "offered:" + a.Namespace + "/" + a.Name
-	if r.Seen.Has(offered) {
+	switch {
+	case sync:
+	case r.Seen.Has(offered):
 		return r.offerLater(req, told)
+	case r.BackgroundStarts && cached:
+		// Its later states queue behind this offer, in its target's lane.
+		r.Seen.Add(offered)
+		return r.offerNew(req, told)
 	}
 	if _, err := r.Control.Offer(ctx, req); err != nil {
 		return r.temporalError(err, "offer "+a.Name+" to the rollout of "+target.String())
@@ -99,34 +107,36 @@ func (r *Receiver) revision(ctx context.Context, a events.Action, principal stri
 // Configuration in Route mode — and checks that it opted in. A Configuration
 // that opted in without naming its Route is offered all the same: its
 // rollout fails at once, with the reason, where the UI shows it.
-func (r *Receiver) optedInTarget(ctx context.Context, a events.Action) (knative.Target, result, bool) {
+// cached says the informers' caches answered (so the sweep sees the target).
+func (r *Receiver) optedInTarget(ctx context.Context, a events.Action) (t knative.Target, cached bool, res result, ok bool) {
 	ref := knative.TargetOf(a.Namespace, knative.RevisionLabels{Service: a.Service, Configuration: a.Configuration})
-	t, err := r.readTarget(ctx, ref, a.Generation)
+	t, cached, err := r.readTarget(ctx, ref, a.Generation)
 	switch {
 	case apierrors.IsNotFound(err):
-		return t, reply(http.StatusOK, "ignored", "ignored: %v", err), false
+		return t, cached, reply(http.StatusOK, "ignored", "ignored: %v", err), false
 	case err != nil && !errors.Is(err, knative.ErrNoRoute):
-		return t, kubeError(err), false
+		return t, cached, kubeError(err), false
 	}
 	opted, err := t.OptedIn()
 	if err != nil || !opted {
 		r.warned.warn(ctx, r.Log, t, ref.Kind)
 	}
 	if err != nil {
-		return t, reply(http.StatusOK, "ignored", "ignored: %s has an invalid annotation: %v", ref, err), false
+		return t, cached, reply(http.StatusOK, "ignored", "ignored: %s has an invalid annotation: %v", ref, err), false
 	}
 	if !opted {
-		return t, reply(http.StatusOK, "not-opted-in", "ignored: %s is not opted in (%s)", ref, config.AnnotationRollout), false
+		return t, cached, reply(http.StatusOK, "not-opted-in", "ignored: %s is not opted in (%s)", ref, config.AnnotationRollout), false
 	}
-	return t, result{}, true
+	return t, cached, result{}, true
 }
 
 // readTarget reads a Revision's target from the informers' caches when the
-// receiver has them, else from the API server.
-func (r *Receiver) readTarget(ctx context.Context, ref knative.TargetRef, generation int64) (knative.Target, error) {
+// receiver has them, else from the API server; cached says which.
+func (r *Receiver) readTarget(ctx context.Context, ref knative.TargetRef, generation int64) (knative.Target, bool, error) {
 	if r.Targets == nil {
 		r.Metrics.read("api")
-		return r.Knative.ReadTarget(ctx, ref)
+		t, err := r.Knative.ReadTarget(ctx, ref)
+		return t, false, err
 	}
 	t, cached, err := r.Targets.ReadTarget(ctx, ref, generation)
 	from := "api"
@@ -134,7 +144,7 @@ func (r *Receiver) readTarget(ctx context.Context, ref knative.TargetRef, genera
 		from = "cache"
 	}
 	r.Metrics.read(from)
-	return t, err
+	return t, cached, err
 }
 
 // alreadyHandled says why a Revision event needs no Temporal call.

@@ -83,6 +83,22 @@ func (r *Receiver) background() *later {
 // in the background, after any earlier one for the same target, retried a
 // few times.
 func (r *Receiver) offerLater(req control.StartRequest, told string) result {
+	return r.offerInBackground(req, told, "a Revision's new state was not offered to its rollout; the rollout's own watch of the Revision sees it")
+}
+
+// offerNew answers a new candidate before Temporal has its rollout, when the
+// receiver sweeps its caches (BackgroundStarts): a mass deploy's events then
+// come as fast as the adapter sends them instead of one Temporal call at a
+// time, and an offer that is lost — all its tries failed, or the receiver
+// stopped first — is made again by the candidate's next state (offered in
+// the background too, behind it in its target's lane, and starting the
+// rollout as well) or by the next sweep, which offers every opted-in
+// target's newest Revision that no rollout has.
+func (r *Receiver) offerNew(req control.StartRequest, told string) result {
+	return r.offerInBackground(req, told, "a new candidate was not offered; its next event or the receiver's next sweep offers it again")
+}
+
+func (r *Receiver) offerInBackground(req control.StartRequest, told, lost string) result {
 	target, name, state := req.Target, req.Offer.Revision, req.Offer.State
 	r.background().run(target.String(), func() {
 		ctx, cancel := context.WithTimeout(context.Background(), laterTimeout)
@@ -96,8 +112,7 @@ func (r *Receiver) offerLater(req control.StartRequest, told string) result {
 			}
 			if attempt == 3 || ctx.Err() != nil {
 				r.Metrics.later("failed")
-				r.Log.Warn("a Revision's new state was not offered to its rollout; the rollout's own watch of the Revision sees it",
-					"target", target.String(), "revision", name, "state", state.String(), "error", err)
+				r.Log.Warn(lost, "target", target.String(), "revision", name, "state", state.String(), "error", err)
 				return
 			}
 			select {

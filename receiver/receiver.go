@@ -53,6 +53,11 @@ type Receiver struct {
 	// MaxLater bounds the offers in flight in the background (0:
 	// DefaultMaxLater); see offerLater.
 	MaxLater int
+	// BackgroundStarts answers a new candidate of a target the caches hold
+	// before Temporal has its rollout (offerNew). Set it only where the
+	// receiver also sweeps (RunSweeps): the sweep is what offers a candidate
+	// whose background offer was lost.
+	BackgroundStarts bool
 	// warned keeps the policy near misses already logged.
 	warned    nearMisses
 	laterOnce sync.Once

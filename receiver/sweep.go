@@ -44,7 +44,7 @@ func (r *Receiver) Sweep(ctx context.Context) int {
 			continue
 		}
 		a := events.Action{Kind: events.KindRevision, ObjectKind: "Revision", Namespace: ref.Namespace, Name: n.Revision, NeedsRead: true}
-		res := r.revision(ctx, a, sweptBy)
+		res := r.revision(ctx, a, sweptBy, true)
 		r.Log.Info("sweep: a Revision no event brought", "target", ref.String(), "revision", n.Revision, "code", res.code, "message", res.message)
 		if res.code == http.StatusAccepted {
 			offered++

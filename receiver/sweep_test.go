@@ -2,8 +2,12 @@ package receiver
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.temporal.io/api/serviceerror"
 
 	commonpb "go.temporal.io/api/common/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
@@ -82,5 +86,63 @@ func TestSweepLeavesHandledRevisionsAlone(t *testing.T) {
 				t.Fatalf("API reads: %v", got)
 			}
 		})
+	}
+}
+
+// While the receiver sweeps, a new candidate of a target its caches hold is
+// answered before Temporal has its rollout, and offered in the background
+// with its later states queued behind it, in order. An offer that fails
+// every try is made again by the next sweep, which offers before it
+// answers.
+func TestNewCandidateAnsweredBeforeTemporalWhileSweeping(t *testing.T) {
+	e := newEnv(t, sweepObjects("hello-00002", nil)...).withCache()
+	e.rcv.BackgroundStarts = true
+	gate := make(chan struct{})
+	e.temporal.mu.Lock()
+	e.temporal.startGate = gate
+	e.temporal.mu.Unlock()
+	for fixture, want := range map[string]string{
+		"resource/02-revision-add.json":               "offering hello-00002 (pending) to the rollout of default/service/hello",
+		"resource/04-revision-update-ready-true.json": "offering hello-00002 (ready) to the rollout of default/service/hello",
+	} {
+		if code, msg := e.replay(fixture, nil); code != http.StatusAccepted || !strings.Contains(msg, want) {
+			t.Fatalf("%s, Temporal held: %d %s", fixture, code, msg)
+		}
+	}
+	if calls := e.temporal.Calls(); len(calls) != 0 {
+		t.Fatalf("Temporal calls before the held one went through: %v", calls)
+	}
+	close(gate)
+	e.rcv.background().wait()
+	var states []string
+	for _, s := range e.temporal.signals {
+		states = append(states, s.(api.CandidateSignal).State.String())
+	}
+	if got := strings.Join(states, ","); got != "pending,ready" {
+		t.Fatalf("offered states %s, want pending,ready in that order", got)
+	}
+
+	e = newEnv(t, sweepObjects("hello-00002", nil)...).withCache()
+	e.rcv.BackgroundStarts = true
+	e.temporal.mu.Lock()
+	e.temporal.startErr = serviceerror.NewUnavailable("connection refused")
+	e.temporal.mu.Unlock()
+	if code, msg := e.replay("resource/02-revision-add.json", nil); code != http.StatusAccepted {
+		t.Fatalf("the add, Temporal away: %d %s", code, msg)
+	}
+	e.rcv.background().wait()
+	if n := testutil.ToFloat64(e.rcv.Metrics.laters.WithLabelValues("failed")); n != 1 || len(e.temporal.Calls()) != 3 {
+		t.Fatalf("failed background offers %v after calls %v, want 1 after three tries", n, e.temporal.Calls())
+	}
+	e.temporal.mu.Lock()
+	e.temporal.startErr = nil
+	e.temporal.mu.Unlock()
+	if n := e.rcv.Sweep(context.Background()); n != 1 {
+		t.Fatalf("the sweep offered %d, want 1", n)
+	}
+	calls := e.temporal.Calls()
+	offer, _ := e.temporal.signals[len(e.temporal.signals)-1].(api.CandidateSignal)
+	if len(calls) != 5 || calls[4] != "start rollout/default/service/hello" || offer.By != sweptBy {
+		t.Fatalf("after the sweep: calls %v, last offer %+v", calls, offer)
 	}
 }

@@ -30,8 +30,11 @@ func newReceiverCommand() *cobra.Command {
 		Long: `Run the CloudEvents receiver. Point Knative Eventing's ApiServerSource (Resource or
 Reference mode, on Revisions and Services) and any command senders at it.
 
-It answers 2xx only once Temporal accepted the work, 4xx for events that must not be
-retried (with the reason), and 503/429 when Temporal or the cluster is unavailable.
+It answers 4xx for events that must not be retried (with the reason), 503/429 when Temporal
+or the cluster is unavailable, and 2xx once Temporal accepted the work — or, for a Revision
+of an opted-in target it offers in the background (a candidate it offered already, or with
+the sweep on a new one), once the offer is queued: the rollout's own watch and the sweep
+make a lost one good.
 
 Settings: SLUICE_RECEIVER_ADDR (default :8081), SLUICE_RECEIVER_MAX_BODY (bytes, default
 1 MiB), SLUICE_RECEIVER_NAMESPACES (allow-list), SLUICE_RECEIVER_TOKENS_FILE ("name token"
@@ -106,6 +109,9 @@ worker's policy defaults, which the policy webhook judges with.`,
 			}
 			go rcv.Gate.Run(cmd.Context())
 			if s.Sweep > 0 {
+				// The sweep makes a lost background offer again, so a new
+				// candidate need not wait for Temporal before its answer.
+				rcv.BackgroundStarts = true
 				go rcv.RunSweeps(cmd.Context(), s.Sweep)
 			}
 			mux := http.NewServeMux()
