@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -112,5 +113,31 @@ func TestSampleSplitsResidentMemory(t *testing.T) {
 	s := sample(os.Getpid())
 	if s.cpu <= 0 || s.hwmKiB <= 0 || s.anonKiB <= 0 || s.fileKiB <= 0 || s.anonKiB+s.fileKiB > s.hwmKiB+1024 {
 		t.Fatalf("this process: %+v", s)
+	}
+}
+
+// Two processes of one binary share its pages: their summed PSS is less than
+// their summed RSS, which counts those pages twice.
+func TestPeakPSSCountsSharedPagesOnce(t *testing.T) {
+	var pids []int
+	for range 2 {
+		cmd := exec.Command("sleep", "30")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		pids = append(pids, cmd.Process.Pid)
+	}
+	time.Sleep(200 * time.Millisecond)
+	stop := peakPSS(pids, 50*time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
+	pss := stop()
+	var rss float64
+	for _, pid := range pids {
+		s := sample(pid)
+		rss += s.anonKiB + s.fileKiB
+	}
+	if pss <= 0 || pss >= rss {
+		t.Fatalf("summed PSS %.0f KiB, summed RSS %.0f KiB: want 0 < PSS < RSS", pss, rss)
 	}
 }

@@ -481,3 +481,53 @@ func (res *Result) fromAudit(audit []auditEvent, ready *readyLog, t0, t1, f0, f1
 	}
 	res.WorkerWritesPerStep = round(float64(writes)/float64(res.Rollouts*res.Steps), 2)
 }
+
+// pssKiB reads a process's proportional set size: its own pages, and each
+// page it shares (a binary's code, mapped by every process of it) divided
+// by the number of processes that map it. Summed over processes it counts
+// a shared page once, as the machine holds it; VmHWM counts it in each.
+func pssKiB(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Pss:"); ok {
+			kib, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kib
+		}
+	}
+	return 0
+}
+
+// peakPSS samples the summed PSS of pids every interval until the returned
+// stop is called, and stop answers the largest sum seen (KiB). The kernel
+// keeps no peak of PSS as it does of RSS, so this one is sampled.
+func peakPSS(pids []int, every time.Duration) (stop func() float64) {
+	done, result := make(chan struct{}), make(chan float64, 1)
+	read := func() float64 {
+		var sum float64
+		for _, pid := range pids {
+			sum += pssKiB(pid)
+		}
+		return sum
+	}
+	go func() {
+		peak := read()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				result <- max(peak, read())
+				return
+			case <-t.C:
+				peak = max(peak, read())
+			}
+		}
+	}()
+	return func() float64 {
+		close(done)
+		return <-result
+	}
+}

@@ -54,6 +54,10 @@ type PeerFigures struct {
 	// server apart), Flagger's one process.
 	CPUSeconds float64 `json:"cpu_seconds"`
 	PeakRSSMiB float64 `json:"peak_rss_mib"`
+	// PeakPSSMiB is the most proportional set size the tool's processes
+	// held together, sampled each second: pages they share (sluice's two
+	// processes run one binary) counted once, as the node holds them.
+	PeakPSSMiB float64 `json:"peak_pss_mib"`
 	// The resident memory at the window's end, split: the processes' own
 	// (anonymous) and their binaries' pages (file-backed).
 	AnonMiB float64 `json:"rss_anon_mib_at_end"`
@@ -150,6 +154,7 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 		return scrape(ctx, "http://"+stk.WorkerHTTP+"/metrics", "", "sluice_kube_rate_limiter_wait_seconds_")
 	}
 	waits0 := workerMetrics()
+	sPSS := peakPSS([]int{workerPid, receiverPid}, time.Second)
 	stopProfiles := profiles(ctx, e.log, *profileDir, fmt.Sprint(n), map[string]string{
 		"worker": "http://" + stk.WorkerHTTP + "/debug/pprof/", "receiver": stk.ReceiverURL + "debug/pprof/"})
 	s0 := time.Now()
@@ -166,6 +171,7 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 	}
 	s1 := time.Now()
 	after := []procSample{sample(workerPid), sample(receiverPid), {cpu: treeCPU(temporalPids)}}
+	sPeakPSS := sPSS()
 	stopProfiles()
 	sCPU, sCPULine := cpuUsed(sAll, cpuByProcess(stk))
 	waits := throttle(waits0, workerMetrics())
@@ -188,6 +194,7 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 		s.Unfinished, s.Failed = sUnfinished, sFailed
 		s.CPUSeconds = round(after[0].cpu-before[0].cpu+after[1].cpu-before[1].cpu, 2)
 		s.PeakRSSMiB = round((after[0].hwmKiB+after[1].hwmKiB)/1024, 1)
+		s.PeakPSSMiB = round(sPeakPSS/1024, 1)
 		s.AnonMiB, s.FileMiB = round((after[0].anonKiB+after[1].anonKiB)/1024, 1), round((after[0].fileKiB+after[1].fileKiB)/1024, 1)
 		s.TemporalCPUSeconds = round(after[2].cpu-before[2].cpu, 2)
 		breakdown.withAudit(audit, workerUser, s0, s1)
@@ -205,6 +212,7 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 
 	// Flagger
 	fBefore := sample(flaggerPid)
+	fPSS := peakPSS([]int{flaggerPid}, time.Second)
 	fAll := cpuByProcess(stk)
 	f0 := time.Now()
 	if err := forEach(ctx, gNames, change(nil)); err != nil {
@@ -216,6 +224,7 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 	}
 	f1 := time.Now()
 	fAfter := sample(flaggerPid)
+	fPeakPSS := fPSS()
 	fCPU, fCPULine := cpuUsed(fAll, cpuByProcess(stk))
 
 	// sluice's floor: the same plan by a plain client-go loop.
@@ -238,6 +247,7 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 	f.Unfinished = fUnfinished
 	f.CPUSeconds = round(fAfter.cpu-fBefore.cpu, 2)
 	f.PeakRSSMiB = round(fAfter.hwmKiB/1024, 1)
+	f.PeakPSSMiB = round(fPeakPSS/1024, 1)
 	f.AnonMiB, f.FileMiB = round(fAfter.anonKiB/1024, 1), round(fAfter.fileKiB/1024, 1)
 	f.CPUByProcess, f.cpuLine, f.WindowSeconds = fCPU, fCPULine, round(f1.Sub(f0).Seconds(), 1)
 	floorFig := peerFigures(floorTool, audit, []string{"admin"}, "admin", l0, l1, ready, deployed, n, stepsPer)
@@ -344,11 +354,11 @@ func peerFigures(tool string, audit []auditEvent, users []string, writer string,
 func peersMarkdown(all [][]PeerFigures) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "sluice and Flagger %s (knative provider), side by side: steps %v then 100%%, %s holds, readiness only\n\n", flaggerVersion, peerWeights, peerHold)
-	b.WriteString("| services | tool | unfinished / failed | Ready → first traffic p50 / p99 ms | step overhead p50 / p99 ms | deploy → 100% p50 / p99 s | reads / writes per step | CPU s | peak RSS MiB |\n")
+	b.WriteString("| services | tool | unfinished / failed | Ready → first traffic p50 / p99 ms | step overhead p50 / p99 ms | deploy → 100% p50 / p99 s | reads / writes per step | CPU s | peak RSS / PSS MiB |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for _, level := range all {
 		for _, f := range level {
-			cpu, rss := fmt.Sprintf("%.1f", f.CPUSeconds), fmt.Sprintf("%.0f", f.PeakRSSMiB)
+			cpu, rss := fmt.Sprintf("%.1f", f.CPUSeconds), fmt.Sprintf("%.0f / %.0f", f.PeakRSSMiB, f.PeakPSSMiB)
 			if f.TemporalCPUSeconds > 0 {
 				cpu += fmt.Sprintf(" (+ Temporal %.1f)", f.TemporalCPUSeconds)
 			}
@@ -363,7 +373,7 @@ func peersMarkdown(all [][]PeerFigures) string {
 		}
 	}
 	b.WriteString("\nRatios, sluice / Flagger, in the same run (below 1: sluice is ahead)\n\n")
-	b.WriteString("| services | Ready → first traffic p50 / p99 | step overhead p50 / p99 | deploy → 100% p50 / p99 | reads / writes per step | CPU | peak RSS | sluice's step overhead / the floor's, p50 / p99 |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| services | Ready → first traffic p50 / p99 | step overhead p50 / p99 | deploy → 100% p50 / p99 | reads / writes per step | CPU | peak RSS / PSS | sluice's step overhead / the floor's, p50 / p99 |\n|---|---|---|---|---|---|---|---|\n")
 	for _, level := range all {
 		if len(level) < 2 {
 			continue
@@ -379,10 +389,10 @@ func peersMarkdown(all [][]PeerFigures) string {
 		if len(level) > 2 {
 			vsFloor = r(s.StepOverhead.P50, level[2].StepOverhead.P50) + " / " + r(s.StepOverhead.P99, level[2].StepOverhead.P99)
 		}
-		fmt.Fprintf(&b, "| %d | %s / %s | %s / %s | %s / %s | %s / %s | %s | %s | %s |\n", s.Services,
+		fmt.Fprintf(&b, "| %d | %s / %s | %s / %s | %s / %s | %s / %s | %s | %s / %s | %s |\n", s.Services,
 			r(s.Trigger.P50, f.Trigger.P50), r(s.Trigger.P99, f.Trigger.P99), r(s.StepOverhead.P50, f.StepOverhead.P50), r(s.StepOverhead.P99, f.StepOverhead.P99),
 			r(s.DeployTo100.P50, f.DeployTo100.P50), r(s.DeployTo100.P99, f.DeployTo100.P99), r(s.ReadsPerStep, f.ReadsPerStep), r(s.WritesPerStep, f.WritesPerStep),
-			r(s.CPUSeconds, f.CPUSeconds), r(s.PeakRSSMiB, f.PeakRSSMiB), vsFloor)
+			r(s.CPUSeconds, f.CPUSeconds), r(s.PeakRSSMiB, f.PeakRSSMiB), r(s.PeakPSSMiB, f.PeakPSSMiB), vsFloor)
 	}
 	b.WriteString("\nWhere the time went: each process's CPU seconds while the tool's rollouts ran, and sluice's step gaps split by its histories (ms, p50 / p99)\n\n")
 	for _, level := range all {
