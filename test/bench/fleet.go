@@ -46,6 +46,9 @@ type FleetResult struct {
 	// Failed closed otherwise; Unfinished were still running at the timeout.
 	Failed     int `json:"failed"`
 	Unfinished int `json:"unfinished"`
+	// FailedReasons says why, for up to failedShown of the failed: each
+	// rollout's Service, outcome and the reason its result gives.
+	FailedReasons []string `json:"failed_reasons,omitempty"`
 	// PeakRunning is the most rollouts Temporal's visibility counted
 	// running at once (sampled every few seconds), and AllRunning whether
 	// every rollout of the run was running at one sample.
@@ -234,6 +237,12 @@ func measureFleet(ctx context.Context, r FleetRun, e env, timeout time.Duration)
 		return res, err
 	}
 	res.Failed = closed - res.Succeeded
+	if res.Failed > 0 {
+		// The reasons are the report's footnote: a failed list keeps the figures.
+		if res.FailedReasons, err = failedReasons(ctx, tc); err != nil {
+			res.FailedReasons = []string{err.Error()}
+		}
+	}
 
 	sample := sampleNames(svcNames, fleetSample)
 	hists, err := readHistories(ctx, tc, sample)
@@ -298,6 +307,30 @@ func countRollouts(ctx context.Context, tc client.Client, query string) (int, er
 		return 0, fmt.Errorf("count rollouts where %s: %w", query, err)
 	}
 	return int(resp.GetCount()), nil
+}
+
+// failedShown bounds the failed rollouts whose reasons a run reports.
+const failedShown = 10
+
+// failedReasons lists closed rollouts that did not succeed, with their
+// results' outcome and reason: a run that counts failures says why.
+func failedReasons(ctx context.Context, tc client.Client) ([]string, error) {
+	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus != 'Running' AND %s != '%s'", api.RolloutWorkflow, api.AttrOutcome.GetName(), api.OutcomeSucceeded)
+	resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, PageSize: failedShown})
+	if err != nil {
+		return nil, fmt.Errorf("list rollouts where %s: %w", query, err)
+	}
+	var out []string
+	for _, ex := range resp.GetExecutions() {
+		id := ex.GetExecution().GetWorkflowId()
+		var result api.Result
+		if err := tc.GetWorkflow(ctx, id, ex.GetExecution().GetRunId()).Get(ctx, &result); err != nil {
+			out = append(out, id+": "+ex.GetStatus().String()+": "+err.Error())
+			continue
+		}
+		out = append(out, id+": "+string(result.Outcome)+": "+result.Reason)
+	}
+	return out, nil
 }
 
 // rssKiB is the processes' resident memory now (VmRSS), summed.
@@ -386,6 +419,9 @@ func fleetMarkdown(rep FleetReport) string {
 			fmt.Fprintf(&b, " %s %d (mean %.1f ms)", typ, r.ReceiverEvents[typ].Events, r.ReceiverEvents[typ].MeanMS)
 		}
 		b.WriteString("\n")
+		for _, why := range r.FailedReasons {
+			fmt.Fprintf(&b, "  - did not succeed: %s\n", why)
+		}
 	}
 	return b.String()
 }
