@@ -101,12 +101,13 @@ func TestNewCandidateAnsweredBeforeTemporalWhileSweeping(t *testing.T) {
 	e.temporal.mu.Lock()
 	e.temporal.startGate = gate
 	e.temporal.mu.Unlock()
-	for fixture, want := range map[string]string{
-		"resource/02-revision-add.json":               "offering hello-00002 (pending) to the rollout of default/service/hello",
-		"resource/04-revision-update-ready-true.json": "offering hello-00002 (ready) to the rollout of default/service/hello",
+	// In arrival order: the add, then the update to Ready.
+	for _, ev := range []struct{ fixture, want string }{
+		{"resource/02-revision-add.json", "offering hello-00002 (pending) to the rollout of default/service/hello"},
+		{"resource/04-revision-update-ready-true.json", "offering hello-00002 (ready) to the rollout of default/service/hello"},
 	} {
-		if code, msg := e.replay(fixture, nil); code != http.StatusAccepted || !strings.Contains(msg, want) {
-			t.Fatalf("%s, Temporal held: %d %s", fixture, code, msg)
+		if code, msg := e.replay(ev.fixture, nil); code != http.StatusAccepted || !strings.Contains(msg, ev.want) {
+			t.Fatalf("%s, Temporal held: %d %s", ev.fixture, code, msg)
 		}
 	}
 	if calls := e.temporal.Calls(); len(calls) != 0 {
