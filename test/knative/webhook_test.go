@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sluicehq/sluice/activities"
@@ -177,12 +178,17 @@ func TestTrafficPatchConflictsOnlyWithASpecChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := kn.ServingV1().Services("default").Get(ctx, "cas", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc.Status.ObservedGeneration = svc.Generation
-	if _, err := kn.ServingV1().Services("default").UpdateStatus(ctx, svc, metav1.UpdateOptions{}); err != nil {
+	// Knative's controller writes the new Service's status too: read again
+	// when it got there first.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		svc, err := kn.ServingV1().Services("default").Get(ctx, "cas", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		svc.Status.ObservedGeneration = svc.Generation
+		_, err = kn.ServingV1().Services("default").UpdateStatus(ctx, svc, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := kn.ServingV1().Services("default").Patch(ctx, "cas", types.MergePatchType,
