@@ -140,4 +140,10 @@ func TestPeakPSSCountsSharedPagesOnce(t *testing.T) {
 	if pss <= 0 || pss >= rss {
 		t.Fatalf("summed PSS %.0f KiB, summed RSS %.0f KiB: want 0 < PSS < RSS", pss, rss)
 	}
+	// The sum is of both processes, not of one.
+	for _, pid := range pids {
+		if one := pssKiB(pid); one <= 0 || one >= pss {
+			t.Fatalf("process %d alone: PSS %.0f KiB, the sum %.0f KiB", pid, one, pss)
+		}
+	}
 }

@@ -76,16 +76,26 @@ func sample(pid int) procSample {
 			}
 		}
 	}
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			for key, into := range map[string]*float64{"VmHWM:": &s.hwmKiB, "RssAnon:": &s.anonKiB, "RssFile:": &s.fileKiB} {
-				if v, ok := strings.CutPrefix(line, key); ok {
-					*into, _ = strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-				}
-			}
+	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	s.hwmKiB, s.anonKiB, s.fileKiB = kibField(status, "VmHWM:"), kibField(status, "RssAnon:"), kibField(status, "RssFile:")
+	return s
+}
+
+// procKiB reads one "Key: N kB" line of a /proc file (0 if absent).
+func procKiB(path, key string) float64 {
+	b, _ := os.ReadFile(path)
+	return kibField(b, key)
+}
+
+// kibField is the value of the "Key: N kB" line of a /proc file's text.
+func kibField(b []byte, key string) float64 {
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, key); ok {
+			kib, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kib
 		}
 	}
-	return s
+	return 0
 }
 
 // treeCPU is the CPU time of processes and all their descendants: the live
@@ -487,17 +497,7 @@ func (res *Result) fromAudit(audit []auditEvent, ready *readyLog, t0, t1, f0, f1
 // by the number of processes that map it. Summed over processes it counts
 // a shared page once, as the machine holds it; VmHWM counts it in each.
 func pssKiB(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Pss:"); ok {
-			kib, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			return kib
-		}
-	}
-	return 0
+	return procKiB(fmt.Sprintf("/proc/%d/smaps_rollup", pid), "Pss:")
 }
 
 // peakPSS samples the summed PSS of pids every interval until the returned

@@ -337,16 +337,7 @@ func failedReasons(ctx context.Context, tc client.Client) ([]string, error) {
 func rssKiB(pids []int) float64 {
 	total := 0.0
 	for _, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-				kib, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-				total += kib
-			}
-		}
+		total += procKiB(fmt.Sprintf("/proc/%d/status", pid), "VmRSS:")
 	}
 	return total
 }
