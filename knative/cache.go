@@ -9,6 +9,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"knative.dev/serving/pkg/apis/serving"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
@@ -31,6 +33,8 @@ type TargetCache struct {
 	Client Client
 	// listers per namespace; "" holds every namespace.
 	listers map[string]targetListers
+	// feed follows Services and Routes for the rollouts waiting on them.
+	feed *trafficFeed
 }
 
 type targetListers struct {
@@ -46,7 +50,7 @@ func NewTargetCache(ctx context.Context, c Client, namespaces []string) (*Target
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
-	tc := &TargetCache{Client: c, listers: map[string]targetListers{}}
+	tc := &TargetCache{Client: c, listers: map[string]targetListers{}, feed: newTrafficFeed()}
 	var synced []cache.InformerSynced
 	for _, ns := range namespaces {
 		f := informers.NewSharedInformerFactoryWithOptions(c.Serving, 0, informers.WithNamespace(ns), informers.WithTransform(slim))
@@ -54,6 +58,12 @@ func NewTargetCache(ctx context.Context, c Client, namespaces []string) (*Target
 		svc, cfg, rt := v1.Services(), v1.Configurations(), v1.Routes()
 		tc.listers[ns] = targetListers{services: svc.Lister(), configurations: cfg.Lister(), routes: rt.Lister()}
 		synced = append(synced, svc.Informer().HasSynced, cfg.Informer().HasSynced, rt.Informer().HasSynced)
+		if _, err := svc.Informer().AddEventHandler(tc.feed.handler(KindService)); err != nil {
+			return nil, fmt.Errorf("follow Knative Services: %w", err)
+		}
+		if _, err := rt.Informer().AddEventHandler(tc.feed.handler(KindRoute)); err != nil {
+			return nil, fmt.Errorf("follow Knative Routes: %w", err)
+		}
 		f.Start(ctx.Done())
 	}
 	wait, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -106,12 +116,36 @@ func (tc *TargetCache) ReadTarget(ctx context.Context, ref TargetRef, generation
 	return t, false, err
 }
 
-func (tc *TargetCache) cached(ref TargetRef, generation int64) (Target, bool) {
-	l, ok := tc.listers[ref.Namespace]
-	if !ok {
-		if l, ok = tc.listers[metav1.NamespaceAll]; !ok {
-			return Target{}, false
+// listersOf are the listers that hold namespace's objects.
+func (tc *TargetCache) listersOf(namespace string) (targetListers, bool) {
+	if l, ok := tc.listers[namespace]; ok {
+		return l, true
+	}
+	l, ok := tc.listers[metav1.NamespaceAll]
+	return l, ok
+}
+
+// Follow serves a watch of a Service's or Route's traffic from the
+// informers (see Feed).
+func (tc *TargetCache) Follow(o ObjectRef) (watch.Interface, bool) {
+	l, ok := tc.listersOf(o.Namespace)
+	if !ok || (o.Kind != KindService && o.Kind != KindRoute) {
+		return nil, false
+	}
+	return tc.feed.follow(feedKey{o.Kind, o.Namespace, o.Name}, func() (runtime.Object, bool) {
+		if o.Kind == KindService {
+			s, err := l.services.Services(o.Namespace).Get(o.Name)
+			return s, err == nil
 		}
+		r, err := l.routes.Routes(o.Namespace).Get(o.Name)
+		return r, err == nil
+	}), true
+}
+
+func (tc *TargetCache) cached(ref TargetRef, generation int64) (Target, bool) {
+	l, ok := tc.listersOf(ref.Namespace)
+	if !ok {
+		return Target{}, false
 	}
 	cfg, err := l.configurations.Configurations(ref.Namespace).Get(ref.Name)
 	if err != nil || generation <= 0 || cfg.Generation < generation {

@@ -23,6 +23,9 @@ const FieldManager = "sluice"
 // through them) and name the object.
 type Client struct {
 	Serving servingclient.Interface
+	// Feed, if set, serves the waits on a Service's or Route's traffic
+	// that it holds; the rest watch the API server.
+	Feed Feed
 }
 
 // Errors about a target that no API call can fix.

@@ -166,6 +166,11 @@ func (c Client) Annotate(ctx context.Context, o ObjectRef, key, value string) er
 func (c Client) WatchTraffic(ctx context.Context, o ObjectRef, resourceVersion string, done func(l Live, gone bool) bool) (bool, error) {
 	w := watcher{
 		open: func(ctx context.Context, rv string) (watch.Interface, error) {
+			if c.Feed != nil {
+				if w, ok := c.Feed.Follow(o); ok {
+					return w, nil
+				}
+			}
 			k, err := c.kind(o, "watch")
 			if err != nil {
 				return nil, err

@@ -40,6 +40,9 @@ type Worker struct {
 	Settings settings.Settings
 	Temporal client.Client
 	Serving  servingclient.Interface
+	// Feed, if set, serves the rollouts' waits on traffic from informers
+	// the process already runs (the controller's receiver's).
+	Feed knative.Feed
 	// Events sends progress events; nil sends none.
 	Events *events.Sender
 	// Mirror writes Rollout resources and Kubernetes events; nil writes none.
@@ -96,7 +99,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		opts.PreferredVersionProvider = workflows.KeepRollbackOpen
 	}
 	tw := sdkworker.New(w.Temporal, w.Settings.TaskQueue, opts)
-	acts := &activities.Activities{Knative: knative.Client{Serving: w.Serving}, Defaults: w.Settings.Defaults, Events: w.Events,
+	acts := &activities.Activities{Knative: knative.Client{Serving: w.Serving, Feed: w.Feed}, Defaults: w.Settings.Defaults, Events: w.Events,
 		Cluster: w.Settings.Cluster, Temporal: w.Temporal, Mirror: w.Mirror, Notify: w.Notify, Templates: w.Templates}
 	if w.Registry != nil && w.Notify != nil {
 		w.Notify.Metrics = notify.NewMetrics(w.Registry)

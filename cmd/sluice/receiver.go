@@ -57,14 +57,8 @@ worker's policy defaults, which the policy webhook judges with.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-			s, err := settings.LoadReceiverSettings(os.LookupEnv)
+			s, err := receiverSettings(cmd, addr)
 			if err != nil {
-				return err
-			}
-			if addr != "" {
-				s.Addr = addr
-			}
-			if err := clusterFlags(cmd, &s.Cluster, &s.TaskQueue); err != nil {
 				return err
 			}
 			sc, err := connectServer(cmd, log, "receiver", s.Kubeconfig)
@@ -72,66 +66,92 @@ worker's policy defaults, which the policy webhook judges with.`,
 				return err
 			}
 			defer sc.temporal.Close()
-			var tokens *receiver.StaticTokens
-			if s.TokensFile != "" {
-				if tokens, err = receiver.LoadStaticTokens(s.TokensFile); err != nil {
-					return err
-				}
-			}
-			var oidcAuth *receiver.OIDC
-			if s.OIDCIssuer != "" {
-				if oidcAuth, err = receiver.NewOIDC(cmd.Context(), s.OIDCIssuer, s.OIDCAudience); err != nil {
-					return err
-				}
-			}
-			auth := receiver.AnyOf(tokens, oidcAuth)
-			if auth == nil {
-				log.Warn("no authentication configured: command events will be refused", "set", settings.EnvReceiverTokensFile+" or "+settings.EnvReceiverOIDCIssuer)
-			}
-			ns := map[string]bool{}
-			for _, n := range s.Namespaces {
-				ns[n] = true
-			}
-			kn := knative.Client{Serving: sc.serving}
-			targets, err := knative.NewTargetCache(cmd.Context(), kn, s.Namespaces)
+			serve, _, err := startReceiver(cmd, log, sc, s)
 			if err != nil {
 				return err
 			}
-			rcv := &receiver.Receiver{
-				Control: &control.Client{Temporal: sc.temporal, TaskQueue: s.TaskQueue, Cluster: s.Cluster, Identity: "sluice-receiver"},
-				Knative: kn, Targets: targets, Auth: auth, AllowUnauthenticatedSource: s.AllowUnauthenticatedSource,
-				Namespaces: ns, MaxBody: s.MaxBody, Log: log, Metrics: receiver.NewMetrics(sc.reg),
-				Seen: receiver.NewSeen(100_000, 15*time.Minute),
-				Gate: &receiver.Gate{Check: func(ctx context.Context) error {
-					_, err := sc.temporal.CheckHealth(ctx, &client.CheckHealthRequest{})
-					return err
-				}},
-			}
-			go rcv.Gate.Run(cmd.Context())
-			if s.Sweep > 0 {
-				// The sweep makes a lost background offer again, so a new
-				// candidate need not wait for Temporal before its answer.
-				rcv.BackgroundStarts = true
-				go rcv.RunSweeps(cmd.Context(), s.Sweep)
-			}
-			mux := http.NewServeMux()
-			worker.HealthRoutes(mux, sc.temporal, sc.reg, s.Profiling)
-			mux.Handle("/", rcv)
-			ln, err := net.Listen("tcp", s.Addr)
-			if err != nil {
-				return fmt.Errorf("listen for CloudEvents on %s: %w", s.Addr, err)
-			}
-			if s.Admission.Addr != "" {
-				if err := startAdmission(cmd, s, knative.Client{Serving: sc.serving}, log); err != nil {
-					return err
-				}
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "receiving CloudEvents on http://%s/\n", ln.Addr())
-			return worker.ServeUntilDone(cmd.Context(), ln, mux, log)
+			return serve(cmd.Context())
 		},
 	}
 	cmd.Flags().StringVar(&addr, "listen", "", "address to receive CloudEvents on (default SLUICE_RECEIVER_ADDR or :8081)")
 	return cmd
+}
+
+// receiverSettings are the receiver's settings from the environment, with
+// --listen (addr), --cluster and --task-queue over them.
+func receiverSettings(cmd *cobra.Command, addr string) (settings.ReceiverSettings, error) {
+	s, err := settings.LoadReceiverSettings(os.LookupEnv)
+	if err != nil {
+		return s, err
+	}
+	if addr != "" {
+		s.Addr = addr
+	}
+	return s, clusterFlags(cmd, &s.Cluster, &s.TaskQueue)
+}
+
+// startReceiver builds the receiver on sc, starts its informers (returned:
+// the controller's worker follows traffic through them), its sweeps and its
+// admission webhook, and binds its address; serve then answers CloudEvents
+// until its context ends.
+func startReceiver(cmd *cobra.Command, log *slog.Logger, sc *serverClients, s settings.ReceiverSettings) (serve func(context.Context) error, targets *knative.TargetCache, err error) {
+	var tokens *receiver.StaticTokens
+	if s.TokensFile != "" {
+		if tokens, err = receiver.LoadStaticTokens(s.TokensFile); err != nil {
+			return nil, nil, err
+		}
+	}
+	var oidcAuth *receiver.OIDC
+	if s.OIDCIssuer != "" {
+		if oidcAuth, err = receiver.NewOIDC(cmd.Context(), s.OIDCIssuer, s.OIDCAudience); err != nil {
+			return nil, nil, err
+		}
+	}
+	auth := receiver.AnyOf(tokens, oidcAuth)
+	if auth == nil {
+		log.Warn("no authentication configured: command events will be refused", "set", settings.EnvReceiverTokensFile+" or "+settings.EnvReceiverOIDCIssuer)
+	}
+	ns := map[string]bool{}
+	for _, n := range s.Namespaces {
+		ns[n] = true
+	}
+	kn := knative.Client{Serving: sc.serving}
+	targets, err = knative.NewTargetCache(cmd.Context(), kn, s.Namespaces)
+	if err != nil {
+		return nil, nil, err
+	}
+	rcv := &receiver.Receiver{
+		Control: &control.Client{Temporal: sc.temporal, TaskQueue: s.TaskQueue, Cluster: s.Cluster, Identity: "sluice-receiver"},
+		Knative: kn, Targets: targets, Auth: auth, AllowUnauthenticatedSource: s.AllowUnauthenticatedSource,
+		Namespaces: ns, MaxBody: s.MaxBody, Log: log, Metrics: receiver.NewMetrics(sc.reg),
+		Seen: receiver.NewSeen(100_000, 15*time.Minute),
+		Gate: &receiver.Gate{Check: func(ctx context.Context) error {
+			_, err := sc.temporal.CheckHealth(ctx, &client.CheckHealthRequest{})
+			return err
+		}},
+	}
+	mux := http.NewServeMux()
+	worker.HealthRoutes(mux, sc.temporal, sc.reg, s.Profiling)
+	mux.Handle("/", rcv)
+	ln, err := net.Listen("tcp", s.Addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen for CloudEvents on %s: %w", s.Addr, err)
+	}
+	if s.Admission.Addr != "" {
+		if err := startAdmission(cmd, s, kn, log); err != nil {
+			_ = ln.Close()
+			return nil, nil, err
+		}
+	}
+	go rcv.Gate.Run(cmd.Context())
+	if s.Sweep > 0 {
+		// The sweep makes a lost background offer again, so a new
+		// candidate need not wait for Temporal before its answer.
+		rcv.BackgroundStarts = true
+		go rcv.RunSweeps(cmd.Context(), s.Sweep)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "receiving CloudEvents on http://%s/\n", ln.Addr())
+	return func(ctx context.Context) error { return worker.ServeUntilDone(ctx, ln, mux, log) }, targets, nil
 }
 
 // startAdmission runs the admission webhook beside the receiver. It fails

@@ -63,6 +63,7 @@ TEMPORAL_NAMESPACE and the Temporal config file, or the flags below.`,
 	root.AddCommand(
 		newWorkerCommand(),
 		newReceiverCommand(),
+		newControllerCommand(),
 		newStartCommand(g),
 		newStatusCommand(g),
 		newPromoteCommand(g),

@@ -43,17 +43,8 @@ linking to the Temporal UI at SLUICE_TEMPORAL_UI.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-			settings, err := settings.LoadSettings(os.LookupEnv)
+			settings, err := workerSettings(cmd, httpAddr, kubeconfig)
 			if err != nil {
-				return err
-			}
-			if httpAddr != "" {
-				settings.HTTPAddr = httpAddr
-			}
-			if kubeconfig != "" {
-				settings.Kubeconfig = kubeconfig
-			}
-			if err := clusterFlags(cmd, &settings.Cluster, &settings.TaskQueue); err != nil {
 				return err
 			}
 			sc, err := connectServer(cmd, log, "worker", settings.Kubeconfig)
@@ -61,31 +52,56 @@ linking to the Temporal UI at SLUICE_TEMPORAL_UI.`,
 				return err
 			}
 			defer sc.temporal.Close()
-			sender, err := events.NewSender(os.Getenv("K_SINK"), os.Getenv("K_CE_OVERRIDES"), nil)
+			w, err := newWorker(cmd, log, sc, settings)
 			if err != nil {
 				return err
 			}
-			mirror, err := worker.NewMirror(sc.kube, sc.namespace, log)
-			if err != nil {
-				return err
-			}
-			notifier, runNotify, err := worker.NewNotifier(sc.kube, sc.namespace, log)
-			if err != nil {
-				return err
-			}
-			tmpl, err := worker.NewTemplates(sc.kube)
-			if err != nil {
-				return err
-			}
-			w := &worker.Worker{Settings: settings, Temporal: sc.temporal, Serving: sc.serving, Events: sender, Mirror: mirror,
-				Notify: notifier, RunNotify: runNotify, Log: log, Registry: sc.reg, Templates: tmpl,
-				Listening: func(addr string) { fmt.Fprintf(cmd.ErrOrStderr(), "health and metrics on http://%s\n", addr) }}
 			return w.Run(cmd.Context())
 		},
 	}
 	cmd.Flags().StringVar(&httpAddr, "http-addr", "", "address for /healthz, /readyz and /metrics (default SLUICE_HTTP_ADDR or :9090)")
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default KUBECONFIG, in-cluster, then ~/.kube/config)")
 	return cmd
+}
+
+// workerSettings are the worker's settings from the environment, with
+// --http-addr, --kubeconfig, --cluster and --task-queue over them.
+func workerSettings(cmd *cobra.Command, httpAddr, kubeconfig string) (settings.Settings, error) {
+	s, err := settings.LoadSettings(os.LookupEnv)
+	if err != nil {
+		return s, err
+	}
+	if httpAddr != "" {
+		s.HTTPAddr = httpAddr
+	}
+	if kubeconfig != "" {
+		s.Kubeconfig = kubeconfig
+	}
+	return s, clusterFlags(cmd, &s.Cluster, &s.TaskQueue)
+}
+
+// newWorker builds the worker on sc: its progress-event sender, Rollout
+// resources, notifications and analysis templates.
+func newWorker(cmd *cobra.Command, log *slog.Logger, sc *serverClients, settings settings.Settings) (*worker.Worker, error) {
+	sender, err := events.NewSender(os.Getenv("K_SINK"), os.Getenv("K_CE_OVERRIDES"), nil)
+	if err != nil {
+		return nil, err
+	}
+	mirror, err := worker.NewMirror(sc.kube, sc.namespace, log)
+	if err != nil {
+		return nil, err
+	}
+	notifier, runNotify, err := worker.NewNotifier(sc.kube, sc.namespace, log)
+	if err != nil {
+		return nil, err
+	}
+	tmpl, err := worker.NewTemplates(sc.kube)
+	if err != nil {
+		return nil, err
+	}
+	return &worker.Worker{Settings: settings, Temporal: sc.temporal, Serving: sc.serving, Events: sender, Mirror: mirror,
+		Notify: notifier, RunNotify: runNotify, Log: log, Registry: sc.reg, Templates: tmpl,
+		Listening: func(addr string) { fmt.Fprintf(cmd.ErrOrStderr(), "health and metrics on http://%s\n", addr) }}, nil
 }
 
 // clusterFlags applies --cluster and --task-queue over what the environment

@@ -38,6 +38,10 @@ var workflowChanges = new(string)
 // look at its figures without waiting for Flagger's.
 var sluiceOnly = new(bool)
 
+// peersController runs sluice as one `sluice controller` process in the
+// peers run, as the chart's controller.enabled installs it.
+var peersController = new(bool)
+
 // Run is one configuration measured on a fresh stack.
 type Run struct {
 	Rollouts int           `json:"rollouts"`
@@ -78,6 +82,7 @@ func main() {
 	fleetHold := flag.Duration("fleet-hold", 2*time.Minute, "with -fleet: hold of each step (long enough that every rollout of a level runs at once)")
 	fleetTimeout := flag.Duration("fleet-timeout", 40*time.Minute, "with -fleet: how long one level's rollouts may take")
 	flag.BoolVar(sluiceOnly, "peers-sluice-only", false, "with -peers: run sluice's half alone")
+	flag.BoolVar(peersController, "peers-controller", false, "with -peers: run sluice as one `sluice controller` process (the chart's controller.enabled) instead of a worker and a receiver")
 	flag.StringVar(workflowChanges, "workflow-changes", "all", "the worker's SLUICE_WORKFLOW_CHANGES: all (every workflow change of this tree, what it costs once rollback to the previous release is closed) or compatible (the default of a worker)")
 	flag.StringVar(profileDir, "pprof", "", "with -peers: take CPU profiles of sluice's worker and receiver over its window, and their heap and allocations at its end, into this directory")
 	flag.BoolVar(inMemory, "temporal-in-memory", true, "keep the Temporal dev server's database in memory (false: a SQLite file, synced to disk on every write)")

@@ -33,7 +33,9 @@ type flaggerTool struct{ bin, dir string }
 // PeerFigures are one tool's figures at one level, measured by the same
 // code from the API server's audit log and /proc.
 type PeerFigures struct {
-	Tool       string `json:"tool"`
+	Tool string `json:"tool"`
+	// Shape is how sluice ran: "worker+receiver" or "controller".
+	Shape      string `json:"shape,omitempty"`
 	Services   int    `json:"services"`
 	Unfinished int    `json:"unfinished"`
 	Failed     int    `json:"failed"`
@@ -83,7 +85,7 @@ var canaries = schema.GroupVersionResource{Group: "flagger.app", Version: "v1bet
 // measurePeers runs sluice and Flagger on one fresh stack, n Services each,
 // one tool after the other, and measures both the same way.
 func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigures, error) {
-	opts := stack.Options{Audit: true, Log: e.log, TemporalInMemory: *inMemory,
+	opts := stack.Options{Audit: true, Log: e.log, TemporalInMemory: *inMemory, Controller: *peersController,
 		WorkerEnv: []string{settings.EnvWorkflowChanges + "=" + *workflowChanges}}
 	if *profileDir != "" {
 		opts.WorkerEnv = append(opts.WorkerEnv, settings.EnvPprof+"=true")
@@ -191,6 +193,10 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 	stepsPer := len(peerWeights) + 1
 	sluiceFigures := func(audit []auditEvent) PeerFigures {
 		s := peerFigures("sluice", audit, []string{workerUser, receiverUser}, workerUser, s0, s1, ready, deployed, n, stepsPer)
+		s.Shape = "worker+receiver"
+		if *peersController {
+			s.Shape = "controller"
+		}
 		s.Unfinished, s.Failed = sUnfinished, sFailed
 		s.CPUSeconds = round(after[0].cpu-before[0].cpu+after[1].cpu-before[1].cpu, 2)
 		s.PeakRSSMiB = round((after[0].hwmKiB+after[1].hwmKiB)/1024, 1)
@@ -367,7 +373,11 @@ func peersMarkdown(all [][]PeerFigures) string {
 				// The bench's stand-ins write as the same account.
 				cpu, rss, requests = "(in the bench)", "-", "-"
 			}
-			fmt.Fprintf(&b, "| %d | %s | %d / %d | %.0f / %.0f | %.0f / %.0f | %.1f / %.1f | %s | %s | %s |\n", f.Services, f.Tool, f.Unfinished, f.Failed,
+			tool := f.Tool
+			if f.Shape != "" {
+				tool += " (" + f.Shape + ")"
+			}
+			fmt.Fprintf(&b, "| %d | %s | %d / %d | %.0f / %.0f | %.0f / %.0f | %.1f / %.1f | %s | %s | %s |\n", f.Services, tool, f.Unfinished, f.Failed,
 				f.Trigger.P50, f.Trigger.P99, f.StepOverhead.P50, f.StepOverhead.P99, f.DeployTo100.P50/1000, f.DeployTo100.P99/1000,
 				requests, cpu, rss)
 		}

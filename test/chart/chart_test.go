@@ -406,3 +406,69 @@ func containerEnv(t *testing.T, d *unstructured.Unstructured) map[string]string 
 	}
 	return env
 }
+
+// controller.enabled: the worker's pods run `sluice controller` with the
+// receiver's settings, ports and tokens as well; no receiver Deployment is
+// left; the receiver's Service sends events to the worker's pods, on a port
+// the ServiceMonitor does not scrape a second time; and the worker's account
+// holds the receiver's rights.
+func TestChartControllerMode(t *testing.T) {
+	objs := render(t, "--values", filepath.Join("testdata", "full.yaml"), "--set", "controller.enabled=true")
+	byKey := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		byKey[key(o)] = o
+	}
+	if d := byKey[namespace+"/Deployment/sluice-receiver"]; d != nil {
+		t.Errorf("controller.enabled still renders the receiver's Deployment")
+	}
+	worker := byKey[namespace+"/Deployment/sluice-worker"]
+	if worker == nil {
+		t.Fatalf("no worker Deployment in %v", keys(objs))
+	}
+	c := container(t, worker)
+	if fmt.Sprint(c["args"]) != "[controller]" {
+		t.Errorf("the worker's pods run %v, want [controller]", c["args"])
+	}
+	env := containerEnv(t, worker)
+	for k, v := range map[string]string{
+		"SLUICE_HTTP_ADDR": ":9090", "SLUICE_RECEIVER_ADDR": ":8081", "SLUICE_ADMISSION_ADDR": ":8443",
+		"SLUICE_RECEIVER_TOKENS_FILE": "/etc/sluice/receiver-tokens/tokens", "SLUICE_RECEIVER_OIDC_ISSUER": "https://kubernetes.default.svc",
+		"SLUICE_RECEIVER_SWEEP": "1m", "SLUICE_MAX_ACTIVITIES": "200", "SLUICE_CLUSTER": "eu-west-1",
+	} {
+		if env[k] != v {
+			t.Errorf("controller: %s=%q, want %q", k, env[k], v)
+		}
+	}
+	if mounts := fmt.Sprint(c["volumeMounts"]); !strings.Contains(mounts, "/etc/sluice/receiver-tokens") || !strings.Contains(mounts, "/etc/sluice/temporal-ca") {
+		t.Errorf("controller: mounts %s lack the receiver's tokens or Temporal's CA", mounts)
+	}
+	ports := fmt.Sprint(c["ports"])
+	for _, p := range []string{"name:http", "containerPort:9090", "name:events", "containerPort:8081", "name:admission", "containerPort:8443"} {
+		if !strings.Contains(ports, p) {
+			t.Errorf("controller: ports %s lack %s", ports, p)
+		}
+	}
+	svc := byKey[namespace+"/Service/sluice-receiver"]
+	if svc == nil {
+		t.Fatal("no sluice-receiver Service: the ApiServerSource and the webhooks call it")
+	}
+	sel, _, _ := unstructured.NestedStringMap(svc.Object, "spec", "selector")
+	if sel["app.kubernetes.io/component"] != "worker" {
+		t.Errorf("sluice-receiver selects %v, want the worker's pods", sel)
+	}
+	svcPorts, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
+	if got := fmt.Sprint(svcPorts); strings.Contains(got, "name:http") || !strings.Contains(got, "targetPort:events") {
+		t.Errorf("sluice-receiver's ports %s: want events, and none named http (the ServiceMonitor would scrape the controller twice)", got)
+	}
+	for _, k := range []string{"ClusterRoleBinding/sluice-receiver", "ClusterRoleBinding/sluice-receiver-admission", namespace + "/RoleBinding/sluice-receiver-admission"} {
+		b := byKey[k]
+		if b == nil {
+			t.Errorf("no %s", k)
+			continue
+		}
+		subjects, _, _ := unstructured.NestedSlice(b.Object, "subjects")
+		if !strings.Contains(fmt.Sprint(subjects), "name:sluice-worker") {
+			t.Errorf("%s binds %v, not the worker's account the controller runs as", k, subjects)
+		}
+	}
+}

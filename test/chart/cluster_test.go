@@ -65,11 +65,9 @@ func TestChartOnAPIServer(t *testing.T) {
 	// A dry run of everything the chart can render. The ServiceMonitor
 	// needs the Prometheus Operator's CRD, which is not here: it is checked
 	// rendered (TestChartOptions), not applied.
-	for _, values := range []string{"", filepath.Join("testdata", "full.yaml")} {
-		args := []string{"template", "sluice", chartDir(t), "--namespace", namespace, "--set", "serviceMonitor.enabled=false"}
-		if values != "" {
-			args = append(args, "--values", values)
-		}
+	full := []string{"--values", filepath.Join("testdata", "full.yaml")}
+	for _, values := range [][]string{nil, full, append(full, "--set", "controller.enabled=true")} {
+		args := append([]string{"template", "sluice", chartDir(t), "--namespace", namespace, "--set", "serviceMonitor.enabled=false"}, values...)
 		out, err := helm(t, args...)
 		if err != nil {
 			t.Fatal(err)
@@ -124,8 +122,34 @@ func TestChartOnAPIServer(t *testing.T) {
 	}
 	kubectl(t, s, "get", "mutatingwebhookconfiguration", "sluice-pin-latest")
 
+	// To one process and back: the receiver's Deployment goes and comes
+	// again, the worker's pods run the controller and then the worker.
+	args := func() string {
+		return kubectl(t, s, "get", "deployment", "sluice-worker", "-n", namespace, "-o", "jsonpath={.spec.template.spec.containers[0].args}")
+	}
+	if _, err := helm(t, append([]string{"upgrade", "sluice", chartDir(t), "--namespace", namespace, "--reuse-values",
+		"--set", "controller.enabled=true"}, kubeconfig...)...); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, s, "deployment.apps/sluice-receiver", "-n", namespace)
+	if got := args(); got != `["controller"]` {
+		t.Errorf("with controller.enabled the worker's pods run %s, want [\"controller\"]", got)
+	}
+	if _, err := helm(t, append([]string{"upgrade", "sluice", chartDir(t), "--namespace", namespace, "--reuse-values",
+		"--set", "controller.enabled=false"}, kubeconfig...)...); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, s, "get", "deployment", "sluice-receiver", "-n", namespace)
+	if got := args(); got != `["worker"]` {
+		t.Errorf("with controller.enabled back off the worker's pods run %s, want [\"worker\"]", got)
+	}
+
 	// Uninstall: what is left is what docs/install.md's "Uninstalling" names.
-	if _, err := helm(t, append([]string{"uninstall", "sluice", "--namespace", namespace, "--wait"}, kubeconfig...)...); err != nil {
+	// Helm 4's default waiter (kstatus) now and then misses a deletion and
+	// waits out its whole timeout (helm/helm#31766); the legacy waiter
+	// polls each object until it is gone. --timeout keeps Helm's own report
+	// of what is still there inside this test's time limit.
+	if _, err := helm(t, append([]string{"uninstall", "sluice", "--namespace", namespace, "--wait=legacy", "--timeout=2m"}, kubeconfig...)...); err != nil {
 		t.Fatal(err)
 	}
 	left := leftovers(t, s)
@@ -155,12 +179,12 @@ func namespaceOf(o interface{ GetNamespace() string }) string {
 	return "default"
 }
 
-func waitGone(t *testing.T, s *stack.Stack, what string) {
+func waitGone(t *testing.T, s *stack.Stack, what string, flags ...string) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		out, err := s.Kubectl(ctx, "get", what, "--ignore-not-found", "-o", "name")
+		out, err := s.Kubectl(ctx, append([]string{"get", what, "--ignore-not-found", "-o", "name"}, flags...)...)
 		cancel()
 		if err == nil && strings.TrimSpace(out) == "" {
 			return

@@ -41,6 +41,11 @@ func cluster(ctx context.Context, t *testing.T, name string) *stack.Stack {
 		o.Dir, o.Temporal, o.Cluster, o.Audit = dir, stk.TemporalAddr, name, true
 		o.Adapter, o.UI, o.ProgressSink, o.DeployDir = false, false, "", ""
 		o.ReceiverEnv = []string{"SLUICE_RECEIVER_SWEEP=2s"}
+		if name == controllerCluster {
+			// sluice as one process; every request on Knative's kinds
+			// audited, to show which watches it opened.
+			o.Controller, o.AuditTrafficOnly = true, false
+		}
 		if s, err = stack.Start(ctx, o); err != nil {
 			t.Fatalf("start cluster %s: %v", name, err)
 		}

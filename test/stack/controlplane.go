@@ -251,6 +251,10 @@ func (s *Stack) applyDeploy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if s.opts.Controller {
+		s.receiverKubeconfig = s.workerKubeconfig
+		return s.bindReceiverRolesToWorker(ctx)
+	}
 	s.receiverKubeconfig, err = s.serviceAccountKubeconfig(ctx, sluiceKube, "sluice-system", "sluice-receiver")
 	return err
 }
@@ -346,3 +350,18 @@ const podsAuditRules = `- level: RequestResponse
   verbs: [update, patch]
   resources: [{group: apps, resources: [deployments/status]}]
 `
+
+// bindReceiverRolesToWorker gives the worker's ServiceAccount the
+// receiver's rights too, as an install running `sluice controller` as that
+// account does (docs/operations.md).
+func (s *Stack) bindReceiverRolesToWorker(ctx context.Context) error {
+	const sa = "sluice-system:sluice-worker"
+	for _, role := range []string{"sluice-receiver", "sluice-receiver-admission"} {
+		if _, err := s.kubectl(ctx, "create", "clusterrolebinding", "sluice-controller-"+role, "--clusterrole", role, "--serviceaccount", sa); err != nil {
+			return err
+		}
+	}
+	_, err := s.kubectl(ctx, "create", "rolebinding", "sluice-controller-receiver-admission", "-n", "sluice-system",
+		"--role", "sluice-receiver-admission", "--serviceaccount", sa)
+	return err
+}

@@ -13,8 +13,12 @@ import (
 )
 
 // Pids are the process IDs of the worker and the receiver, for reading
-// their CPU time and memory from /proc.
+// their CPU time and memory from /proc. With Options.Controller the worker's
+// is the controller's and the receiver's 0, so that nothing is counted twice.
 func (s *Stack) Pids() (worker, receiver int) {
+	if s.receiver == s.worker {
+		return s.worker.cmd.Process.Pid, 0
+	}
 	return s.worker.cmd.Process.Pid, s.receiver.cmd.Process.Pid
 }
 

@@ -87,6 +87,9 @@ func (s *Stack) Exited(name string) bool {
 }
 
 func (s *Stack) find(name string) *proc {
+	if s.opts.Controller && (name == Worker || name == Receiver) {
+		return s.worker // the controller is both
+	}
 	for _, p := range s.procs() {
 		if p != nil && p.name == name {
 			return p

@@ -17,13 +17,17 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// StartWorker starts (or restarts) the sluice worker process.
+// StartWorker starts (or restarts) the sluice worker process (with
+// Options.Controller, the controller).
 func (s *Stack) StartWorker(ctx context.Context) error {
 	port, err := freePort()
 	if err != nil {
 		return err
 	}
 	s.WorkerHTTP = fmt.Sprintf("127.0.0.1:%d", port)
+	if s.opts.Controller {
+		return s.startController(ctx)
+	}
 	s.worker, err = startProc(s.opts.Dir, "worker", s.workerEnv(), s.opts.Tools.Sluice, "worker", "--http-addr", s.WorkerHTTP)
 	if err != nil {
 		return err
@@ -69,17 +73,59 @@ func (s *Stack) AddWorker(ctx context.Context) (int, string, error) {
 // KillWorker kills the worker with SIGKILL, as a crash would.
 func (s *Stack) KillWorker() { s.worker.kill() }
 
-// StartReceiver starts (or restarts) the sluice receiver process on the same address.
+// StartReceiver starts (or restarts) the sluice receiver process on the
+// same address (with Options.Controller, the controller, unless it runs).
 func (s *Stack) StartReceiver(ctx context.Context) error {
+	if s.opts.Controller {
+		if s.receiver != nil {
+			if done, _ := s.receiver.exited(); !done {
+				return nil
+			}
+		}
+		return s.StartWorker(ctx)
+	}
+	env, addr, err := s.receiverEnv()
+	if err != nil {
+		return err
+	}
+	s.receiver, err = startProc(s.opts.Dir, "receiver", env, s.opts.Tools.Sluice, "receiver", "--listen", addr)
+	if err != nil {
+		return err
+	}
+	return waitFor(ctx, s.receiver, "sluice receiver", 30*time.Second, httpOK(s.ReceiverURL+"readyz"))
+}
+
+// startController starts `sluice controller` as both the worker and the
+// receiver, on WorkerHTTP and the receiver's address.
+func (s *Stack) startController(ctx context.Context) error {
+	env, addr, err := s.receiverEnv()
+	if err != nil {
+		return err
+	}
+	env = append(env, s.workerEnv()...) // the worker's kubeconfig is the controller's
+	p, err := startProc(s.opts.Dir, "controller", env, s.opts.Tools.Sluice, "controller", "--http-addr", s.WorkerHTTP, "--listen", addr)
+	if err != nil {
+		return err
+	}
+	s.worker, s.receiver = p, p
+	if err := waitFor(ctx, p, "sluice controller", 30*time.Second, httpOK("http://"+s.WorkerHTTP+"/readyz")); err != nil {
+		return err
+	}
+	return waitFor(ctx, p, "sluice controller", 30*time.Second, httpOK(s.ReceiverURL+"readyz"))
+}
+
+// receiverEnv is the receiver's environment and address, choosing them
+// (and the command token) the first time.
+func (s *Stack) receiverEnv() ([]string, string, error) {
 	if s.ReceiverURL == "" {
 		port, err := freePort()
 		if err != nil {
-			return err
+			return nil, "", err
 		}
 		s.ReceiverURL = fmt.Sprintf("http://127.0.0.1:%d/", port)
 		s.ReceiverToken = randomToken()
 		if err := os.WriteFile(filepath.Join(s.opts.Dir, "receiver-tokens"), []byte("stack "+s.ReceiverToken+"\n"), 0o600); err != nil {
-			return err
+			return nil, "", err
 		}
 	}
 	addr := strings.TrimSuffix(strings.TrimPrefix(s.ReceiverURL, "http://"), "/")
@@ -95,12 +141,7 @@ func (s *Stack) StartReceiver(ctx context.Context) error {
 			}
 		}
 	}
-	var err error
-	s.receiver, err = startProc(s.opts.Dir, "receiver", env, s.opts.Tools.Sluice, "receiver", "--listen", addr)
-	if err != nil {
-		return err
-	}
-	return waitFor(ctx, s.receiver, "sluice receiver", 30*time.Second, httpOK(s.ReceiverURL+"readyz"))
+	return env, addr, nil
 }
 
 // InstallAdmissionWebhook applies config/deploy's admission webhook
@@ -220,6 +261,13 @@ func (s *Stack) StartAdapter(ctx context.Context, sinkURL string) error {
 // replacement took, new up to old gone.
 func (s *Stack) ReplaceSluice(ctx context.Context, bin string) (time.Duration, error) {
 	begin := time.Now()
+	if s.opts.Controller {
+		// One address for both halves: the old one stops first.
+		s.worker.stop(15 * time.Second)
+		s.opts.Tools.Sluice = bin
+		err := s.StartWorker(ctx)
+		return time.Since(begin), err
+	}
 	port, err := freePort()
 	if err != nil {
 		return 0, err

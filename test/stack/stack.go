@@ -141,6 +141,13 @@ type Options struct {
 	// SLUICE_TEMPORAL=cluster in the environment turns it on for every
 	// stack, so a whole test package, `make chaos` or `make bench` runs on it.
 	TemporalCluster bool
+	// Controller runs sluice as one `sluice controller` process in place of
+	// the worker and the receiver, as the worker's ServiceAccount with the
+	// receiver's roles bound to it too (controller.go). The stack's worker
+	// and receiver are then that one process: killing either kills it.
+	// SLUICE_STACK_CONTROLLER=true in the environment turns it on for every
+	// stack.
+	Controller bool
 	// WorkerEnv is extra environment for the worker, e.g. SLUICE_DEFAULT_HOLD;
 	// ReceiverEnv for the receiver, e.g. SLUICE_RECEIVER_SWEEP.
 	WorkerEnv, ReceiverEnv []string
@@ -274,6 +281,9 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	if os.Getenv("SLUICE_TEMPORAL") == "cluster" {
 		o.TemporalCluster = true
+	}
+	if os.Getenv("SLUICE_STACK_CONTROLLER") == "true" {
+		o.Controller = true
 	}
 	s := &Stack{opts: o}
 	defer func() {

@@ -104,3 +104,46 @@ securityContext:
   runAsNonRoot: true
   seccompProfile: {type: RuntimeDefault}
 {{- end }}
+
+{{/* The receiver's own environment: what the receiver and the controller set. */}}
+{{- define "sluice.receiverEnv" -}}
+- {name: SLUICE_RECEIVER_ADDR, value: ":8081"}
+{{- if .Values.admissionWebhooks.enabled }}
+- {name: SLUICE_ADMISSION_ADDR, value: ":8443"}
+- {name: SLUICE_ADMISSION_HOSTS, value: "sluice-receiver.{{ .Release.Namespace }}.svc"}
+- {name: SLUICE_ADMISSION_SECRET, value: "{{ .Release.Namespace }}/sluice-admission-certs"}
+{{- end }}
+{{- with .Values.receiver.auth.tokensSecret }}
+- {name: SLUICE_RECEIVER_TOKENS_FILE, value: /etc/sluice/receiver-tokens/tokens}
+{{- end }}
+{{- with .Values.receiver.auth.oidc.issuer }}
+- {name: SLUICE_RECEIVER_OIDC_ISSUER, value: {{ . | quote }}}
+{{- end }}
+{{- with .Values.receiver.auth.oidc.audience }}
+- {name: SLUICE_RECEIVER_OIDC_AUDIENCE, value: {{ . | quote }}}
+{{- end }}
+{{- end }}
+
+{{/* The receiver's ports, by the name given for the CloudEvents one. */}}
+{{- define "sluice.receiverPorts" -}}
+- {name: {{ .name }}, containerPort: 8081}
+{{- if .root.Values.admissionWebhooks.enabled }}
+- {name: admission, containerPort: 8443}
+{{- end }}
+{{- end }}
+
+{{/* The Secrets a pod mounts, as mounts and as volumes: Temporal's TLS
+and, where the receiver runs, its tokens. */}}
+{{- define "sluice.mounts" -}}
+{{- include "sluice.temporalMounts" .root }}
+{{- if and .receiver .root.Values.receiver.auth.tokensSecret }}
+- {name: receiver-tokens, mountPath: /etc/sluice/receiver-tokens, readOnly: true}
+{{- end }}
+{{- end }}
+{{- define "sluice.volumes" -}}
+{{- include "sluice.temporalVolumes" .root }}
+{{- with and .receiver .root.Values.receiver.auth.tokensSecret }}
+- name: receiver-tokens
+  secret: {secretName: {{ . }}}
+{{- end }}
+{{- end }}
