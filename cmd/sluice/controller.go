@@ -17,7 +17,7 @@ func newControllerCommand() *cobra.Command {
 			"  sluice controller --listen :8081 --http-addr :9090",
 		Long: `Run a sluice worker and the CloudEvents receiver in one process, sharing one
 Temporal connection, one Kubernetes client and one metrics registry: what the two
-commands do, on less memory and CPU than the two processes (docs/operations.md).
+commands do, on less memory than the two processes (docs/operations.md).
 
 The worker's waits on a Service's or Route's traffic follow the receiver's
 informers instead of each opening a watch on the API server, for the namespaces
