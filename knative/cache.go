@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -74,20 +75,24 @@ func NewTargetCache(ctx context.Context, c Client, namespaces []string) (*Target
 	return tc, nil
 }
 
-// slim keeps what a target read needs: no managed fields, and of the
-// Revision template (a Service's or Configuration's largest part, which the
-// cache would otherwise hold for every Service of the cluster) only the
-// sluice annotations, a policy written in the wrong place.
+// slim keeps what a target read needs: no managed fields, no copy of the
+// whole object in kubectl's last-applied annotation, and of the Revision
+// template (a Service's or Configuration's largest part, which the cache
+// would otherwise hold for every Service of the cluster) only the sluice
+// annotations, a policy written in the wrong place.
 func slim(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *servingv1.Service:
 		o.ManagedFields = nil
+		delete(o.Annotations, corev1.LastAppliedConfigAnnotation)
 		o.Spec.Template = slimTemplate(o.Spec.Template)
 	case *servingv1.Configuration:
 		o.ManagedFields = nil
+		delete(o.Annotations, corev1.LastAppliedConfigAnnotation)
 		o.Spec.Template = slimTemplate(o.Spec.Template)
 	case *servingv1.Route:
 		o.ManagedFields = nil
+		delete(o.Annotations, corev1.LastAppliedConfigAnnotation)
 	}
 	return obj, nil
 }

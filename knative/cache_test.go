@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
@@ -49,5 +50,31 @@ func TestTargetCacheReadsAsTheAPIServerDoes(t *testing.T) {
 	// Not in the cache at all: the API server's answer, error included.
 	if _, cached, err := cache.ReadTarget(ctx, knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: "nope"}, 1); cached || err == nil {
 		t.Errorf("a Service that is not there: cached %v, error %v", cached, err)
+	}
+}
+
+// The cache keeps a Service's annotations but not kubectl's copy of the
+// whole manifest in last-applied-configuration, which would double what it
+// holds of every Service applied with kubectl.
+func TestTargetCacheDropsLastApplied(t *testing.T) {
+	svc := knativefake.Service(ns, "web", map[string]string{corev1.LastAppliedConfigAnnotation: `{"apiVersion":"serving.knative.dev/v1","kind":"Service"}`},
+		knativefake.Target("web-00001", 100, ""))
+	cfg := &servingv1.Configuration{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Generation: 1, Annotations: svc.Annotations}}
+	k := knativefake.New(svc, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cache, err := knative.NewTargetCache(ctx, knative.Client{Serving: k}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, cached, err := cache.ReadTarget(ctx, knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: "web"}, 1)
+	if err != nil || !cached {
+		t.Fatalf("cached %v, %v", cached, err)
+	}
+	if _, kept := got.Annotations[corev1.LastAppliedConfigAnnotation]; kept {
+		t.Error("the cache holds kubectl's last-applied copy of the Service")
+	}
+	if got.Annotations[config.AnnotationRollout] != "enabled" {
+		t.Errorf("the cache lost the Service's own annotations: %v", got.Annotations)
 	}
 }

@@ -157,8 +157,12 @@ func measurePeers(ctx context.Context, n int, e env, fl flaggerTool) ([]PeerFigu
 	}
 	waits0 := workerMetrics()
 	sPSS := peakPSS([]int{workerPid, receiverPid}, time.Second)
-	stopProfiles := profiles(ctx, e.log, *profileDir, fmt.Sprint(n), map[string]string{
-		"worker": "http://" + stk.WorkerHTTP + "/debug/pprof/", "receiver": stk.ReceiverURL + "debug/pprof/"})
+	profiled := map[string]string{"worker": "http://" + stk.WorkerHTTP + "/debug/pprof/", "receiver": stk.ReceiverURL + "debug/pprof/"}
+	if *peersController {
+		// One process: a second CPU profile of it cannot start.
+		profiled = map[string]string{"controller": "http://" + stk.WorkerHTTP + "/debug/pprof/"}
+	}
+	stopProfiles := profiles(ctx, e.log, *profileDir, fmt.Sprint(n), profiled)
 	s0 := time.Now()
 	if err := forEach(ctx, sNames, change(map[string]string{"sluice.dev/rollout": "enabled",
 		"sluice.dev/steps": strings.Join(append(steps, "100"), ","), "sluice.dev/hold": peerHold.String()})); err != nil {
