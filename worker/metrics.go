@@ -19,9 +19,13 @@ type promMetrics struct {
 	reg  prometheus.Registerer
 	log  *slog.Logger
 	mu   *sync.Mutex
-	vecs map[string]*promVec
+	vecs map[vecKey]*promVec
+	// tags are this handler's, by label name (sanitized once here: the SDK
+	// asks for a metric on every emission, each poll, task and request).
 	tags map[string]string
 }
+
+type vecKey struct{ kind, name string }
 
 type promVec struct {
 	labels  []string
@@ -31,7 +35,7 @@ type promVec struct {
 }
 
 func newPromMetrics(reg prometheus.Registerer, log *slog.Logger) *promMetrics {
-	return &promMetrics{reg: reg, log: log, mu: &sync.Mutex{}, vecs: map[string]*promVec{}, tags: map[string]string{}}
+	return &promMetrics{reg: reg, log: log, mu: &sync.Mutex{}, vecs: map[vecKey]*promVec{}, tags: map[string]string{}}
 }
 
 var _ client.MetricsHandler = (*promMetrics)(nil)
@@ -42,7 +46,7 @@ func (m *promMetrics) WithTags(tags map[string]string) client.MetricsHandler {
 		merged[k] = v
 	}
 	for k, v := range tags {
-		merged[k] = v
+		merged[sanitize(k)] = v
 	}
 	return &promMetrics{reg: m.reg, log: m.log, mu: m.mu, vecs: m.vecs, tags: merged}
 }
@@ -77,12 +81,12 @@ func (m *promMetrics) Timer(name string) client.MetricsTimer {
 func (m *promMetrics) vec(name, kind string) (*promVec, []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	key := kind + ":" + name
+	key := vecKey{kind, name}
 	v, ok := m.vecs[key]
 	if !ok {
 		labels := make([]string, 0, len(m.tags))
 		for k := range m.tags {
-			labels = append(labels, sanitize(k))
+			labels = append(labels, k)
 		}
 		sort.Strings(labels)
 		v = &promVec{labels: labels}
@@ -110,12 +114,8 @@ func (m *promMetrics) vec(name, kind string) (*promVec, []string) {
 		return nil, nil
 	}
 	values := make([]string, len(v.labels))
-	for k, val := range m.tags {
-		for i, l := range v.labels {
-			if l == sanitize(k) {
-				values[i] = val
-			}
-		}
+	for i, l := range v.labels {
+		values[i] = m.tags[l]
 	}
 	return v, values
 }
