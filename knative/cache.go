@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,7 +43,41 @@ type TargetCache struct {
 type targetListers struct {
 	services       listers.ServiceLister
 	configurations listers.ConfigurationLister
-	routes         listers.RouteLister
+	routes         *lazyRoutes
+}
+
+// lazyRoutes is a namespace's Route informer, started only once some
+// Configuration there names a Route (config.AnnotationRoute): a cluster
+// whose targets are all Services — the usual case — then decodes none of
+// the many status writes Knative makes to every Route.
+type lazyRoutes struct {
+	once sync.Once
+	// start registers the informer, starts it and returns it with its lister.
+	start  func() (cache.SharedIndexInformer, listers.RouteLister)
+	inf    cache.SharedIndexInformer
+	lister listers.RouteLister
+	// started is set by the first ensure; synced once the first list is in.
+	started, synced atomic.Bool
+}
+
+// get is the namespace's Route lister, or false until its first list is in.
+func (r *lazyRoutes) get() (listers.RouteLister, bool) {
+	if r.synced.Load() {
+		return r.lister, true
+	}
+	return nil, false
+}
+
+// ensure starts the informer the first time it is called, and reports
+// whether its first list came before ctx ended.
+func (r *lazyRoutes) ensure(ctx context.Context) bool {
+	r.started.Store(true)
+	r.once.Do(func() { r.inf, r.lister = r.start() })
+	if !cache.WaitForCacheSync(ctx.Done(), r.inf.HasSynced) {
+		return false
+	}
+	r.synced.Store(true)
+	return true
 }
 
 // NewTargetCache starts the informers of the given namespaces (every
@@ -56,23 +92,55 @@ func NewTargetCache(ctx context.Context, c Client, namespaces []string) (*Target
 	for _, ns := range namespaces {
 		f := informers.NewSharedInformerFactoryWithOptions(c.Serving, 0, informers.WithNamespace(ns), informers.WithTransform(slim))
 		v1 := f.Serving().V1()
-		svc, cfg, rt := v1.Services(), v1.Configurations(), v1.Routes()
-		tc.listers[ns] = targetListers{services: svc.Lister(), configurations: cfg.Lister(), routes: rt.Lister()}
-		synced = append(synced, svc.Informer().HasSynced, cfg.Informer().HasSynced, rt.Informer().HasSynced)
+		svc, cfg := v1.Services(), v1.Configurations()
+		routes := &lazyRoutes{start: func() (cache.SharedIndexInformer, listers.RouteLister) {
+			inf := v1.Routes().Informer()
+			// Added before the informer starts: it cannot fail.
+			_, _ = inf.AddEventHandler(tc.feed.handler(KindRoute))
+			f.Start(ctx.Done())
+			return inf, v1.Routes().Lister()
+		}}
+		tc.listers[ns] = targetListers{services: svc.Lister(), configurations: cfg.Lister(), routes: routes}
+		synced = append(synced, svc.Informer().HasSynced, cfg.Informer().HasSynced)
 		if _, err := svc.Informer().AddEventHandler(tc.feed.handler(KindService)); err != nil {
 			return nil, fmt.Errorf("follow Knative Services: %w", err)
 		}
-		if _, err := rt.Informer().AddEventHandler(tc.feed.handler(KindRoute)); err != nil {
-			return nil, fmt.Errorf("follow Knative Routes: %w", err)
+		if _, err := cfg.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { startRoutesFor(ctx, obj, routes) },
+			UpdateFunc: func(_, obj any) { startRoutesFor(ctx, obj, routes) },
+		}); err != nil {
+			return nil, fmt.Errorf("watch Knative Configurations for Route targets: %w", err)
 		}
 		f.Start(ctx.Done())
 	}
 	wait, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if !cache.WaitForCacheSync(wait.Done(), synced...) {
-		return nil, fmt.Errorf("list Knative Services, Configurations and Routes in %v: not done in 2m0s (check the API server and the rights to list and watch them)", namespaces)
+		return nil, fmt.Errorf("list Knative Services and Configurations in %v: not done in 2m0s (check the API server and the rights to list and watch them)", namespaces)
+	}
+	// Route targets there already: their Routes are read from the cache
+	// from the start (the handlers above start them too, a moment later).
+	for ns, l := range tc.listers {
+		cfgs, _ := l.configurations.List(labels.Everything())
+		for _, c := range cfgs {
+			if c.Annotations[config.AnnotationRoute] != "" {
+				if !l.routes.ensure(wait) {
+					return nil, fmt.Errorf("list Knative Routes in %q (Configuration %s names one): not done in 2m0s (check the rights to list and watch them)", ns, c.Name)
+				}
+				break
+			}
+		}
 	}
 	return tc, nil
+}
+
+// startRoutesFor starts the Route informer once a Configuration names a
+// Route, in the background: the informer's handler must not wait. Until its
+// first list is in, that target is read from the API server.
+func startRoutesFor(ctx context.Context, obj any, routes *lazyRoutes) {
+	if c, ok := obj.(*servingv1.Configuration); ok && c.Annotations[config.AnnotationRoute] != "" && routes.started.CompareAndSwap(false, true) {
+		go routes.ensure(ctx)
+	}
 }
 
 // slim keeps what a target read needs: no managed fields, no copy of the
@@ -134,17 +202,26 @@ func (tc *TargetCache) listersOf(namespace string) (targetListers, bool) {
 // informers (see Feed).
 func (tc *TargetCache) Follow(o ObjectRef) (watch.Interface, bool) {
 	l, ok := tc.listersOf(o.Namespace)
-	if !ok || (o.Kind != KindService && o.Kind != KindRoute) {
+	if !ok {
 		return nil, false
 	}
-	return tc.feed.follow(feedKey{o.Kind, o.Namespace, o.Name}, func() (runtime.Object, bool) {
-		if o.Kind == KindService {
+	switch o.Kind {
+	case KindService:
+		return tc.feed.follow(feedKey{o.Kind, o.Namespace, o.Name}, func() (runtime.Object, bool) {
 			s, err := l.services.Services(o.Namespace).Get(o.Name)
 			return s, err == nil
+		}), true
+	case KindRoute:
+		rl, ok := l.routes.get()
+		if !ok {
+			return nil, false // Routes not followed (yet): the API server's watch
 		}
-		r, err := l.routes.Routes(o.Namespace).Get(o.Name)
-		return r, err == nil
-	}), true
+		return tc.feed.follow(feedKey{o.Kind, o.Namespace, o.Name}, func() (runtime.Object, bool) {
+			r, err := rl.Routes(o.Namespace).Get(o.Name)
+			return r, err == nil
+		}), true
+	}
+	return nil, false
 }
 
 func (tc *TargetCache) cached(ref TargetRef, generation int64) (Target, bool) {
@@ -175,7 +252,11 @@ func (tc *TargetCache) cached(ref TargetRef, generation int64) (Target, bool) {
 		if route == "" {
 			return Target{}, false // the API read says why, as it always has
 		}
-		r, err := l.routes.Routes(ref.Namespace).Get(route)
+		rl, ok := l.routes.get()
+		if !ok {
+			return Target{}, false // not followed yet: the API read
+		}
+		r, err := rl.Routes(ref.Namespace).Get(route)
 		if err != nil {
 			return Target{}, false
 		}

@@ -3,6 +3,7 @@ package knative_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,4 +78,70 @@ func TestTargetCacheDropsLastApplied(t *testing.T) {
 	if got.Annotations[config.AnnotationRollout] != "enabled" {
 		t.Errorf("the cache lost the Service's own annotations: %v", got.Annotations)
 	}
+}
+
+// Routes are followed only once a Configuration names one: a cluster of
+// Service targets never lists or watches them, and the first Route target
+// is read from the API server until the Route informer has its first list,
+// then from the cache.
+func TestTargetCacheStartsRoutesForARouteTarget(t *testing.T) {
+	k := knativefake.New(knativefake.Service(ns, "web", nil, knativefake.Target("web-00001", 100, "")),
+		&servingv1.Configuration{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Generation: 1}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cache, err := knative.NewTargetCache(ctx, knative.Client{Serving: k}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	routeCalls := func() int {
+		n := 0
+		for _, a := range k.Actions() {
+			if a.GetResource().Resource == "routes" && (a.GetVerb() == "list" || a.GetVerb() == "watch") {
+				n++
+			}
+		}
+		return n
+	}
+	if n := routeCalls(); n != 0 {
+		t.Fatalf("with only Service targets the cache listed or watched Routes %d times", n)
+	}
+	if _, ok := cache.Follow(knative.ObjectRef{Namespace: ns, Kind: knative.KindRoute, Name: "api-route"}); ok {
+		t.Fatal("the cache follows a Route it does not hold")
+	}
+
+	route := &servingv1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api-route", Generation: 1},
+		Spec: servingv1.RouteSpec{Traffic: []servingv1.TrafficTarget{knativefake.Target("api-00001", 100, "")}}}
+	if _, err := k.ServingV1().Routes(ns).Create(ctx, route, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	api := &servingv1.Configuration{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api", Generation: 2,
+		Annotations: map[string]string{config.AnnotationRollout: "enabled", config.AnnotationRoute: "api-route"}}}
+	if _, err := k.ServingV1().Configurations(ns).Create(ctx, api, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ref := knative.TargetRef{Namespace: ns, Kind: knative.KindConfiguration, Name: "api"}
+	for {
+		got, cached, err := cache.ReadTarget(ctx, ref, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Object.Name != "api-route" || knative.FormatTraffic(got.Live.Spec) != "api-00001=100%" {
+			t.Fatalf("the Route target read as %+v", got)
+		}
+		if cached {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the cache never took the Route target's Route")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if routeCalls() == 0 {
+		t.Error("the cache read a Route target's Route from its cache without listing Routes")
+	}
+	w, ok := cache.Follow(knative.ObjectRef{Namespace: ns, Kind: knative.KindRoute, Name: "api-route"})
+	if !ok {
+		t.Fatal("the cache does not follow the Route of a Route target")
+	}
+	w.Stop()
 }
