@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	k8smetrics "k8s.io/client-go/tools/metrics"
+
+	"github.com/sluicehq/sluice/api"
 )
 
 func TestPromMetricsFitsTagsToLabels(t *testing.T) {
@@ -61,8 +63,8 @@ func TestKubeMetricsRecordRateLimiterWaits(t *testing.T) {
 // poll, task and request), with the tags of a worker: what one costs.
 func BenchmarkTemporalMetricEmission(b *testing.B) {
 	m := newPromMetrics(prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
-	h := m.WithTags(map[string]string{"namespace": "default", "task_queue": "sluice-rollouts", "worker_type": "ActivityWorker",
-		"activity_type": "ApplyTraffic", "workflow_type": "Rollout", "operation": "RespondActivityTaskCompleted"})
+	h := m.WithTags(map[string]string{"namespace": "default", "task_queue": api.DefaultTaskQueue, "worker_type": "ActivityWorker",
+		"activity_type": api.ActivityApplyTraffic, "workflow_type": api.RolloutWorkflow, "operation": "RespondActivityTaskCompleted"})
 	b.ReportAllocs()
 	for b.Loop() {
 		h.Counter("temporal_request").Inc(1)
