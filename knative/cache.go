@@ -205,23 +205,23 @@ func (tc *TargetCache) Follow(o ObjectRef) (watch.Interface, bool) {
 	if !ok {
 		return nil, false
 	}
+	var current func() (runtime.Object, error)
 	switch o.Kind {
 	case KindService:
-		return tc.feed.follow(feedKey{o.Kind, o.Namespace, o.Name}, func() (runtime.Object, bool) {
-			s, err := l.services.Services(o.Namespace).Get(o.Name)
-			return s, err == nil
-		}), true
+		current = func() (runtime.Object, error) { return l.services.Services(o.Namespace).Get(o.Name) }
 	case KindRoute:
 		rl, ok := l.routes.get()
 		if !ok {
 			return nil, false // Routes not followed (yet): the API server's watch
 		}
-		return tc.feed.follow(feedKey{o.Kind, o.Namespace, o.Name}, func() (runtime.Object, bool) {
-			r, err := rl.Routes(o.Namespace).Get(o.Name)
-			return r, err == nil
-		}), true
+		current = func() (runtime.Object, error) { return rl.Routes(o.Namespace).Get(o.Name) }
+	default:
+		return nil, false
 	}
-	return nil, false
+	return tc.feed.follow(feedKey{o.Kind, o.Namespace, o.Name}, func() (runtime.Object, bool) {
+		obj, err := current()
+		return obj, err == nil
+	}), true
 }
 
 func (tc *TargetCache) cached(ref TargetRef, generation int64) (Target, bool) {

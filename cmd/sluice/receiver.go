@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/sluicehq/sluice/admission"
 	"github.com/sluicehq/sluice/knative"
@@ -138,7 +139,7 @@ func startReceiver(cmd *cobra.Command, log *slog.Logger, sc *serverClients, s se
 		return nil, nil, fmt.Errorf("listen for CloudEvents on %s: %w", s.Addr, err)
 	}
 	if s.Admission.Addr != "" {
-		if err := startAdmission(cmd, s, kn, log); err != nil {
+		if err := startAdmission(cmd, s, kn, sc.kube, log); err != nil {
 			_ = ln.Close()
 			return nil, nil, err
 		}
@@ -157,7 +158,7 @@ func startReceiver(cmd *cobra.Command, log *slog.Logger, sc *serverClients, s se
 // startAdmission runs the admission webhook beside the receiver. It fails
 // the receiver's start if the webhook cannot serve; once serving, a later
 // failure is logged (the webhook's failurePolicy lets writes through).
-func startAdmission(cmd *cobra.Command, s settings.ReceiverSettings, k knative.Client, log *slog.Logger) error {
+func startAdmission(cmd *cobra.Command, s settings.ReceiverSettings, k knative.Client, kc *rest.Config, log *slog.Logger) error {
 	// The policy webhook judges with the worker's defaults: the same
 	// SLUICE_DEFAULT_* settings (the sluice-defaults ConfigMap).
 	settings, err := settings.LoadSettings(os.LookupEnv)
@@ -165,10 +166,6 @@ func startAdmission(cmd *cobra.Command, s settings.ReceiverSettings, k knative.C
 		return fmt.Errorf("admission webhook: %w", err)
 	}
 	defaults := settings.Defaults
-	kc, err := worker.KubeConfig(s.Kubeconfig)
-	if err != nil {
-		return err
-	}
 	kube, err := kubernetes.NewForConfig(kc)
 	if err != nil {
 		return fmt.Errorf("build Kubernetes client for %s: %w", kc.Host, err)
