@@ -75,7 +75,7 @@ worker: build
 	@temporal=$$(bash $(TOOLS) temporal) || exit 1; \
 	echo "Temporal UI: http://127.0.0.1:8233  (sluice worker logs below)"; \
 	mkdir -p .dev; \
-	$$temporal server start-dev --ip 127.0.0.1 --port 7233 --ui-port 8233 --log-level warn --db-filename .dev/temporal.db & \
+	$$temporal server start-dev --ip 127.0.0.1 --port 7233 --ui-port 8233 --log-level warn --db-filename .dev/temporal.db --dynamic-config-value system.enableActivityEagerExecution=true & \
 	tpid=$$!; trap "kill $$tpid" EXIT INT TERM; \
 	until $$temporal operator cluster health --address 127.0.0.1:7233 >/dev/null 2>&1; do sleep 0.5; done; \
 	export TEMPORAL_ADDRESS=127.0.0.1:7233; ./bin/sluice setup && ./bin/sluice worker

@@ -141,6 +141,13 @@ type Options struct {
 	// SLUICE_TEMPORAL=cluster in the environment turns it on for every
 	// stack, so a whole test package, `make chaos` or `make bench` runs on it.
 	TemporalCluster bool
+	// NoEagerActivities runs Temporal at its own default, which returns no
+	// activity task in the answer to the workflow task that scheduled it.
+	// By default the stack's Temporal turns eager activities on, as
+	// docs/operations.md recommends for sluice: a step's write then starts
+	// without a round trip through matching. SLUICE_TEMPORAL_EAGER=false in
+	// the environment sets it for every stack, to measure the difference.
+	NoEagerActivities bool
 	// Controller runs sluice as one `sluice controller` process in place of
 	// the worker and the receiver, as the worker's ServiceAccount with the
 	// receiver's roles bound to it too (controller.go). The stack's worker
@@ -284,6 +291,9 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	if os.Getenv("SLUICE_STACK_CONTROLLER") == "true" {
 		o.Controller = true
+	}
+	if os.Getenv("SLUICE_TEMPORAL_EAGER") == "false" {
+		o.NoEagerActivities = true
 	}
 	s := &Stack{opts: o}
 	defer func() {

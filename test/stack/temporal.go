@@ -10,6 +10,13 @@ import (
 	"time"
 )
 
+// eagerActivities is Temporal's dynamic setting that lets the answer to a
+// workflow task carry the activity tasks it scheduled on the same queue
+// (go.temporal.io/server's dynamicconfig.EnableActivityEagerExecution; off
+// by default). sluice's worker asks for it on every activity, as the SDK
+// does by default.
+const eagerActivities = "system.enableActivityEagerExecution"
+
 func (s *Stack) startTemporal(ctx context.Context) error {
 	if s.opts.Temporal != "" {
 		s.TemporalAddr, s.sluiceTemporal = s.opts.Temporal, s.opts.Temporal
@@ -27,6 +34,9 @@ func (s *Stack) startTemporal(ctx context.Context) error {
 		port = p
 	}
 	args := []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", fmt.Sprint(port), "--log-level", "warn"}
+	if !s.opts.NoEagerActivities {
+		args = append(args, "--dynamic-config-value", eagerActivities+"=true")
+	}
 	if !s.opts.TemporalInMemory {
 		args = append(args, "--db-filename", filepath.Join(s.opts.Dir, "temporal.db"))
 	}

@@ -134,7 +134,11 @@ func (s *Stack) startTemporalCluster(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Join(c.root, "config"), 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(c.root, "config", "development.yaml"), []byte(temporalConfig(c.pgPort, ports)), 0o644); err != nil {
+	dynamic := filepath.Join(c.root, "config", "dynamic.yaml")
+	if err := os.WriteFile(dynamic, []byte(temporalDynamicConfig(!s.opts.NoEagerActivities)), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(c.root, "config", "development.yaml"), []byte(temporalConfig(c.pgPort, ports, dynamic)), 0o644); err != nil {
 		return err
 	}
 	s.TemporalAddr = fmt.Sprintf("127.0.0.1:%d", c.ports["frontend"])
@@ -279,7 +283,12 @@ func (s *Stack) setupTemporalSchemas(ctx context.Context, c *temporalCluster) er
 
 // temporalConfig is the server's configuration: both stores on PostgreSQL
 // (SQL advanced visibility), the shards, each service's ports on loopback.
-func temporalConfig(pgPort int, ports map[string][]int) string {
+// temporalDynamicConfig is the services' dynamic configuration file.
+func temporalDynamicConfig(eager bool) string {
+	return fmt.Sprintf("%s:\n  - value: %t\n", eagerActivities, eager)
+}
+
+func temporalConfig(pgPort int, ports map[string][]int, dynamic string) string {
 	var b strings.Builder
 	store := func(name, db string, conns int) {
 		fmt.Fprintf(&b, `    %s:
@@ -320,7 +329,10 @@ dcRedirectionPolicy:
   policy: noop
 publicClient:
   hostPort: "127.0.0.1:%d"
-`, ports["frontend"][0], ports["frontend"][0])
+dynamicConfigClient:
+  filepath: %q
+  pollInterval: 10s
+`, ports["frontend"][0], ports["frontend"][0], dynamic)
 	return b.String()
 }
 
