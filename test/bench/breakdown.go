@@ -53,20 +53,47 @@ type StepBreakdown struct {
 	// Revisions in the window (the audit log's received → response
 	// complete).
 	FirstOwn      Stats `json:"first_write_own_ms"`
+	// StepToRead and StepOwn: for every later write, a worker started it
+	// → its first read of the Service arrived at the API server, and → its
+	// patch arrived there. They are the part of each step's gap that is the
+	// write's own, before Knative has anything to do.
+	StepToRead    Stats `json:"step_write_to_read_ms"`
+	StepOwn       Stats `json:"step_write_own_ms"`
 	WorkerReads   Stats `json:"worker_read_latency_ms"`
 	WorkerPatches Stats `json:"worker_patch_latency_ms"`
-	// firstStarted is when a worker started each Service's first write.
-	firstStarted map[string]time.Time
+	// firstStarted is when a worker started each Service's first write;
+	// laterStarted when it started each of the later ones.
+	firstStarted, laterStarted map[string][]time.Time
 }
 
 // withAudit adds what only the audit log knows: the first write's own time
 // before its patch, and the API server's latency for the worker's
 // requests, in [from, to].
 func (b *StepBreakdown) withAudit(audit []auditEvent, user string, from, to time.Time) {
-	var own, reads, patches []float64
-	for name, ts := range stepPatches(audit, user, from, to) {
+	var own, reads, patches, toRead, stepOwn []float64
+	patched := stepPatches(audit, user, from, to)
+	for name, ts := range patched {
 		if at, ok := b.firstStarted[name]; ok && len(ts) > 0 {
-			own = append(own, ms(ts[0].Sub(at)))
+			own = append(own, ms(ts[0].Sub(at[0])))
+		}
+	}
+	serviceReads := map[string][]time.Time{}
+	for _, e := range audit {
+		if e.User.Username == user && e.Verb == "get" && e.ObjectRef.Resource == "services" && e.ObjectRef.Subresource == "" &&
+			!e.Received.Before(from) && !e.Received.After(to) {
+			serviceReads[e.ObjectRef.Name] = append(serviceReads[e.ObjectRef.Name], e.Received)
+		}
+	}
+	for name, starts := range b.laterStarted {
+		for _, at := range starts {
+			p, ok := firstAfter(patched[name], at)
+			if !ok {
+				continue // the write found the traffic there already
+			}
+			stepOwn = append(stepOwn, ms(p.Sub(at)))
+			if r, ok := firstAfter(serviceReads[name], at); ok && !r.After(p) {
+				toRead = append(toRead, ms(r.Sub(at)))
+			}
 		}
 	}
 	for _, e := range audit {
@@ -82,12 +109,35 @@ func (b *StepBreakdown) withAudit(audit []auditEvent, user string, from, to time
 		}
 	}
 	b.FirstOwn, b.WorkerReads, b.WorkerPatches = stats(own), stats(reads), stats(patches)
+	b.StepToRead, b.StepOwn = stats(toRead), stats(stepOwn)
+}
+
+// firstAfter is the first of ts (in order) at or after at.
+func firstAfter(ts []time.Time, at time.Time) (time.Time, bool) {
+	for _, t := range ts {
+		if !t.Before(at) {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// text is the breakdown as the bench prints it under a level.
+func (b *StepBreakdown) text() string {
+	return fmt.Sprintf("  - first write: Ready → told %.0f / %.0f, told → scheduled %.0f / %.0f, queue %.0f / %.0f, started → its patch %.0f / %.0f; the API server answered the worker's reads in %.0f / %.0f, its patches in %.0f / %.0f\n"+
+		"  - write and verify %.0f / %.0f, decide %.0f / %.0f, timer late %.0f / %.0f, dispatch %.0f / %.0f, queue %.0f / %.0f; workflow tasks: wait %.0f / %.0f, run %.0f / %.0f\n"+
+		"  - a later step's write: started → its read of the Service %.0f / %.0f, → its patch %.0f / %.0f\n",
+		b.ReadyToTold.P50, b.ReadyToTold.P99, b.ToldToSchedule.P50, b.ToldToSchedule.P99, b.FirstQueue.P50, b.FirstQueue.P99,
+		b.FirstOwn.P50, b.FirstOwn.P99, b.WorkerReads.P50, b.WorkerReads.P99, b.WorkerPatches.P50, b.WorkerPatches.P99,
+		b.Write.P50, b.Write.P99, b.Decide.P50, b.Decide.P99, b.TimerLate.P50, b.TimerLate.P99, b.Dispatch.P50, b.Dispatch.P99,
+		b.Queue.P50, b.Queue.P99, b.TaskWait.P50, b.TaskWait.P99, b.TaskRun.P50, b.TaskRun.P99,
+		b.StepToRead.P50, b.StepToRead.P99, b.StepOwn.P50, b.StepOwn.P99)
 }
 
 // stepBreakdown measures the rollouts' steps from their histories.
 func stepBreakdown(hists []history, ready *readyLog) StepBreakdown {
 	var write, decide, late, dispatch, queue, taskWait, taskRun, readyTold, toldSchedule, firstQueue []float64
-	firstStarted := map[string]time.Time{}
+	firstStarted, laterStarted := map[string][]time.Time{}, map[string][]time.Time{}
 	for _, h := range hists {
 		type act struct{ scheduled, started, completed time.Time }
 		applies := map[int64]*act{} // by scheduled event ID
@@ -139,9 +189,10 @@ func stepBreakdown(hists []history, ready *readyLog) StepBreakdown {
 					switch {
 					case last != nil:
 						queue = append(queue, ms(at.Sub(a.scheduled)))
+						laterStarted[h.service] = append(laterStarted[h.service], at)
 					case a == first:
 						firstQueue = append(firstQueue, ms(at.Sub(a.scheduled)))
-						firstStarted[h.service] = at
+						firstStarted[h.service] = []time.Time{at}
 					}
 				}
 			case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
@@ -173,7 +224,7 @@ func stepBreakdown(hists []history, ready *readyLog) StepBreakdown {
 	}
 	return StepBreakdown{Write: stats(write), Decide: stats(decide), TimerLate: stats(late), Dispatch: stats(dispatch), Queue: stats(queue),
 		TaskWait: stats(taskWait), TaskRun: stats(taskRun),
-		ReadyToTold: stats(readyTold), ToldToSchedule: stats(toldSchedule), FirstQueue: stats(firstQueue), firstStarted: firstStarted}
+		ReadyToTold: stats(readyTold), ToldToSchedule: stats(toldSchedule), FirstQueue: stats(firstQueue), firstStarted: firstStarted, laterStarted: laterStarted}
 }
 
 // cpuByProcess is the CPU seconds each of the stack's processes used

@@ -70,9 +70,18 @@ func TestStepBreakdownSplitsTheGap(t *testing.T) {
 	other.Done = t0.Add(time.Second)
 	patch := auditPatch(workerUser, "s-0000", t0.Add(120*time.Millisecond), 10)
 	patch.Done = patch.Received.Add(15 * time.Millisecond)
-	b.withAudit([]auditEvent{read, other, patch}, workerUser, t0, t0.Add(time.Minute))
-	for name, got := range map[string]Stats{"own": b.FirstOwn, "reads": b.WorkerReads, "patches": b.WorkerPatches} {
-		want := map[string]float64{"own": 70, "reads": 40, "patches": 15}[name]
+	// The second write, started at 11420 ms: its read of the Service
+	// arrives 5 ms later, its patch 30 ms later.
+	serviceRead := auditEvent{Verb: "get", Received: t0.Add(11425 * time.Millisecond), Done: t0.Add(11428 * time.Millisecond)}
+	serviceRead.User.Username, serviceRead.ObjectRef.Resource, serviceRead.ObjectRef.Name = workerUser, "services", "s-0000"
+	second := auditPatch(workerUser, "s-0000", t0.Add(11450*time.Millisecond), 20)
+	second.Done = second.Received.Add(15 * time.Millisecond)
+	b.withAudit([]auditEvent{read, other, patch, serviceRead, second}, workerUser, t0, t0.Add(time.Minute))
+	if b.WorkerReads.N != 2 || b.WorkerReads.Max != 40 || b.WorkerPatches.N != 2 || b.WorkerPatches.Max != 15 {
+		t.Errorf("the API server's answers: reads %+v, want 3 and 40 ms; patches %+v, want two of 15 ms", b.WorkerReads, b.WorkerPatches)
+	}
+	for name, got := range map[string]Stats{"own": b.FirstOwn, "step to read": b.StepToRead, "step own": b.StepOwn} {
+		want := map[string]float64{"own": 70, "step to read": 5, "step own": 30}[name]
 		if got.N != 1 || got.P50 != want {
 			t.Errorf("%s: %+v, want one of %v ms", name, got, want)
 		}

@@ -422,11 +422,7 @@ func peersMarkdown(all [][]PeerFigures) string {
 				fmt.Fprintf(&b, "  - the worker's Kubernetes rate limiter: %d requests, mean wait %.2f ms, %d waited over 100 ms\n", t.Requests, t.MeanMS, t.Over100)
 			}
 			if d := f.Breakdown; d != nil {
-				fmt.Fprintf(&b, "  - first write: Ready → told %.0f / %.0f, told → scheduled %.0f / %.0f, queue %.0f / %.0f, started → its patch %.0f / %.0f; the API server answered the worker's reads in %.0f / %.0f, its patches in %.0f / %.0f\n",
-					d.ReadyToTold.P50, d.ReadyToTold.P99, d.ToldToSchedule.P50, d.ToldToSchedule.P99, d.FirstQueue.P50, d.FirstQueue.P99,
-					d.FirstOwn.P50, d.FirstOwn.P99, d.WorkerReads.P50, d.WorkerReads.P99, d.WorkerPatches.P50, d.WorkerPatches.P99)
-				fmt.Fprintf(&b, "  - write and verify %.0f / %.0f, decide %.0f / %.0f, timer late %.0f / %.0f, dispatch %.0f / %.0f, queue %.0f / %.0f; workflow tasks: wait %.0f / %.0f, run %.0f / %.0f\n",
-					d.Write.P50, d.Write.P99, d.Decide.P50, d.Decide.P99, d.TimerLate.P50, d.TimerLate.P99, d.Dispatch.P50, d.Dispatch.P99, d.Queue.P50, d.Queue.P99, d.TaskWait.P50, d.TaskWait.P99, d.TaskRun.P50, d.TaskRun.P99)
+				b.WriteString(d.text())
 			}
 		}
 	}
