@@ -52,7 +52,7 @@ type StepBreakdown struct {
 	// answer the worker's reads and traffic patches of Services and
 	// Revisions in the window (the audit log's received → response
 	// complete).
-	FirstOwn      Stats `json:"first_write_own_ms"`
+	FirstOwn Stats `json:"first_write_own_ms"`
 	// StepToRead and StepOwn: for every later write, a worker started it
 	// → its first read of the Service arrived at the API server, and → its
 	// patch arrived there. They are the part of each step's gap that is the
