@@ -233,10 +233,16 @@ func measureFleet(ctx context.Context, r FleetRun, e env, timeout time.Duration)
 	}
 	res.Throttle = throttle(before.throttle, after.throttle)
 	res.ReceiverEvents = receiverLoad(before.receiverTimes, after.receiverTimes)
+	// Counted again at the end, each by a query of its own: the closed
+	// count of the last sample is older than these, and a difference of
+	// counts made at two moments can come out below zero.
 	if res.Succeeded, err = countRollouts(ctx, tc, fmt.Sprintf("%s = '%s'", api.AttrOutcome.GetName(), api.OutcomeSucceeded)); err != nil {
 		return res, err
 	}
-	res.Failed = closed - res.Succeeded
+	if res.Failed, err = countRollouts(ctx, tc, failedQuery()); err != nil {
+		return res, err
+	}
+	res.Unfinished = max(0, r.Rollouts-res.Succeeded-res.Failed)
 	if res.Failed > 0 {
 		// The reasons are the report's footnote: a failed list keeps the figures.
 		if res.FailedReasons, err = failedReasons(ctx, tc); err != nil {
@@ -309,13 +315,20 @@ func countRollouts(ctx context.Context, tc client.Client, query string) (int, er
 	return int(resp.GetCount()), nil
 }
 
+// failedQuery matches the closed rollouts that did not succeed, those
+// that closed with no outcome recorded (a failed workflow) among them.
+func failedQuery() string {
+	o := api.AttrOutcome.GetName()
+	return fmt.Sprintf("ExecutionStatus != 'Running' AND (%s IS NULL OR %s != '%s')", o, o, api.OutcomeSucceeded)
+}
+
 // failedShown bounds the failed rollouts whose reasons a run reports.
 const failedShown = 10
 
 // failedReasons lists closed rollouts that did not succeed, with their
 // results' outcome and reason: a run that counts failures says why.
 func failedReasons(ctx context.Context, tc client.Client) ([]string, error) {
-	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus != 'Running' AND %s != '%s'", api.RolloutWorkflow, api.AttrOutcome.GetName(), api.OutcomeSucceeded)
+	query := fmt.Sprintf("WorkflowType = '%s' AND %s", api.RolloutWorkflow, failedQuery())
 	resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, PageSize: failedShown})
 	if err != nil {
 		return nil, fmt.Errorf("list rollouts where %s: %w", query, err)
