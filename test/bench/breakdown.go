@@ -63,7 +63,8 @@ type StepBreakdown struct {
 	WorkerPatches Stats `json:"worker_patch_latency_ms"`
 	// firstStarted is when a worker started each Service's first write;
 	// laterStarted when it started each of the later ones.
-	firstStarted, laterStarted map[string][]time.Time
+	firstStarted map[string]time.Time
+	laterStarted map[string][]time.Time
 }
 
 // withAudit adds what only the audit log knows: the first write's own time
@@ -74,7 +75,7 @@ func (b *StepBreakdown) withAudit(audit []auditEvent, user string, from, to time
 	patched := stepPatches(audit, user, from, to)
 	for name, ts := range patched {
 		if at, ok := b.firstStarted[name]; ok && len(ts) > 0 {
-			own = append(own, ms(ts[0].Sub(at[0])))
+			own = append(own, ms(ts[0].Sub(at)))
 		}
 	}
 	serviceReads := map[string][]time.Time{}
@@ -137,7 +138,7 @@ func (b *StepBreakdown) text() string {
 // stepBreakdown measures the rollouts' steps from their histories.
 func stepBreakdown(hists []history, ready *readyLog) StepBreakdown {
 	var write, decide, late, dispatch, queue, taskWait, taskRun, readyTold, toldSchedule, firstQueue []float64
-	firstStarted, laterStarted := map[string][]time.Time{}, map[string][]time.Time{}
+	firstStarted, laterStarted := map[string]time.Time{}, map[string][]time.Time{}
 	for _, h := range hists {
 		type act struct{ scheduled, started, completed time.Time }
 		applies := map[int64]*act{} // by scheduled event ID
@@ -192,7 +193,7 @@ func stepBreakdown(hists []history, ready *readyLog) StepBreakdown {
 						laterStarted[h.service] = append(laterStarted[h.service], at)
 					case a == first:
 						firstQueue = append(firstQueue, ms(at.Sub(a.scheduled)))
-						firstStarted[h.service] = []time.Time{at}
+						firstStarted[h.service] = at
 					}
 				}
 			case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:

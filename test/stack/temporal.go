@@ -17,6 +17,15 @@ import (
 // does by default.
 const eagerActivities = "system.enableActivityEagerExecution"
 
+// devServerDynamicConfig is the dev server's flags for its dynamic
+// configuration: what the production topology's file holds.
+func devServerDynamicConfig(o Options) []string {
+	if o.NoEagerActivities {
+		return nil
+	}
+	return []string{"--dynamic-config-value", eagerActivities + "=true"}
+}
+
 func (s *Stack) startTemporal(ctx context.Context) error {
 	if s.opts.Temporal != "" {
 		s.TemporalAddr, s.sluiceTemporal = s.opts.Temporal, s.opts.Temporal
@@ -33,10 +42,8 @@ func (s *Stack) startTemporal(ctx context.Context) error {
 		}
 		port = p
 	}
-	args := []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", fmt.Sprint(port), "--log-level", "warn"}
-	if !s.opts.NoEagerActivities {
-		args = append(args, "--dynamic-config-value", eagerActivities+"=true")
-	}
+	args := append([]string{"server", "start-dev", "--ip", "127.0.0.1", "--port", fmt.Sprint(port), "--log-level", "warn"},
+		devServerDynamicConfig(s.opts)...)
 	if !s.opts.TemporalInMemory {
 		args = append(args, "--db-filename", filepath.Join(s.opts.Dir, "temporal.db"))
 	}

@@ -281,13 +281,14 @@ func (s *Stack) setupTemporalSchemas(ctx context.Context, c *temporalCluster) er
 	return nil
 }
 
-// temporalConfig is the server's configuration: both stores on PostgreSQL
-// (SQL advanced visibility), the shards, each service's ports on loopback.
 // temporalDynamicConfig is the services' dynamic configuration file.
 func temporalDynamicConfig(eager bool) string {
 	return fmt.Sprintf("%s:\n  - value: %t\n", eagerActivities, eager)
 }
 
+// temporalConfig is the server's configuration: both stores on PostgreSQL
+// (SQL advanced visibility), the shards, each service's ports on loopback,
+// and where its dynamic configuration file is.
 func temporalConfig(pgPort int, ports map[string][]int, dynamic string) string {
 	var b strings.Builder
 	store := func(name, db string, conns int) {

@@ -32,6 +32,9 @@ func TestTemporalDynamicConfigIsDocumented(t *testing.T) {
 	if v := dynamic[eagerActivities]; len(v) != 1 || v[0]["value"] != true {
 		t.Fatalf("%s is %v, want one value, true", eagerActivities, v)
 	}
+	if v := temporalDynamicConfig(false); !strings.Contains(v, "value: false") {
+		t.Fatalf("with eager activities off the file says:\n%s", v)
+	}
 	var static struct {
 		DynamicConfigClient struct {
 			Filepath string `json:"filepath"`
@@ -43,5 +46,16 @@ func TestTemporalDynamicConfigIsDocumented(t *testing.T) {
 	}
 	if static.DynamicConfigClient.Filepath != "/d/dynamic.yaml" {
 		t.Fatalf("the static configuration reads dynamic configuration from %q", static.DynamicConfigClient.Filepath)
+	}
+}
+
+// The dev server is given the same setting as a flag, and none when the
+// stack runs Temporal at its default.
+func TestDevServerDynamicConfig(t *testing.T) {
+	if got := strings.Join(devServerDynamicConfig(Options{}), " "); got != "--dynamic-config-value "+eagerActivities+"=true" {
+		t.Fatalf("dev server flags: %q", got)
+	}
+	if got := devServerDynamicConfig(Options{NoEagerActivities: true}); len(got) != 0 {
+		t.Fatalf("dev server flags with eager activities off: %q", got)
 	}
 }
