@@ -100,6 +100,7 @@ func (r *Receiver) revision(ctx context.Context, a events.Action, principal stri
 	}
 	r.Seen.Add(told)
 	r.Seen.Add(offered)
+	r.Seen.Add(startedKey(req))
 	return reply(http.StatusAccepted, "offered", "offered %s (%s) to the rollout of %s", a.Name, a.Ready, target)
 }
 

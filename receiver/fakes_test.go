@@ -18,10 +18,10 @@ type fakeTemporal struct {
 	calls    []string
 	signalFn func(workflowID, signal string) error
 	startErr error
-	// startGate, if set, holds every signal-with-start until it is closed.
-	startGate chan struct{}
-	describe  func(workflowID string) (*workflowservice.DescribeWorkflowExecutionResponse, error)
-	update    func(name string) (string, error)
+	// gate, if set, holds every signal and signal-with-start until it is closed.
+	gate     chan struct{}
+	describe func(workflowID string) (*workflowservice.DescribeWorkflowExecutionResponse, error)
+	update   func(name string) (string, error)
 	// runs answers the visibility listing of a target's rollouts.
 	runs []*workflowpb.WorkflowExecutionInfo
 	// started holds the options of every signal-with-start.
@@ -42,7 +42,18 @@ func (f *fakeTemporal) Calls() []string {
 	return append([]string(nil), f.calls...)
 }
 
+// hold waits while the gate is set and open.
+func (f *fakeTemporal) hold() {
+	f.mu.Lock()
+	gate := f.gate
+	f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+}
+
 func (f *fakeTemporal) SignalWorkflow(_ context.Context, id, _ string, signal string, arg any) error {
+	f.hold()
 	f.record("signal " + signal + " " + id)
 	f.mu.Lock()
 	f.signals = append(f.signals, arg)
@@ -59,12 +70,7 @@ func (fakeRun) GetRunID() string { return "run-1" }
 func (fakeRun) GetID() string    { return "id" }
 
 func (f *fakeTemporal) SignalWithStartWorkflow(_ context.Context, id, signal string, arg any, opts client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
-	f.mu.Lock()
-	gate := f.startGate
-	f.mu.Unlock()
-	if gate != nil {
-		<-gate
-	}
+	f.hold()
 	f.record("start " + id)
 	f.mu.Lock()
 	f.started = append(f.started, opts)

@@ -2,10 +2,14 @@ package receiver
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
+
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/workflows/control"
 )
 
@@ -104,10 +108,10 @@ func (r *Receiver) offerInBackground(req control.StartRequest, told, lost string
 		ctx, cancel := context.WithTimeout(context.Background(), laterTimeout)
 		defer cancel()
 		for attempt := 1; ; attempt++ {
-			_, err := r.Control.Offer(ctx, req)
+			outcome, err := r.deliver(ctx, req)
 			if err == nil {
 				r.Seen.Add(told)
-				r.Metrics.later("offered")
+				r.Metrics.later(outcome)
 				return
 			}
 			if attempt == 3 || ctx.Err() != nil {
@@ -122,4 +126,35 @@ func (r *Receiver) offerInBackground(req control.StartRequest, told, lost string
 		}
 	})
 	return reply(http.StatusAccepted, "offered", "offering %s (%s) to the rollout of %s", name, state, target)
+}
+
+// startedKey marks a Revision an offer of which Temporal took: a rollout of
+// it ran from then on.
+func startedKey(req control.StartRequest) string {
+	return "started:" + req.Target.Namespace + "/" + req.Offer.Revision
+}
+
+// deliver makes a background offer and says how it went: offered, or ended.
+// A later state of a Revision whose offer Temporal already took is only
+// signalled: its rollout is running, or has ended — rolled back, aborted,
+// superseded — and a signal-with-start would then roll the same Revision
+// out again, a second "started" after the first run's end. An event can come
+// that late: the adapter retries, a slow network delays it by seconds, and
+// the receiver's caches may not hold the ended mark yet that would stop it.
+func (r *Receiver) deliver(ctx context.Context, req control.StartRequest) (string, error) {
+	if r.Seen.Has(startedKey(req)) {
+		err := r.Control.Tell(ctx, req.Target, api.SignalCandidate, req.Offer)
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			r.Log.Info("not offered again: the rollout of this candidate has ended",
+				"target", req.Target.String(), "revision", req.Offer.Revision, "state", req.Offer.State.String())
+			return "ended", nil
+		}
+		return "offered", err
+	}
+	if _, err := r.Control.Offer(ctx, req); err != nil {
+		return "", err
+	}
+	r.Seen.Add(startedKey(req))
+	return "offered", nil
 }

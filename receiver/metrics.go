@@ -30,7 +30,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sluice_receiver_target_reads_total", Help: "Reads of a Revision's target, by where they were answered: the informers' cache or the API server.",
 		}, []string{"from"}),
 		laters: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_receiver_background_offers_total", Help: "Later states of candidates already offered (Ready, failed), answered at once and offered in the background, by outcome: offered, or failed (the rollout's own watch sees the state).",
+			Name: "sluice_receiver_background_offers_total", Help: "Later states of candidates already offered (Ready, failed), answered at once and offered in the background, by outcome: offered, ended (the candidate's rollout had ended: nothing starts it again), or failed (the rollout's own watch sees the state).",
 		}, []string{"outcome"}),
 	}
 	reg.MustRegister(m.events, m.latency, m.reads, m.laters)

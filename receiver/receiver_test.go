@@ -435,8 +435,8 @@ func TestTrafficIgnoredDeleteHinted(t *testing.T) {
 
 // A Revision's status is written several times on its way to Ready; the
 // receiver offers each state once: the add starts the rollout, the Unknown
-// update says nothing new, Ready is offered (the running rollout takes it as
-// its candidate's state), a repeated Ready is not even looked up.
+// update says nothing new, Ready is signalled (the running rollout takes it
+// as its candidate's state), a repeated Ready is not even looked up.
 func TestRevisionStatesToldOnce(t *testing.T) {
 	e := newEnv(t, helloObjects()...)
 	steps := []struct {
@@ -446,7 +446,7 @@ func TestRevisionStatesToldOnce(t *testing.T) {
 	}{
 		{"resource/02-revision-add.json", http.StatusAccepted, "start"},
 		{"resource/03-revision-update-ready-unknown.json", http.StatusOK, ""},
-		{"resource/04-revision-update-ready-true.json", http.StatusAccepted, "start"},
+		{"resource/04-revision-update-ready-true.json", http.StatusAccepted, "signal"},
 		{"resource/04-revision-update-ready-true.json", http.StatusOK, ""},
 	}
 	for i, st := range steps {
@@ -469,12 +469,13 @@ func TestRevisionStatesToldOnce(t *testing.T) {
 // rollout's own watch and not remembered, so a redelivery tries again.
 func TestLaterStateAnsweredBeforeTemporal(t *testing.T) {
 	e := newEnv(t, helloObjects()...)
+	e.temporal.signalFn = nil // its rollout runs
 	if code, msg := e.replay("resource/02-revision-add.json", nil); code != http.StatusAccepted {
 		t.Fatalf("the candidate's first event: %d %s", code, msg)
 	}
 	gate := make(chan struct{})
 	e.temporal.mu.Lock()
-	e.temporal.startGate = gate
+	e.temporal.gate = gate
 	e.temporal.mu.Unlock()
 	code, msg := e.replay("resource/04-revision-update-ready-true.json", nil)
 	if code != http.StatusAccepted || !strings.Contains(msg, "offering hello-00002 (ready) to the rollout of default/service/hello") {
@@ -500,7 +501,7 @@ func TestLaterStateAnsweredBeforeTemporal(t *testing.T) {
 		t.Fatalf("the candidate's first event: %d %s", code, msg)
 	}
 	e.temporal.mu.Lock()
-	e.temporal.startErr = serviceerror.NewUnavailable("connection refused")
+	e.temporal.signalFn = func(string, string) error { return serviceerror.NewUnavailable("connection refused") }
 	e.temporal.mu.Unlock()
 	if code, msg := e.replay("resource/04-revision-update-ready-true.json", nil); code != http.StatusAccepted {
 		t.Fatalf("its Ready state, Temporal away: %d %s", code, msg)
@@ -510,12 +511,43 @@ func TestLaterStateAnsweredBeforeTemporal(t *testing.T) {
 		t.Fatalf("failed background offers = %v after calls %v, want 1 after three tries", n, e.temporal.Calls())
 	}
 	e.temporal.mu.Lock()
-	e.temporal.startErr = nil
+	e.temporal.signalFn = nil
 	e.temporal.mu.Unlock()
 	code, msg = e.replay("resource/04-revision-update-ready-true.json", func(h map[string]string) { h["Ce-Id"] = "redelivered" })
 	e.rcv.background().wait()
 	if code != http.StatusAccepted || len(e.temporal.Calls()) != 5 {
 		t.Fatalf("the redelivery: %d %s, calls %v", code, msg, e.temporal.Calls())
+	}
+}
+
+// A later state of a candidate whose rollout has closed — it failed and
+// rolled back, say, before a delayed event of it came, while the caches
+// did not hold its ended mark yet — does not start the candidate's rollout
+// again: the offer is a signal, and a closed rollout takes none.
+func TestLaterStateOfAnEndedRolloutStartsNothing(t *testing.T) {
+	e := newEnv(t, helloObjects()...)
+	if code, msg := e.replay("resource/02-revision-add.json", nil); code != http.StatusAccepted {
+		t.Fatalf("the candidate's first event: %d %s", code, msg)
+	}
+	e.temporal.mu.Lock()
+	e.temporal.signalFn = func(string, string) error {
+		return serviceerror.NewNotFound("workflow execution already completed")
+	}
+	e.temporal.mu.Unlock()
+	if code, msg := e.replay("resource/04-revision-update-ready-true.json", nil); code != http.StatusAccepted {
+		t.Fatalf("its Ready state after its rollout closed: %d %s", code, msg)
+	}
+	e.rcv.background().wait()
+	want := "start rollout/default/service/hello; signal candidate rollout/default/service/hello"
+	if got := strings.Join(e.temporal.Calls(), "; "); got != want {
+		t.Fatalf("Temporal calls %q, want %q", got, want)
+	}
+	if n := testutil.ToFloat64(e.rcv.Metrics.laters.WithLabelValues("ended")); n != 1 {
+		t.Fatalf("background offers to an ended rollout = %v, want 1", n)
+	}
+	// A redelivery is a duplicate: the state was handled.
+	if code, msg := e.replay("resource/04-revision-update-ready-true.json", func(h map[string]string) { h["Ce-Id"] = "redelivered" }); code != http.StatusOK {
+		t.Fatalf("the redelivery: %d %s", code, msg)
 	}
 }
 

@@ -99,7 +99,7 @@ func TestNewCandidateAnsweredBeforeTemporalWhileSweeping(t *testing.T) {
 	e.rcv.BackgroundStarts = true
 	gate := make(chan struct{})
 	e.temporal.mu.Lock()
-	e.temporal.startGate = gate
+	e.temporal.gate = gate
 	e.temporal.mu.Unlock()
 	// In arrival order: the add, then the update to Ready.
 	for _, ev := range []struct{ fixture, want string }{
