@@ -19,7 +19,9 @@ const sweptBy = "sluice-receiver's sweep"
 // is not the candidate of the target's latest rollout, Sweep offers it as
 // its event would have. It returns how many it offered. The check costs no
 // API call for a target whose newest Revision serves; the rest cost a
-// visibility query, and a Revision read if it is offered.
+// describe of the target's rollout (Temporal's own record: the visibility
+// store may not show yet a run that has just ended, and the sweep would then
+// roll its candidate out again), and a Revision read if it is offered.
 func (r *Receiver) Sweep(ctx context.Context) int {
 	if r.Targets == nil || (r.Gate != nil && r.Gate.Err() != nil) {
 		return 0
@@ -34,12 +36,12 @@ func (r *Receiver) Sweep(ctx context.Context) int {
 		if r.Seen.Has(key) {
 			continue
 		}
-		runs, err := r.Control.History(ctx, ref, 1)
+		latest, ok, err := r.Control.Latest(ctx, ref)
 		if err != nil {
-			r.Log.Info("sweep: read the rollouts of a target", "target", ref.String(), "error", err)
+			r.Log.Info("sweep: read the latest rollout of a target", "target", ref.String(), "error", err)
 			continue
 		}
-		if len(runs) > 0 && runs[0].Candidate == n.Revision {
+		if ok && latest.Candidate == n.Revision {
 			r.Seen.Add(key) // its rollout has it, or had it and ended
 			continue
 		}

@@ -10,7 +10,9 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -41,7 +43,7 @@ func TestSweepOffersARevisionNoEventBrought(t *testing.T) {
 	if n := e.rcv.Sweep(context.Background()); n != 1 {
 		t.Fatalf("offered %d, want 1", n)
 	}
-	if got := strings.Join(e.temporal.Calls(), "; "); got != "list; start rollout/default/service/hello" {
+	if got := strings.Join(e.temporal.Calls(), "; "); got != "describe rollout/default/service/hello; start rollout/default/service/hello" {
 		t.Fatalf("Temporal calls: %s", got)
 	}
 	offer, ok := e.temporal.signals[0].(api.CandidateSignal)
@@ -60,21 +62,28 @@ func TestSweepLeavesHandledRevisionsAlone(t *testing.T) {
 		latest      string
 		annotations map[string]string
 		candidate   string // of the target's latest rollout
+		closed      bool   // that rollout has ended
 		calls       string
 	}{
 		{name: "it serves", latest: "hello-00001", calls: ""},
 		{name: "its rollout ended", latest: "hello-00002", annotations: map[string]string{config.AnnotationEnded: config.Ended("hello-00002", "RolledBack")}, calls: ""},
-		{name: "a rollout has it", latest: "hello-00002", candidate: "hello-00002", calls: "list"},
+		{name: "a rollout has it", latest: "hello-00002", candidate: "hello-00002", calls: "describe rollout/default/service/hello"},
+		// The visibility store still lists the run before it as the latest;
+		// Temporal's own record has the one that just ended.
+		{name: "its rollout has just closed", latest: "hello-00002", candidate: "hello-00002", closed: true, calls: "describe rollout/default/service/hello"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, sweepObjects(tc.latest, tc.annotations)...).withCache()
 			if tc.candidate != "" {
-				p, err := converter.GetDefaultDataConverter().ToPayload(tc.candidate)
-				if err != nil {
-					t.Fatal(err)
+				status := enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+				if tc.closed {
+					status = enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
 				}
-				e.temporal.runs = []*workflowpb.WorkflowExecutionInfo{{SearchAttributes: &commonpb.SearchAttributes{
-					IndexedFields: map[string]*commonpb.Payload{api.AttrCandidate.GetName(): p}}}}
+				latest := runOf(t, tc.candidate, status)
+				e.temporal.runs = []*workflowpb.WorkflowExecutionInfo{runOf(t, "hello-00001", enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED)}
+				e.temporal.describe = func(string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+					return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: latest}, nil
+				}
 			}
 			if n := e.rcv.Sweep(context.Background()); n != 0 {
 				t.Fatalf("offered %d", n)
@@ -87,6 +96,17 @@ func TestSweepLeavesHandledRevisionsAlone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runOf is a rollout run of candidate as Temporal describes or lists it.
+func runOf(t *testing.T, candidate string, status enumspb.WorkflowExecutionStatus) *workflowpb.WorkflowExecutionInfo {
+	t.Helper()
+	p, err := converter.GetDefaultDataConverter().ToPayload(candidate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &workflowpb.WorkflowExecutionInfo{Status: status, SearchAttributes: &commonpb.SearchAttributes{
+		IndexedFields: map[string]*commonpb.Payload{api.AttrCandidate.GetName(): p}}}
 }
 
 // While the receiver sweeps, a new candidate of a target its caches hold is

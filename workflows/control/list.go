@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
@@ -101,6 +103,24 @@ func (c *Client) List(ctx context.Context, f Filter) ([]Summary, error) {
 // candidate (a superseded one, then the one that superseded it, ...).
 func (c *Client) History(ctx context.Context, target knative.TargetRef, limit int) ([]Summary, error) {
 	return c.List(ctx, Filter{Target: api.TargetAttr(target.In(c.Cluster)), Limit: limit})
+}
+
+// Latest returns the target's newest run, running or closed, as Temporal's
+// own record of the workflow has it — not the visibility store, which on
+// Temporal's production topology shows a run some time after it starts or
+// ends. ok is false when the target has no run (or its last one is past
+// retention).
+func (c *Client) Latest(ctx context.Context, target knative.TargetRef) (s Summary, ok bool, err error) {
+	target = target.In(c.Cluster)
+	d, err := c.Temporal.DescribeWorkflowExecution(ctx, api.RolloutID(target), "")
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return Summary{}, false, nil
+	case err != nil:
+		return Summary{}, false, fmt.Errorf("describe the rollout of %s: %w", target, err)
+	}
+	return summarize(d.GetWorkflowExecutionInfo()), true, nil
 }
 
 func summarize(e *workflowpb.WorkflowExecutionInfo) Summary {
