@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/knative"
 	"github.com/sluicehq/sluice/test/knativefake"
+	"k8s.io/utils/ptr"
 )
 
 // These tests run the activities over knativefake, the generated fake
@@ -329,6 +330,41 @@ func TestResolveServiceTarget(t *testing.T) {
 	// is the newest Ready Revision before it.
 	if res.Stable != "hello-00001" || res.CandidateGeneration != 2 || res.Object != helloRef || len(res.Policy.Steps) != 2 {
 		t.Fatalf("resolved %+v", res)
+	}
+}
+
+// A capacity plan stages from the stable's Ready pods, but never from fewer
+// than its template's min-scale: a stable a pod short of it — one being
+// replaced, or bounds a rollout has just given back — runs that pod again
+// during the rollout, beside the candidate's.
+func TestResolveStablePodsAtLeastItsMinScale(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ready *int32
+		min   string
+		want  int32
+	}{
+		{name: "short of its min-scale", ready: ptr.To[int32](1), min: "2", want: 2},
+		{name: "no count reported yet", min: "2", want: 2},
+		{name: "scaled above it", ready: ptr.To[int32](3), min: "2", want: 3},
+		{name: "no min-scale", ready: ptr.To[int32](1), want: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stable := knativefake.Revision(ns, "hello", 1, true)
+			stable.Status.ActualReplicas = tc.ready
+			if tc.min != "" {
+				stable.Annotations = map[string]string{"autoscaling.knative.dev/min-scale": tc.min}
+			}
+			f := newFixture(t, knativefake.Service(ns, "hello", map[string]string{config.AnnotationSteps: "50,100"}, tgt("hello-00001", 100, "")),
+				stable, knativefake.Revision(ns, "hello", 2, true))
+			res, err := f.resolve(knative.TargetRef{Namespace: ns, Kind: knative.KindService, Name: "hello"}, "hello-00002")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Stable != "hello-00001" || res.StablePods != tc.want {
+				t.Fatalf("stable %s with %d pods, want hello-00001 with %d", res.Stable, res.StablePods, tc.want)
+			}
+		})
 	}
 }
 
