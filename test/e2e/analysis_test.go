@@ -402,7 +402,7 @@ checks:
 	})
 	crashWorker(t, 4*time.Second) // rounds fall due while no worker runs
 	// A query in flight when the worker died is retried once its
-	// heartbeats stop (10s); usually the kill lands in a timer.
+	// heartbeats stop (20s); usually the kill lands in a timer.
 	st := waitOutcome(t, c, svcTarget("an6"), "an6-00002", 90*time.Second)
 	if st.Outcome != api.OutcomeSucceeded || serviceTraffic(t, "an6") != "an6-00002=100%" {
 		t.Fatalf("outcome %s (%s), traffic %s", st.Outcome, st.Reason, serviceTraffic(t, "an6"))
