@@ -221,9 +221,10 @@ func kubeError(err error) error {
 }
 
 // HeartbeatEvery is how often activities that wait (watches, queries,
-// webhook calls) tell Temporal they are alive; the workflow gives them a
-// heartbeat timeout of a few times that, so one cut short by a lost worker
-// is retried in seconds, not after its whole start-to-close timeout.
+// webhook calls) tell Temporal they are alive, after their first beat; the
+// workflow gives them a heartbeat timeout of ten times that, so one cut
+// short by a lost worker is retried within 20 s, not after its whole
+// start-to-close timeout.
 const HeartbeatEvery = 2 * time.Second
 
 // keepAlive heartbeats until the returned stop is called: first after
