@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -60,19 +59,6 @@ type Activities struct {
 // event sink, its Rollout resource, or notifications.
 func (a *Activities) progress() bool {
 	return a.Events != nil || (a.Mirror != nil && a.Mirror.Served()) || (a.Notify != nil && a.Notify.Configured())
-}
-
-// stablePods is the stable's count a capacity plan stages from: its Ready
-// pods, or its template's min-scale if that is more. A stable short of its
-// minimum — a pod being replaced, a previous rollout's bounds just given
-// back, a count Knative has not reported yet — returns to it during the
-// rollout, and a plan from the shortfall would count those pods against the
-// candidate's surge and leave the candidate short at 100%.
-func stablePods(ready int32, template knative.ScaleBounds) int32 {
-	if n, err := strconv.ParseInt(template.Min, 10, 32); err == nil && int32(n) > ready {
-		return int32(n)
-	}
-	return ready
 }
 
 // ResolveTarget reads the target's policy, its live traffic and its stable
@@ -148,8 +134,13 @@ func (a *Activities) ResolveTarget(ctx context.Context, in ResolveInput) (Resolv
 		Release:             ReleaseOf(cand),
 	}
 	if stable, ok := revs[res.Stable]; ok {
+		// Never fewer than its template's minimum: a stable short of it — a
+		// pod being replaced, a previous rollout's bounds just given back, a
+		// count Knative has not reported yet — returns to it during the
+		// rollout, and a plan from the shortfall would count those pods
+		// against the candidate's surge.
 		res.StableBounds = knative.TemplateBounds(stable)
-		res.StablePods = stablePods(knative.StateOf(stable).Pods, res.StableBounds)
+		res.StablePods = max(knative.StateOf(stable).Pods, res.StableBounds.MinPods())
 	}
 	if in.Undo && in.Candidate == "" {
 		res.Candidate = candidate

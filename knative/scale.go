@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,6 +22,16 @@ import (
 type ScaleBounds struct {
 	Min string `json:"min,omitempty"`
 	Max string `json:"max,omitempty"`
+}
+
+// MinPods is the minimum as a pod count: 0 when unset or not a number
+// (Knative's webhook admits only integers).
+func (b ScaleBounds) MinPods() int32 {
+	n, err := strconv.ParseInt(b.Min, 10, 32)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return int32(n)
 }
 
 // BoundsOf reads a Revision's scale bounds, under Knative's current keys or

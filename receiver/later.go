@@ -150,7 +150,10 @@ func (r *Receiver) deliver(ctx context.Context, req control.StartRequest) (strin
 				"target", req.Target.String(), "revision", req.Offer.Revision, "state", req.Offer.State.String())
 			return "ended", nil
 		}
-		return "offered", err
+		if err != nil {
+			return "", err
+		}
+		return "offered", nil
 	}
 	if _, err := r.Control.Offer(ctx, req); err != nil {
 		return "", err

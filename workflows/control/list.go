@@ -105,6 +105,11 @@ func (c *Client) History(ctx context.Context, target knative.TargetRef, limit in
 	return c.List(ctx, Filter{Target: api.TargetAttr(target.In(c.Cluster)), Limit: limit})
 }
 
+// Running reports whether the run had not closed when it was read.
+func (s Summary) Running() bool {
+	return s.Status == strings.TrimPrefix(enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING.String(), "WORKFLOW_EXECUTION_STATUS_")
+}
+
 // Latest returns the target's newest run, running or closed, as Temporal's
 // own record of the workflow has it — not the visibility store, which on
 // Temporal's production topology shows a run some time after it starts or

@@ -78,15 +78,8 @@ func (c *Client) Undo(ctx context.Context, target knative.TargetRef, to, reason 
 
 // running reports whether the target's rollout workflow is running.
 func (c *Client) running(ctx context.Context, target knative.TargetRef) (bool, error) {
-	d, err := c.Temporal.DescribeWorkflowExecution(ctx, api.RolloutID(target), "")
-	var nf *serviceerror.NotFound
-	switch {
-	case errors.As(err, &nf):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("describe the rollout of %s: %w", target, err)
-	}
-	return d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
+	latest, ok, err := c.Latest(ctx, target)
+	return ok && latest.Running(), err
 }
 
 func undoSummary(t knative.TargetRef, to string) string {
